@@ -1,0 +1,30 @@
+# Two commands set everything up: `make run` (the demo) and `make test` (the suite).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+# The suite runs on real PostgreSQL and Redis; override to point elsewhere.
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/messaging
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/1
+
+.PHONY: install run test clean
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+install: $(VENV)/.installed
+
+# Embedded defaults (SQLite, in-memory layer) unless DATABASE_URL / REDIS_URL are set.
+run: install
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/daphne -b $(HOST) -p $(PORT) project.asgi:application
+
+test: install
+	DATABASE_URL="$${DATABASE_URL:-$(TEST_DATABASE_URL)}" REDIS_URL="$${REDIS_URL:-$(TEST_REDIS_URL)}" \
+		$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) staticfiles .pytest_cache .hypothesis

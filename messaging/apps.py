@@ -1,0 +1,11 @@
+from django.apps import AppConfig
+
+
+class MessagingConfig(AppConfig):
+    name = "messaging"
+    verbose_name = "Messaging"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Built-in command types register themselves on import.
+        from . import commands  # noqa: F401

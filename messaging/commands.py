@@ -1,0 +1,131 @@
+"""The built-in command types of protocol v1: room.join, room.post, receipt."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
+from django.utils import timezone
+
+from .conf import get_settings
+from .exceptions import Forbidden, Invalid
+from .handlers import CommandContext, command
+from .models import Membership, Message, Room
+from .protocol import format_time, message_body, optional_seq, room_slug
+from .receipts import move_watermarks
+
+
+def display_name(user: Any) -> str:
+    return user.get_full_name() or user.get_username()
+
+
+def msg_frame(message: Message, room: str, sender: Any) -> dict:
+    return {
+        "t": "msg",
+        "d": {
+            "room": room,
+            "seq": message.seq,
+            "id": message.client_msg_id,
+            "sender": {"id": sender.pk, "name": display_name(sender)},
+            "body": message.body,
+            "at": format_time(message.sent_at),
+        },
+    }
+
+
+# room.join ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Join:
+    room: str
+    since: int | None
+
+
+def validate_join(d: dict) -> Join:
+    return Join(room=room_slug(d), since=optional_seq(d, "since"))
+
+
+@command("room.join", validate=validate_join, exactly_once=False, subscribes_to=lambda join: join.room)
+def join_room(ctx: CommandContext, join: Join) -> dict:
+    room, _ = Room.objects.get_or_create(slug=join.room)
+    Membership.objects.get_or_create(room=room, user=ctx.user, defaults={"joined_seq": room.last_seq})
+    room.refresh_from_db(fields=["last_seq"])
+    members = [
+        {"user": m.user_id, "name": display_name(m.user), "delivered": m.delivered, "read": m.read}
+        for m in Membership.objects.filter(room=room).select_related("user").order_by("joined_at", "pk")
+    ]
+    conf = get_settings()
+    messages = Message.objects.filter(room=room).select_related("sender")
+    if join.since is None:
+        backlog = list(messages.order_by("-seq")[: conf.RECENT_ON_JOIN])[::-1]
+    else:
+        backlog = list(messages.filter(seq__gt=join.since).order_by("seq")[: conf.REPLAY_LIMIT])
+    for message in backlog:
+        ctx.reply(msg_frame(message, room.slug, message.sender))
+    return {"room": room.slug, "last_seq": room.last_seq, "members": members}
+
+
+# room.post ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Post:
+    room: str
+    body: str
+
+
+def validate_post(d: dict) -> Post:
+    return Post(room=room_slug(d), body=message_body(d, get_settings().BODY_MAX_CHARS))
+
+
+def next_seq(room_id: int) -> int:
+    """Take the room's next seq. Holds the room's row lock until commit."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Room._meta.db_table} SET last_seq = last_seq + 1 WHERE id = %s RETURNING last_seq", [room_id]
+        )
+        return cursor.fetchone()[0]
+
+
+@command("room.post", validate=validate_post)
+def post_message(ctx: CommandContext, post: Post) -> dict:
+    room_id = Membership.objects.filter(room__slug=post.room, user=ctx.user).values_list("room_id", flat=True).first()
+    if room_id is None:
+        raise Forbidden("join the room first")
+    message = Message.objects.create(
+        room_id=room_id,
+        seq=next_seq(room_id),
+        sender=ctx.user,
+        client_msg_id=ctx.command_id,
+        body=post.body,
+        sent_at=timezone.now(),
+    )
+    ctx.broadcast(post.room, msg_frame(message, post.room, ctx.user))
+    return {"room": post.room, "seq": message.seq, "at": format_time(message.sent_at)}
+
+
+# receipt --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Receipt:
+    room: str
+    delivered: int | None
+    read: int | None
+
+
+def validate_receipt(d: dict) -> Receipt:
+    receipt = Receipt(room=room_slug(d), delivered=optional_seq(d, "delivered"), read=optional_seq(d, "read"))
+    if receipt.delivered is None and receipt.read is None:
+        raise Invalid("give delivered and/or read")
+    return receipt
+
+
+@command("receipt", validate=validate_receipt, exactly_once=False)
+def receipt(ctx: CommandContext, receipt: Receipt) -> dict:
+    _, marks, moved = move_watermarks(ctx.user, receipt.room, receipt.delivered, receipt.read)
+    if moved:
+        status = {"room": receipt.room, "user": ctx.user.pk, "delivered": marks.delivered, "read": marks.read}
+        ctx.broadcast(receipt.room, {"t": "status", "d": status})
+    return {"room": receipt.room, "delivered": marks.delivered, "read": marks.read}

@@ -1,0 +1,148 @@
+"""The WebSocket consumer: parse, dispatch, send. The logic lives elsewhere."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Awaitable, Callable
+
+import redis
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from . import handlers
+from .conf import get_settings
+from .exceptions import BadFrame, CommandError, Unavailable
+from .idempotency import execute_async
+from .protocol import Command, ack_error, ack_ok, bad_frame, encode, parse_command
+
+log = logging.getLogger(__name__)
+
+CLOSE_UNSUPPORTED = 1003
+CLOSE_POLICY = 1008
+CLOSE_TOO_BIG = 1009
+CLOSE_UNAUTHENTICATED = 4401
+
+
+def room_group(room: str) -> str:
+    return f"messaging.room.{room}"
+
+
+def resilient(receive: Callable[[], Awaitable[dict]]) -> Callable[[], Awaitable[dict]]:
+    """Retry the channel layer's receive, so an outage of its Redis pauses
+    live fan-out instead of killing every socket with 1011. Commands keep
+    working meanwhile (the database path), and clients catch up by seq."""
+
+    async def receive_until_it_works() -> dict:
+        pause = 0.1
+        while True:
+            try:
+                return await receive()
+            except (OSError, redis.RedisError) as exc:
+                log.warning("channel layer receive failed, retrying in %.1fs: %s", pause, exc)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 2.0)
+
+    return receive_until_it_works
+
+
+class ChatConsumer(AsyncWebsocketConsumer):
+    # Channels assigns `channel_receive` in `__call__` and hands it to its
+    # dispatch loop right away; wrapping it on assignment is the one hook.
+    @property
+    def channel_receive(self) -> Callable[[], Awaitable[dict]]:
+        return self._channel_receive
+
+    @channel_receive.setter
+    def channel_receive(self, receive: Callable[[], Awaitable[dict]]) -> None:
+        self._channel_receive = resilient(receive)
+
+    async def connect(self) -> None:
+        self.user = self.scope.get("user")
+        self.rooms: set[str] = set()
+        self.bad_frames = 0
+        await self.accept()
+        if self.user is None or not self.user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+
+    async def disconnect(self, code: int) -> None:
+        for room in list(self.rooms):
+            await self.unsubscribe(room)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.user is None or not self.user.is_authenticated:
+            return
+        if text_data is None:
+            await self.close(code=CLOSE_UNSUPPORTED)
+            return
+        limit = get_settings().MAX_FRAME_BYTES
+        if len(text_data) > limit or len(text_data.encode("utf-8", "surrogatepass")) > limit:
+            await self.close(code=CLOSE_TOO_BIG)
+            return
+        try:
+            command = parse_command(text_data)
+        except BadFrame as exc:
+            await self.refuse_frame(exc.message)
+            return
+        self.bad_frames = 0
+        await self.run(command)
+
+    async def refuse_frame(self, message: str) -> None:
+        self.bad_frames += 1
+        await self.send(text_data=encode(bad_frame(message)))
+        if self.bad_frames >= get_settings().BAD_FRAME_LIMIT:
+            await self.close(code=CLOSE_POLICY)
+
+    async def run(self, command: Command) -> None:
+        subscribed = None
+        try:
+            handler = handlers.lookup(command.t)
+            data = handlers.validate(handler, command.d)
+            if handler.subscribes_to is not None:
+                subscribed = await self.subscribe(handler.subscribes_to(data))
+            outcome = await execute_async(self.user, command, handler, data)
+        except CommandError as exc:
+            await self.unsubscribe(subscribed)
+            await self.send(text_data=encode(ack_error(command.id, exc.as_error())))
+            return
+        except Exception:
+            log.exception("command %s %s by user %s failed", command.t, command.id, self.user.pk)
+            await self.unsubscribe(subscribed)
+            await self.send(text_data=encode(ack_error(command.id, Unavailable().as_error())))
+            return
+        await self.send(text_data=encode(ack_ok(command.id, outcome.data, dup=outcome.dup)))
+        for frame in outcome.replies:
+            await self.send(text_data=encode(frame))
+        for room, frame in outcome.broadcasts:
+            await self.broadcast(room, frame)
+
+    async def subscribe(self, room: str) -> str | None:
+        """Join the room's group; returns the room if this call added it."""
+        if room in self.rooms:
+            return None
+        try:
+            await self.channel_layer.group_add(room_group(room), self.channel_name)
+        except Exception:
+            # Live fan-out is best effort; the join itself (membership and
+            # backlog) does not depend on it. A later join tries again.
+            log.exception("subscribing to room %s failed", room)
+            return None
+        self.rooms.add(room)
+        return room
+
+    async def unsubscribe(self, room: str | None) -> None:
+        if room is not None:
+            self.rooms.discard(room)
+            try:
+                await self.channel_layer.group_discard(room_group(room), self.channel_name)
+            except Exception:
+                log.exception("unsubscribing from room %s failed", room)
+
+    async def broadcast(self, room: str, frame: dict) -> None:
+        # The effect is committed and acked: a failed fan-out loses nothing,
+        # since clients catch up with room.join and `since`.
+        try:
+            await self.channel_layer.group_send(room_group(room), {"type": "room.frame", "text": encode(frame)})
+        except Exception:
+            log.exception("broadcast to room %s failed", room)
+
+    async def room_frame(self, event: dict[str, Any]) -> None:
+        await self.send(text_data=event["text"])

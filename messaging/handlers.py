@@ -1,0 +1,111 @@
+"""The registry of command types.
+
+A command type maps to a `Handler`: a `validate` step (pure, raises
+`Invalid`) and an `apply` step that runs inside a database transaction.
+Types are looked up in this explicit registry, never by attribute lookup on a
+client-supplied string.
+
+Host projects add their own types with the `command` decorator; their writes
+get the same exactly-once guarantee as `room.post` unless they opt out with
+`exactly_once=False` (for effects that are idempotent by nature).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .exceptions import Invalid, UnknownType
+from .protocol import require_object
+
+
+@dataclass
+class CommandContext:
+    """What a handler sees of its command, and where it leaves side effects.
+
+    `replies` are frames for the issuing socket, sent after the ack;
+    `broadcasts` are `(room, frame)` pairs, sent to the room after commit.
+    Both are discarded when the transaction fails.
+    """
+
+    user: Any
+    command_id: str
+    type: str
+    replies: list[dict] = field(default_factory=list)
+    broadcasts: list[tuple[str, dict]] = field(default_factory=list)
+
+    def reply(self, frame: dict) -> None:
+        self.replies.append(frame)
+
+    def broadcast(self, room: str, frame: dict) -> None:
+        self.broadcasts.append((room, frame))
+
+
+Validator = Callable[[dict], Any]
+Applier = Callable[[CommandContext, Any], dict]
+
+
+def _accept_object(data: dict) -> dict:
+    return data
+
+
+@dataclass(frozen=True)
+class Handler:
+    type: str
+    apply: Applier
+    validate: Validator = _accept_object
+    exactly_once: bool = True
+    # A room this command subscribes the socket to, taken from the validated
+    # data. The consumer subscribes *before* apply runs, so nothing posted
+    # between the backlog query and the subscription is missed.
+    subscribes_to: Callable[[Any], str] | None = None
+
+
+_registry: dict[str, Handler] = {}
+
+
+def register(handler: Handler) -> Handler:
+    if handler.type in _registry and _registry[handler.type] != handler:
+        raise ValueError(f"command type {handler.type!r} is already registered")
+    _registry[handler.type] = handler
+    return handler
+
+
+def command(
+    type: str,
+    *,
+    validate: Validator | None = None,
+    exactly_once: bool = True,
+    subscribes_to: Callable[[Any], str] | None = None,
+) -> Callable[[Applier], Applier]:
+    """Register `apply(ctx, data) -> ack data` as the handler of `type`.
+
+    `validate(d)` gets the command's `d` (already known to be an object) and
+    returns what `apply` receives; it raises `messaging.exceptions.Invalid`.
+    """
+
+    def decorate(apply: Applier) -> Applier:
+        register(
+            Handler(
+                type=type,
+                apply=apply,
+                validate=validate or _accept_object,
+                exactly_once=exactly_once,
+                subscribes_to=subscribes_to,
+            )
+        )
+        return apply
+
+    return decorate
+
+
+def lookup(command_type: Any) -> Handler:
+    if not isinstance(command_type, str):
+        raise Invalid("t must be a string")
+    try:
+        return _registry[command_type]
+    except KeyError:
+        raise UnknownType(f"no handler for {command_type[:64]!r}") from None
+
+
+def validate(handler: Handler, data: Any) -> Any:
+    return handler.validate(require_object(data))

@@ -1,0 +1,91 @@
+"""Rooms, memberships with receipt watermarks, messages, and durable command records."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Room(models.Model):
+    slug = models.CharField(max_length=64, unique=True)
+    # The last seq handed out. Incremented under the room's row lock in the
+    # transaction that stores the message, so seqs are gapless: a rollback
+    # takes its number back with it.
+    last_seq = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    # The room's last seq when the user joined: the user is a recipient of
+    # every later message it did not send itself.
+    joined_seq = models.PositiveBigIntegerField(default=0)
+    joined_at = models.DateTimeField(auto_now_add=True)
+    # Cumulative receipt watermarks: only ever move forward, read <= delivered.
+    delivered = models.PositiveBigIntegerField(default=0)
+    read = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["room", "user"], name="messaging_membership_unique"),
+            models.CheckConstraint(condition=models.Q(read__lte=models.F("delivered")), name="messaging_read_lte_delivered"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.room}"
+
+
+class MessageState(models.TextChoices):
+    SENT = "sent"
+    DELIVERED = "delivered"
+    READ = "read"
+
+
+class Message(models.Model):
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="messages")
+    seq = models.PositiveBigIntegerField()
+    sender = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="messages")
+    client_msg_id = models.CharField("client id", max_length=64)
+    body = models.TextField()
+    state = models.CharField(max_length=9, choices=MessageState.choices, default=MessageState.SENT)
+    sent_at = models.DateTimeField()
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["room", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["room", "seq"], name="messaging_message_room_seq"),
+            # The backstop of exactly-once for posts: even with Redis gone, a
+            # second row for the same (sender, client id) cannot commit.
+            models.UniqueConstraint(fields=["sender", "client_msg_id"], name="messaging_message_sender_client_id"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.room}#{self.seq}"
+
+
+class CommandRecord(models.Model):
+    """The durable result of one exactly-once command, committed with its effect."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="command_records")
+    command_id = models.CharField(max_length=64)
+    type = models.CharField(max_length=64)
+    fingerprint = models.CharField(max_length=64)
+    result = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "command_id"], name="messaging_command_user_id"),
+        ]
+        indexes = [models.Index(fields=["created_at"], name="messaging_command_created")]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.command_id}"

@@ -1,0 +1,196 @@
+"""Integration fixtures: the real consumer on real PostgreSQL and Redis."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+
+import pytest
+import redis
+from channels.db import database_sync_to_async
+from channels.layers import channel_layers
+from channels.testing import WebsocketCommunicator
+from django.db import connections
+
+from messaging.consumers import ChatConsumer
+from messaging.idempotency import reset_claim_store
+
+
+@pytest.fixture(autouse=True)
+def _require_real_services(settings):
+    assert settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql", "integration tests need PostgreSQL"
+    assert settings.REDIS_URL, "integration tests need Redis (REDIS_URL)"
+
+
+@pytest.fixture(autouse=True)
+def redis_client():
+    client = redis.Redis.from_url(os.environ["REDIS_URL"])
+    client.flushdb()
+    reset_claim_store()
+    yield client
+    client.flushdb()
+    reset_claim_store()
+    client.close()
+
+
+@pytest.fixture(autouse=True)
+async def _close_worker_connections():
+    """The consumer's database work runs in another thread with persistent connections: close them."""
+    yield
+    await database_sync_to_async(connections.close_all)()
+    channel_layers.backends.clear()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """A Redis server of the test's own, on its own port, so stopping it harms nothing else."""
+
+    def __init__(self, tmp_path) -> None:
+        self.port = free_port()
+        self.dir = tmp_path
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [shutil.which("redis-server") or "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no", "--dir", str(self.dir)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                redis.Redis(port=self.port).ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+
+@pytest.fixture
+def own_redis(tmp_path):
+    server = RedisServer(tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+class Client:
+    """One WebSocket of one user, speaking the protocol to the real consumer."""
+
+    def __init__(self, user) -> None:
+        self.user = user
+        self.comm = WebsocketCommunicator(ChatConsumer.as_asgi(), "/ws/")
+        self.comm.scope["user"] = user
+        self.inbox: list[dict] = []
+
+    async def connect(self) -> "Client":
+        connected, _ = await self.comm.connect(timeout=10)
+        assert connected
+        return self
+
+    async def close(self) -> None:
+        await self.comm.disconnect()
+
+    async def send(self, t: str, d: dict, id: str | None = None) -> str:
+        id = id or uuid.uuid4().hex
+        await self.comm.send_to(text_data=json.dumps({"id": id, "t": t, "d": d}))
+        return id
+
+    async def send_raw(self, text: str) -> None:
+        await self.comm.send_to(text_data=text)
+
+    async def receive(self, timeout: float = 10) -> dict:
+        return json.loads(await self.comm.receive_from(timeout=timeout))
+
+    async def ack(self, id: str, timeout: float = 10) -> dict:
+        """Wait for the ack of `id`; other frames are kept in `inbox`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            frame = await self.receive(timeout=max(0.1, deadline - time.monotonic()))
+            if frame.get("t") == "ack" and frame.get("id") == id:
+                return frame
+            self.inbox.append(frame)
+
+    async def call(self, t: str, d: dict, id: str | None = None) -> dict:
+        return await self.ack(await self.send(t, d, id))
+
+    async def join(self, room: str, **extra) -> dict:
+        ack = await self.call("room.join", {"room": room, **extra})
+        assert ack["ok"], ack
+        return ack
+
+    async def frames(self, kind: str, count: int, timeout: float = 10) -> list[dict]:
+        """The next `count` frames of type `kind` (from the inbox first)."""
+        found = [f for f in self.inbox if f["t"] == kind]
+        self.inbox = [f for f in self.inbox if f["t"] != kind]
+        deadline = time.monotonic() + timeout
+        while len(found) < count:
+            frame = await self.receive(timeout=max(0.1, deadline - time.monotonic()))
+            (found if frame["t"] == kind else self.inbox).append(frame)
+        extra = found[count:]
+        self.inbox.extend(extra)
+        return found[:count]
+
+    async def nothing_more(self, wait: float = 0.3) -> bool:
+        return await self.comm.receive_nothing(timeout=wait) and not self.inbox
+
+
+@pytest.fixture
+def make_user(django_user_model):
+    counter = iter(range(1_000_000))
+
+    def make(name: str | None = None):
+        n = next(counter)
+        return django_user_model.objects.create_user(username=f"user{n}-{uuid.uuid4().hex[:6]}", first_name=name or f"user{n}")
+
+    return database_sync_to_async(make)
+
+
+@pytest.fixture
+async def open_clients():
+    clients: list[Client] = []
+
+    async def open_client(user) -> Client:
+        client = await Client(user).connect()
+        clients.append(client)
+        return client
+
+    yield open_client
+    for client in clients:
+        try:
+            await client.close()
+        except Exception:
+            pass
+
+
+def message_rows(**filters):
+    from messaging.models import Message
+
+    return list(Message.objects.filter(**filters).order_by("room_id", "seq").values("room__slug", "seq", "sender_id", "client_msg_id", "body"))
+
+
+rows = database_sync_to_async(message_rows)
+
+
+async def gather(*aws):
+    return await asyncio.gather(*aws)

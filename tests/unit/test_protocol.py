@@ -1,0 +1,114 @@
+"""Frame parsing and field validation: every bad input of PROTOCOL.md."""
+from __future__ import annotations
+
+import pytest
+
+from messaging.exceptions import BadFrame, Invalid
+from messaging.protocol import (
+    Command,
+    format_time,
+    message_body,
+    optional_seq,
+    parse_command,
+    require_object,
+    room_slug,
+)
+
+
+def test_parses_a_command():
+    command = parse_command('{"id": "a-1_B", "t": "room.post", "d": {"room": "lobby", "body": "hi"}, "x": 1}')
+    assert command == Command(id="a-1_B", t="room.post", d={"room": "lobby", "body": "hi"})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   ",
+        "not json",
+        "{",
+        "[]",
+        '"a string"',
+        "42",
+        "null",
+        '{"t": "room.post"}',
+        '{"id": "", "t": "room.post"}',
+        '{"id": null, "t": "room.post"}',
+        '{"id": 7, "t": "room.post"}',
+        '{"id": "has space", "t": "x"}',
+        '{"id": "dots.are.bad", "t": "x"}',
+        '{"id": "' + "a" * 65 + '", "t": "x"}',
+        '{"id": "ok\\n", "t": "x"}',
+        '{"id": "x", "t": "room.post", "d": {"n": NaN}}',
+        '{"id": "x", "t": "room.post", "d": {"n": Infinity}}',
+        '{"id": "x", "t": "room.post", "d": {"n": -Infinity}}',
+        '{"id": "x", "t": "room.post", "d": {"body": "\\ud800"}}',
+        '{"id": "x", "t": "room.post"} trailing',
+    ],
+)
+def test_frames_without_a_valid_id_are_bad(text):
+    with pytest.raises(BadFrame):
+        parse_command(text)
+
+
+def test_id_of_64_characters_is_accepted():
+    assert parse_command('{"id": "' + "Z" * 64 + '"}').id == "Z" * 64
+
+
+def test_fingerprint_ignores_key_order_but_not_values():
+    a = Command("x", "room.post", {"room": "lobby", "body": "hi"})
+    b = Command("x", "room.post", {"body": "hi", "room": "lobby"})
+    c = Command("x", "room.post", {"body": "hi!", "room": "lobby"})
+    d = Command("x", "room.join", {"body": "hi", "room": "lobby"})
+    assert a.fingerprint == b.fingerprint
+    assert len({a.fingerprint, c.fingerprint, d.fingerprint}) == 3
+
+
+@pytest.mark.parametrize("data", [None, [], "x", 1, True])
+def test_data_must_be_an_object(data):
+    with pytest.raises(Invalid):
+        require_object(data)
+
+
+@pytest.mark.parametrize("room", ["lobby", "a", "0-9", "a" * 64, "a-"])
+def test_good_room_slugs(room):
+    assert room_slug({"room": room}) == room
+
+
+@pytest.mark.parametrize("room", [None, "", "-a", "Lobby", "a_b", "a b", "a" * 65, 5, "lobby\n", "é"])
+def test_bad_room_slugs(room):
+    with pytest.raises(Invalid):
+        room_slug({"room": room})
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, 2.0, "3", True, False, [1]])
+def test_bad_seqs(value):
+    with pytest.raises(Invalid):
+        optional_seq({"since": value}, "since")
+
+
+def test_seq_absent_or_null_is_none_and_zero_is_fine():
+    assert optional_seq({}, "since") is None
+    assert optional_seq({"since": None}, "since") is None
+    assert optional_seq({"since": 0}, "since") == 0
+
+
+def test_body_is_trimmed():
+    assert message_body({"body": "  hello \n"}, 4000) == "hello"
+    assert message_body({"body": "é" * 4000}, 4000) == "é" * 4000
+
+
+@pytest.mark.parametrize(
+    "body",
+    [None, 5, "", "   \n\t", "x" * 4001, "a\x00b", "a\ud800b", "\udfff", ["x"]],
+)
+def test_bad_bodies(body):
+    with pytest.raises(Invalid):
+        message_body({"body": body}, 4000)
+
+
+def test_time_format_is_utc_with_microseconds():
+    from datetime import datetime, timedelta, timezone
+
+    moment = datetime(2026, 11, 29, 19, 0, 0, 5, tzinfo=timezone(timedelta(hours=1)))
+    assert format_time(moment) == "2026-11-29T18:00:00.000005Z"
