@@ -4,9 +4,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
-import socket
-import subprocess
 import time
 import uuid
 
@@ -15,10 +12,11 @@ import redis
 from channels.db import database_sync_to_async
 from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
-from django.db import connections
 
 from messaging.consumers import ChatConsumer
 from messaging.idempotency import reset_claim_store
+
+from ..support.servers import RedisServer
 
 
 @pytest.fixture(autouse=True)
@@ -39,57 +37,15 @@ def redis_client():
 
 
 @pytest.fixture(autouse=True)
-async def _close_worker_connections():
-    """The consumer's database work runs in another thread with persistent connections: close them."""
+def _fresh_channel_layer():
+    """Each test has its own event loop; the layer's connections belong to one."""
     yield
-    await database_sync_to_async(connections.close_all)()
     channel_layers.backends.clear()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class RedisServer:
-    """A Redis server of the test's own, on its own port, so stopping it harms nothing else."""
-
-    def __init__(self, tmp_path) -> None:
-        self.port = free_port()
-        self.dir = tmp_path
-        self.process: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            [shutil.which("redis-server") or "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--dir", str(self.dir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                redis.Redis(port=self.port).ping()
-                return
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait()
-            self.process = None
 
 
 @pytest.fixture
 def own_redis(tmp_path):
-    server = RedisServer(tmp_path)
-    server.start()
+    server = RedisServer(tmp_path).start()
     yield server
     server.stop()
 
@@ -117,7 +73,8 @@ class Client:
         return id
 
     async def send_raw(self, text: str) -> None:
-        await self.comm.send_to(text_data=text)
+        # send_input, not send_to: the latter refuses an empty frame.
+        await self.comm.send_input({"type": "websocket.receive", "text": text})
 
     async def receive(self, timeout: float = 10) -> dict:
         return json.loads(await self.comm.receive_from(timeout=timeout))

@@ -1,0 +1,55 @@
+"""End-to-end fixtures: real daphne processes over the test database and Redis."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import redis
+from django.db import connection
+
+from ..support.servers import ROOT, Daphne
+
+
+@pytest.fixture(scope="session")
+def static_root(tmp_path_factory):
+    """What a deployment serves with DEBUG off: collectstatic output, through whitenoise."""
+    root = tmp_path_factory.mktemp("static")
+    env = {**os.environ, "DEBUG": "0", "SECRET_KEY": "e2e", "STATIC_ROOT": str(root)}
+    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
+    return root
+
+
+@pytest.fixture
+def server_env(transactional_db, static_root):
+    """The environment of a deployed server process, pointed at the test database."""
+    db = connection.settings_dict
+    database_url = f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    client = redis.Redis.from_url(os.environ["REDIS_URL"])
+    client.flushdb()
+    yield {
+        "DATABASE_URL": database_url,
+        "REDIS_URL": os.environ["REDIS_URL"],
+        "DEBUG": "0",
+        "SECRET_KEY": "e2e-secret",
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "STATIC_ROOT": str(static_root),
+        "LOG_LEVEL": "WARNING",
+    }
+    client.flushdb()
+    client.close()
+
+
+@pytest.fixture
+def start_daphne(server_env, tmp_path):
+    servers: list[Daphne] = []
+
+    def start(**env: str) -> Daphne:
+        server = Daphne({**server_env, **env}, log_dir=tmp_path).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()

@@ -1,0 +1,57 @@
+"""Two daphne processes sharing PostgreSQL and Redis behave as one server."""
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from messaging.models import CommandRecord, Message
+
+from ..support.wsclient import WsClient, sign_in
+
+pytestmark = [pytest.mark.e2e]
+
+
+async def test_concurrent_duplicates_across_two_processes_apply_once(start_daphne):
+    a, b = start_daphne(), start_daphne()
+    session = await sync_to_async(sign_in)(a.url, "ana")
+    sockets = [await WsClient(server.url, session).connect() for server in (a, b, a, b, a, b)]
+    try:
+        for ws in sockets:
+            assert (await ws.call("room.join", {"room": "lobby"}))["ok"]
+        ids = [uuid.uuid4().hex for _ in range(20)]
+        for n, id in enumerate(ids):
+            await asyncio.gather(*(ws.send("room.post", {"room": "lobby", "body": f"m{n}"}, id=id) for ws in sockets))
+        for id in ids:
+            acks = await asyncio.gather(*(ws.ack(id) for ws in sockets))
+            assert all(ack["ok"] for ack in acks), acks
+            assert sorted(ack["dup"] for ack in acks) == [False] + [True] * 5
+            assert len({str(ack["d"]) for ack in acks}) == 1
+    finally:
+        for ws in sockets:
+            await ws.close()
+
+    stored = await sync_to_async(lambda: list(Message.objects.order_by("seq").values_list("seq", "client_msg_id")))()
+    assert [seq for seq, _ in stored] == list(range(1, 21))
+    assert sorted(cid for _, cid in stored) == sorted(ids)
+    assert await sync_to_async(CommandRecord.objects.count)() == 20
+
+
+async def test_a_post_on_one_process_reaches_a_socket_on_the_other(start_daphne):
+    a, b = start_daphne(), start_daphne()
+    ana = await WsClient(a.url, await sync_to_async(sign_in)(a.url, "ana")).connect()
+    bob = await WsClient(b.url, await sync_to_async(sign_in)(b.url, "bob")).connect()
+    ana_elsewhere = await WsClient(b.url, ana.session).connect()
+    try:
+        for ws in (ana, bob, ana_elsewhere):
+            assert (await ws.call("room.join", {"room": "lobby"}))["ok"]
+        ack = await ana.call("room.post", {"room": "lobby", "body": "hello bob"})
+        assert ack["ok"] and ack["d"]["seq"] == 1
+        for ws in (bob, ana_elsewhere, ana):
+            msg = (await ws.messages_until("lobby", 1))[1]["d"]
+            assert msg["body"] == "hello bob" and msg["sender"]["name"] == "ana" and msg["at"] == ack["d"]["at"]
+    finally:
+        for ws in (ana, bob, ana_elsewhere):
+            await ws.close()
