@@ -28,8 +28,7 @@ def guest_login(request: HttpRequest) -> HttpResponse:
         )
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         return redirect(next_url)
-    status = 400 if request.method == "POST" else 200
-    return render(request, "messaging/login.html", {"form": form, "next": next_url}, status=status)
+    return render(request, "messaging/login.html", {"form": form, "next": next_url})
 
 
 def chat(request: HttpRequest) -> HttpResponse:
