@@ -13,13 +13,13 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.utils import display_for_value
 from django.db.models import Count, Max, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from .models import CommandRecord, Membership, Message, Room
+from .protocol import format_time
 from .receipts import recipient_receipts
 
 
@@ -47,11 +47,17 @@ def pretty_json(value: Any) -> str:
     return format_html("<pre>{}</pre>", json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
 
 
+def exact(at: datetime | None, empty: str = "-") -> str:
+    # To the microsecond in UTC, as on the wire: the default display stops at
+    # the minute, where a receipt and the move it completed look the same.
+    return format_time(at) if at else empty
+
+
 def reached(yes: bool, at: datetime | None) -> str:
     if not yes:
         return "no"
     # The watermark says it did; the time is known only from recorded moves.
-    return display_for_value(at, "") if at else "yes (time not recorded)"
+    return exact(at, "yes (time not recorded)")
 
 
 class MembershipInline(ReadOnly, admin.TabularInline):
@@ -71,7 +77,7 @@ class MembershipInline(ReadOnly, admin.TabularInline):
 
     @admin.display(description="watermarks last moved")
     def last_moved(self, membership: Membership) -> str:
-        return display_for_value(membership.last_moved_at, "-")
+        return exact(membership.last_moved_at)
 
 
 @admin.register(Room)
@@ -100,10 +106,15 @@ class MessageAdmin(InspectionAdmin):
     date_hierarchy = "sent_at"
     list_select_related = ("room", "sender")
     fields = (
-        "room", "seq", "sender", "client_msg_id", "body", "state", "sent_at", "delivered_at", "read_at",
-        "recipients", "stored_ack",
+        "room", "seq", "sender", "client_msg_id", "body", "state", "times", "recipients", "stored_ack",
     )
     readonly_fields = fields
+
+    @admin.display(description="sent, delivered, read")
+    def times(self, message: Message) -> str:
+        return format_html(
+            "{} / {} / {}", exact(message.sent_at), exact(message.delivered_at), exact(message.read_at)
+        )
 
     @admin.display(description="recipients")
     def recipients(self, message: Message) -> str:
@@ -116,7 +127,7 @@ class MessageAdmin(InspectionAdmin):
             (
                 (
                     m.user,
-                    display_for_value(m.joined_at, ""),
+                    exact(m.joined_at),
                     reached(m.delivered >= message.seq, m.delivered_at),
                     reached(m.read >= message.seq, m.read_at),
                 )

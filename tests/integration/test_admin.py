@@ -5,13 +5,13 @@ import re
 from urllib.parse import urlencode
 
 import pytest
-from django.contrib.admin.utils import display_for_value
 from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from messaging.models import CommandRecord, Membership, Message, Room, WatermarkMove
+from messaging.protocol import format_time
 
 from .conftest import apply_command
 
@@ -106,7 +106,7 @@ def recipient_rows(html: str) -> dict[str, list[str]]:
 
 def first_reached(user, watermark: str, seq: int):
     move = WatermarkMove.objects.filter(membership__user=user, **{f"{watermark}__gte": seq}).order_by(watermark).first()
-    return display_for_value(move.at, "")
+    return format_time(move.at)
 
 
 def test_message_page_shows_each_recipient_and_the_stored_ack(staff, late_joiner, people):
@@ -116,6 +116,8 @@ def test_message_page_shows_each_recipient_and_the_stored_ack(staff, late_joiner
     assert set(rows) == {"bob", "cat"}
     assert rows["bob"][1:] == [first_reached(people["bob"], "delivered", 3), first_reached(people["bob"], "read", 3)]
     assert rows["cat"][1:] == [first_reached(people["cat"], "delivered", 3), "no"]
+    # cat's receipt completed the message: its delivery time is the message's.
+    assert f"{format_time(third.sent_at)} / {rows['cat'][1]} / -" in html
     record = CommandRecord.objects.get(user=people["ana"], command_id="c-3")
     assert "&quot;seq&quot;: 3" in html and "&quot;room&quot;: &quot;lobby&quot;" in html
     assert reverse("admin:messaging_commandrecord_change", args=[record.pk]) in html
