@@ -188,7 +188,10 @@ def blocked_on_a_lock(pid: int) -> bool:
 
 
 class Held(threading.Thread):
-    """Runs `work` in a transaction on its own connection and keeps it open until `release()`."""
+    """Runs `work` in a transaction on its own connection and keeps it open until `release()`.
+
+    Used as a context manager, so a failing test never leaves it holding locks.
+    """
 
     def __init__(self, work) -> None:
         super().__init__(daemon=True)
@@ -201,15 +204,23 @@ class Held(threading.Thread):
                 self.work()
                 self.holding.set()
                 self.released.wait(timeout=60)
-        except BaseException as exc:  # surfaced by finish()
+        except BaseException as exc:  # surfaced by release()
             self.error = exc
         finally:
             self.holding.set()
             connection.close()
 
-    def release(self) -> None:
+    def __enter__(self) -> "Held":
+        self.start()
+        self.holding.wait()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
         self.released.set()
         self.join(timeout=60)
+
+    def release(self) -> None:
+        self.__exit__()
         assert not self.is_alive() and self.error is None, self.error
 
 
@@ -248,16 +259,14 @@ def test_concurrent_receipts_of_the_last_two_recipients_move_the_message(django_
         apply_command(user, "room.join", {"room": "lobby"})
     apply_command(ana, "room.post", {"room": "lobby", "body": "hi"})
 
-    first = Held(lambda: apply_command(bob, "receipt", {"room": "lobby", "delivered": 1}))
-    first.start()
-    first.holding.wait()
-    second = Background(lambda: apply_command(cat, "receipt", {"room": "lobby", "delivered": 1}))
-    second.start()
-    second.started_db.wait()
-    # Without serialization the second would finish now, not seeing bob's
-    # uncommitted receipt, and bob's would not see cat's: nobody moves 1.
-    wait_until(second.blocked_or_done, what="the second receipt to block or finish")
-    first.release()
+    with Held(lambda: apply_command(bob, "receipt", {"room": "lobby", "delivered": 1})) as first:
+        second = Background(lambda: apply_command(cat, "receipt", {"room": "lobby", "delivered": 1}))
+        second.start()
+        second.started_db.wait()
+        # Without serialization the second would finish now, not seeing bob's
+        # uncommitted receipt, and bob's would not see cat's: nobody moves 1.
+        wait_until(second.blocked_or_done, what="the second receipt to block or finish")
+        first.release()
     second.finish()
     assert message_states("lobby") == {1: "delivered"}
 
@@ -268,20 +277,18 @@ def test_a_join_racing_a_post_is_counted_before_any_receipt_moves_the_post(djang
         apply_command(user, "room.join", {"room": "lobby"})
     apply_command(ana, "room.post", {"room": "lobby", "body": "one"})
 
-    joining = Held(lambda: apply_command(cat, "room.join", {"room": "lobby"}))
-    joining.start()
-    joining.holding.wait()
-    posting = Background(lambda: apply_command(ana, "room.post", {"room": "lobby", "body": "two"}))
-    posting.start()
-    posting.started_db.wait()
-    wait_until(posting.blocked_or_done, what="the post to block or finish")
-    # Were the post through already, bob's receipt would move 2 to delivered
-    # while cat, a recipient of 2 once its join commits, has not seen it.
-    try:
-        apply_command(bob, "receipt", {"room": "lobby", "delivered": 2})
-    except Invalid:
-        pass  # 2 is not posted yet: the post waits for the join
-    joining.release()
+    with Held(lambda: apply_command(cat, "room.join", {"room": "lobby"})) as joining:
+        posting = Background(lambda: apply_command(ana, "room.post", {"room": "lobby", "body": "two"}))
+        posting.start()
+        posting.started_db.wait()
+        wait_until(posting.blocked_or_done, what="the post to block or finish")
+        # Were the post through already, bob's receipt would move 2 to delivered
+        # while cat, a recipient of 2 once its join commits, has not seen it.
+        try:
+            apply_command(bob, "receipt", {"room": "lobby", "delivered": 2})
+        except Invalid:
+            pass  # 2 is not posted yet: the post waits for the join
+        joining.release()
     posting.finish()
     apply_command(bob, "receipt", {"room": "lobby", "delivered": 2})
 
