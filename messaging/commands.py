@@ -49,8 +49,14 @@ def validate_join(d: dict) -> Join:
 @command("room.join", validate=validate_join, exactly_once=False, subscribes_to=lambda join: join.room)
 def join_room(ctx: CommandContext, join: Join) -> dict:
     room, _ = Room.objects.get_or_create(slug=join.room)
-    Membership.objects.get_or_create(room=room, user=ctx.user, defaults={"joined_seq": room.last_seq})
-    room.refresh_from_db(fields=["last_seq"])
+    if not Membership.objects.filter(room=room, user=ctx.user).exists():
+        # `joined_seq` decides which messages the new member must receive
+        # before they count as delivered. Under the room's row lock, which
+        # posts take for their seq, it is exact: every seq up to it is
+        # committed, and every later post commits after this membership, so
+        # no receipt can move a message on without counting the newcomer.
+        room = Room.objects.select_for_update().get(pk=room.pk)
+        Membership.objects.get_or_create(room=room, user=ctx.user, defaults={"joined_seq": room.last_seq})
     members = [
         {"user": m.user_id, "name": display_name(m.user), "delivered": m.delivered, "read": m.read}
         for m in Membership.objects.filter(room=room).select_related("user").order_by("joined_at", "pk")
@@ -124,8 +130,9 @@ def validate_receipt(d: dict) -> Receipt:
 
 @command("receipt", validate=validate_receipt, exactly_once=False)
 def receipt(ctx: CommandContext, receipt: Receipt) -> dict:
-    _, marks, moved = move_watermarks(ctx.user, receipt.room, receipt.delivered, receipt.read)
-    if moved:
+    move = move_watermarks(ctx.user, receipt.room, receipt.delivered, receipt.read)
+    marks = move.watermarks
+    if move.moved:
         status = {"room": receipt.room, "user": ctx.user.pk, "delivered": marks.delivered, "read": marks.read}
         ctx.broadcast(receipt.room, {"t": "status", "d": status})
     return {"room": receipt.room, "delivered": marks.delivered, "read": marks.read}

@@ -1,4 +1,4 @@
-"""Rooms, memberships with receipt watermarks, messages, and durable command records."""
+"""Rooms, memberships with receipt watermarks and their history, messages, and durable command records."""
 from __future__ import annotations
 
 from django.conf import settings
@@ -39,6 +39,31 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.room}"
+
+
+class WatermarkMove(models.Model):
+    """One forward move of a member's watermarks, written with the move.
+
+    A watermark says how far a member got, not when it passed a given seq.
+    Because watermarks only grow, the first move that reached `seq` is when
+    that member's client delivered (read) the message: this history is what
+    the admin shows per recipient.
+    """
+
+    membership = models.ForeignKey(Membership, on_delete=models.CASCADE, related_name="moves")
+    # The watermarks after the move.
+    delivered = models.PositiveBigIntegerField()
+    read = models.PositiveBigIntegerField()
+    at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["membership", "delivered"], name="messaging_move_delivered"),
+            models.Index(fields=["membership", "read"], name="messaging_move_read"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.membership} to {self.delivered}/{self.read}"
 
 
 class MessageState(models.TextChoices):

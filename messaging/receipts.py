@@ -6,20 +6,27 @@ They only move forward (`new = max(old, given)`), and `read` implies
 watermark reached its seq, where the recipients are the room's members other
 than the sender who had joined before it was posted. States never move back.
 
-States are advanced in the transaction that moves a watermark, with one
-set-based UPDATE per state over the seq range that moved.
+A move is applied in one transaction: the membership row, a `WatermarkMove`
+(when it happened, for the per-recipient view) and the message states, with
+one set-based UPDATE per state over the seq range that moved.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from django.db.models import Exists, F, OuterRef, Q
+from django.db import connection
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from .exceptions import Forbidden, Invalid
-from .models import Membership, Message, MessageState
+from .models import Membership, Message, MessageState, Room, WatermarkMove
+
+# The first key of PostgreSQL's two-key advisory locks taken here ("rcpt"),
+# so they cannot collide with another app's one-key locks on room ids.
+RECEIPTS_LOCK = 0x72637074
 
 
 @dataclass(frozen=True)
@@ -27,11 +34,23 @@ class Watermarks:
     delivered: int
     read: int
 
+    def forward(self, delivered: int | None, read: int | None) -> Watermarks:
+        """The watermarks after a receipt: never lower, and `read` implies `delivered`."""
+        new_read = max(self.read, read or 0)
+        return Watermarks(delivered=max(self.delivered, delivered or 0, new_read), read=new_read)
 
-def move_watermarks(user: Any, room_slug: str, delivered: int | None, read: int | None) -> tuple[int, Watermarks, bool]:
+
+@dataclass(frozen=True)
+class Move:
+    watermarks: Watermarks
+    moved: bool
+
+
+def move_watermarks(user: Any, room_slug: str, delivered: int | None, read: int | None) -> Move:
     """Move `user`'s watermarks in a room forward. Call inside a transaction.
 
-    Returns the room's id, the watermarks after the update and whether they moved.
+    Raises `Forbidden` for a non-member and `Invalid` for a seq beyond the
+    room's last one; either way nothing changes.
     """
     membership = (
         Membership.objects.select_for_update(of=("self",))
@@ -47,36 +66,85 @@ def move_watermarks(user: Any, room_slug: str, delivered: int | None, read: int 
             raise Invalid(f"{name} {value} is beyond the room's last seq {last_seq}")
 
     old = Watermarks(membership.delivered, membership.read)
-    new_read = max(old.read, read or 0)
-    new = Watermarks(delivered=max(old.delivered, delivered or 0, new_read), read=new_read)
+    new = old.forward(delivered, read)
     if new == old:
-        return membership.room_id, old, False
+        return Move(old, moved=False)
 
-    Membership.objects.filter(pk=membership.pk).update(delivered=new.delivered, read=new.read)
+    lock_room_states(membership.room_id)
     now = timezone.now()
+    Membership.objects.filter(pk=membership.pk).update(delivered=new.delivered, read=new.read)
+    WatermarkMove.objects.create(membership=membership, delivered=new.delivered, read=new.read, at=now)
+    # This member is a recipient only of messages after it joined: nothing at
+    # or below `joined_seq` can change state because of its receipts.
+    floor = membership.joined_seq
     if new.delivered > old.delivered:
-        advance_states(membership.room_id, old.delivered, new.delivered, MessageState.DELIVERED, now)
+        advance_states(membership.room_id, max(old.delivered, floor), new.delivered, MessageState.DELIVERED, now)
     if new.read > old.read:
-        advance_states(membership.room_id, old.read, new.read, MessageState.READ, now)
-    return membership.room_id, new, True
+        advance_states(membership.room_id, max(old.read, floor), new.read, MessageState.READ, now)
+    return Move(new, moved=True)
 
 
-def advance_states(room_id: int, after: int, upto: int, state: MessageState, now: Any) -> int:
+def lock_room_states(room_id: int) -> None:
+    """Serialize state changes of one room until commit.
+
+    Two recipients' receipts for the same message, committed concurrently,
+    would each see the other's watermark as it was before and neither would
+    move the message. Holding this lock, each UPDATE of `advance_states`
+    (a fresh snapshot under READ COMMITTED, Django's default) sees every
+    watermark committed before it. An advisory lock rather than the room row:
+    posts take that row for their seq, and receipts need not wait for them.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [RECEIPTS_LOCK, room_id % 2**31])
+    else:
+        # SQLite runs one writer at a time already; elsewhere, the row lock.
+        list(Room.objects.select_for_update().filter(pk=room_id).values_list("pk", flat=True))
+
+
+def recipients(room_id: Any, seq: Any, sender_id: Any) -> QuerySet[Membership]:
+    """The memberships that are recipients of a message (values or `OuterRef`s)."""
+    return Membership.objects.filter(room_id=room_id, joined_seq__lt=seq).exclude(user_id=sender_id)
+
+
+def advance_states(room_id: int, after: int, upto: int, state: MessageState, now: datetime) -> int:
     """Move messages with seq in (after, upto] to `state` where every recipient reached it."""
+    if upto <= after:
+        return 0
     watermark = "delivered" if state == MessageState.DELIVERED else "read"
-    recipients = Membership.objects.filter(room_id=room_id, joined_seq__lt=OuterRef("seq")).exclude(
-        user_id=OuterRef("sender_id")
-    )
-    behind = recipients.filter(**{f"{watermark}__lt": OuterRef("seq")})
+    of_message = recipients(room_id, OuterRef("seq"), OuterRef("sender_id"))
+    behind = of_message.filter(**{f"{watermark}__lt": OuterRef("seq")})
     earlier = [MessageState.SENT] if state == MessageState.DELIVERED else [MessageState.SENT, MessageState.DELIVERED]
     changes: dict[str, Any] = {"state": state}
     if state == MessageState.DELIVERED:
         changes["delivered_at"] = now
     else:
+        # Every reader has delivered too (read <= delivered), so a message
+        # skipping straight to read was delivered no later than now.
         changes["read_at"] = now
         changes["delivered_at"] = Coalesce(F("delivered_at"), now)
     return (
         Message.objects.filter(room_id=room_id, seq__gt=after, seq__lte=upto, state__in=earlier)
-        .filter(Q(Exists(recipients)) & ~Q(Exists(behind)))
+        .filter(Q(Exists(of_message)) & ~Q(Exists(behind)))
         .update(**changes)
+    )
+
+
+def recipient_receipts(message: Message) -> list[Membership]:
+    """The recipients of `message`, oldest member first, each annotated with
+    `delivered_at` and `read_at`: when its watermark first reached the seq
+    (None if it has not, or if it did so before moves were recorded).
+
+    One query, however many recipients.
+    """
+
+    def first_reached(watermark: str) -> Subquery:
+        moves = WatermarkMove.objects.filter(membership=OuterRef("pk"), **{f"{watermark}__gte": message.seq})
+        return Subquery(moves.order_by(watermark, "at").values("at")[:1])
+
+    return list(
+        recipients(message.room_id, message.seq, message.sender_id)
+        .select_related("user")
+        .annotate(delivered_at=first_reached("delivered"), read_at=first_reached("read"))
+        .order_by("joined_seq", "pk")
     )

@@ -151,3 +151,25 @@ rows = database_sync_to_async(message_rows)
 
 async def gather(*aws):
     return await asyncio.gather(*aws)
+
+
+def apply_command(user, t: str, d: dict, id: str | None = None):
+    """Run one command through the real registry and exactly-once path, without a socket.
+
+    Returns the `Outcome`; refusals raise their `CommandError`.
+    """
+    from messaging import handlers
+    from messaging.idempotency import execute
+    from messaging.protocol import Command
+
+    handler = handlers.lookup(t)
+    return execute(user, Command(id=id or uuid.uuid4().hex, t=t, d=d), handler, handlers.validate(handler, d))
+
+
+def wait_until(predicate, timeout: float = 30, what: str = "a condition") -> None:
+    """Poll `predicate` until it holds; only a precondition's deadline, never a timing assertion."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
