@@ -8,4 +8,4 @@ class MessagingConfig(AppConfig):
 
     def ready(self) -> None:
         # Built-in command types register themselves on import.
-        from . import commands  # noqa: F401
+        from . import commands, reactions  # noqa: F401

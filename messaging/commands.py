@@ -12,6 +12,7 @@ from .exceptions import Forbidden, Invalid
 from .handlers import CommandContext, command
 from .models import Membership, Message, Room
 from .protocol import format_time, message_body, optional_seq, room_slug
+from .reactions import backlog_reactions
 from .receipts import move_watermarks
 
 
@@ -63,6 +64,7 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
         backlog = list(messages.filter(seq__gt=join.since).order_by("seq")[: conf.REPLAY_LIMIT])
     for message in backlog:
         ctx.reply(msg_frame(message, room.slug, message.sender))
+    ctx.replies.extend(backlog_reactions(room.slug, backlog))
     return {"room": room.slug, "last_seq": room.last_seq, "members": members}
 
 

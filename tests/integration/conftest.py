@@ -7,8 +7,11 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
@@ -19,6 +22,7 @@ from django.db import connections
 
 from messaging.consumers import ChatConsumer
 from messaging.idempotency import reset_claim_store
+from tests.liveserver import LiveServer
 
 
 @pytest.fixture(autouse=True)
@@ -194,3 +198,22 @@ rows = database_sync_to_async(message_rows)
 
 async def gather(*aws):
     return await asyncio.gather(*aws)
+
+
+@pytest.fixture
+def live_servers(settings, tmp_path):
+    """Start real daphne processes of the demo project on the test database and Redis: `start(name, **env)`."""
+    root = Path(__file__).resolve().parents[2]
+    database = urlsplit(os.environ["DATABASE_URL"])._replace(path="/" + settings.DATABASES["default"]["NAME"])
+    daphne = str(Path(sys.executable).with_name("daphne"))
+    started: list[LiveServer] = []
+
+    def start(name: str, **env: str) -> LiveServer:
+        environment = {**os.environ, "DATABASE_URL": urlunsplit(database), "ALLOWED_HOSTS": "127.0.0.1", **env}
+        server = LiveServer(daphne, "project.asgi:application", cwd=root, env=environment, log=tmp_path / f"{name}.log")
+        started.append(server.start())
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

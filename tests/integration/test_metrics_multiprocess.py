@@ -1,11 +1,7 @@
 """Two real daphne processes share PROMETHEUS_MULTIPROC_DIR: one scrape of either shows both."""
 from __future__ import annotations
 
-import os
 import signal
-import sys
-from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -14,38 +10,14 @@ from tests.liveserver import LiveServer, call
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "scrape-token"
 
 
-def database_url_of_tests(settings) -> str:
-    """DATABASE_URL pointing at the test database pytest-django created."""
-    parts = urlsplit(os.environ["DATABASE_URL"])
-    return urlunsplit(parts._replace(path="/" + settings.DATABASES["default"]["NAME"]))
-
-
 @pytest.fixture
-def servers(settings, tmp_path):
+def servers(live_servers, tmp_path):
     metrics_dir = tmp_path / "prometheus"
     metrics_dir.mkdir()
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url_of_tests(settings),
-        "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
-        "METRICS_TOKEN": TOKEN,
-        "ALLOWED_HOSTS": "127.0.0.1",
-    }
-    daphne = str(Path(sys.executable).with_name("daphne"))
-    started = []
-
-    def start(name: str) -> LiveServer:
-        server = LiveServer(daphne, "project.asgi:application", cwd=ROOT, env=env, log=tmp_path / f"{name}.log").start()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.stop(signal.SIGKILL)
+    return lambda name: live_servers(name, PROMETHEUS_MULTIPROC_DIR=str(metrics_dir), METRICS_TOKEN=TOKEN)
 
 
 def scrape(server: LiveServer) -> dict[tuple, float]:
