@@ -23,11 +23,14 @@ def free_port() -> int:
 
 
 class LiveServer:
-    """One daphne process serving `app`; its output goes to `log`, shown when it fails to start."""
+    """One daphne process serving `app`; its output goes to `log`, shown when it fails to start.
 
-    def __init__(self, daphne: str, app: str, *, cwd: Path, env: dict[str, str], log: Path) -> None:
+    `daphne` is the command that runs daphne, e.g. `[python, "-m", "daphne"]`.
+    """
+
+    def __init__(self, daphne: list[str], app: str, *, cwd: Path, env: dict[str, str], log: Path) -> None:
         self.port = free_port()
-        self.command = [daphne, "-b", "127.0.0.1", "-p", str(self.port), app]
+        self.command = [*daphne, "-b", "127.0.0.1", "-p", str(self.port), app]
         self.cwd, self.env, self.log = cwd, env, log
         self.process: subprocess.Popen | None = None
 

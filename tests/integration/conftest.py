@@ -205,7 +205,7 @@ def live_servers(settings, tmp_path):
     """Start real daphne processes of the demo project on the test database and Redis: `start(name, **env)`."""
     root = Path(__file__).resolve().parents[2]
     database = urlsplit(os.environ["DATABASE_URL"])._replace(path="/" + settings.DATABASES["default"]["NAME"])
-    daphne = str(Path(sys.executable).with_name("daphne"))
+    daphne = [sys.executable, "-m", "daphne"]
     started: list[LiveServer] = []
 
     def start(name: str, **env: str) -> LiveServer:
