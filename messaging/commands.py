@@ -8,12 +8,13 @@ from django.db import connection
 from django.utils import timezone
 
 from .conf import get_settings
-from .exceptions import Forbidden, Invalid
+from .exceptions import Invalid
 from .handlers import CommandContext, command
 from .models import Membership, Message, Room
 from .protocol import format_time, message_body, optional_seq, room_slug
 from .reactions import backlog_reactions
 from .receipts import move_watermarks
+from .rooms import joined_room_id
 
 
 def display_name(user: Any) -> str:
@@ -92,9 +93,7 @@ def next_seq(room_id: int) -> int:
 
 @command("room.post", validate=validate_post)
 def post_message(ctx: CommandContext, post: Post) -> dict:
-    room_id = Membership.objects.filter(room__slug=post.room, user=ctx.user).values_list("room_id", flat=True).first()
-    if room_id is None:
-        raise Forbidden("join the room first")
+    room_id = joined_room_id(ctx.user, post.room)
     message = Message.objects.create(
         room_id=room_id,
         seq=next_seq(room_id),

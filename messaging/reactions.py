@@ -21,10 +21,11 @@ from typing import Iterable
 
 from django.db import connection
 
-from .exceptions import Forbidden, Invalid
+from .exceptions import Invalid
 from .handlers import CommandContext, command
-from .models import Membership, Message, ReactionCount
+from .models import Message, ReactionCount
 from .protocol import optional_seq, room_slug
+from .rooms import joined_room_id
 
 
 @dataclass(frozen=True)
@@ -62,9 +63,7 @@ def increment(message_id: int) -> int:
 
 @command("reaction.add", validate=validate_reaction)
 def add_reaction(ctx: CommandContext, reaction: Reaction) -> dict:
-    room_id = Membership.objects.filter(room__slug=reaction.room, user=ctx.user).values_list("room_id", flat=True).first()
-    if room_id is None:
-        raise Forbidden("join the room first")
+    room_id = joined_room_id(ctx.user, reaction.room)
     message_id = Message.objects.filter(room_id=room_id, seq=reaction.seq).values_list("id", flat=True).first()
     if message_id is None:
         raise Invalid(f"no message {reaction.seq} in room {reaction.room}")

@@ -217,3 +217,16 @@ def live_servers(settings, tmp_path):
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def broken_type():
+    """A registered exactly-once command type whose handler always raises; yields its type."""
+    from messaging import handlers
+
+    def apply(ctx, data):
+        raise RuntimeError("the handler broke")
+
+    handlers.register(handlers.Handler(type="test.broken", apply=apply))
+    yield "test.broken"
+    handlers._registry.pop("test.broken")

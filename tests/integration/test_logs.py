@@ -6,7 +6,6 @@ import logging
 
 import pytest
 
-from messaging import handlers
 from messaging.logcontext import CommandContextFilter, JsonFormatter
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -20,22 +19,12 @@ def records(caplog):
     caplog.handler.filters.clear()
 
 
-@pytest.fixture
-def broken():
-    def apply(ctx, data):
-        raise RuntimeError("the handler broke")
-
-    handlers.register(handlers.Handler(type="test.broken-log", apply=apply))
-    yield
-    handlers._registry.pop("test.broken-log")
-
-
-async def test_failure_logged_in_the_handler_thread_names_the_command_and_user(make_user, open_clients, records, broken):
+async def test_failure_logged_in_the_handler_thread_names_the_command_and_user(make_user, open_clients, records, broken_type):
     client = await open_clients(await make_user())
-    ack = await client.call("test.broken-log", {}, id="log-1")
+    ack = await client.call("test.broken", {}, id="log-1")
     assert ack["error"]["code"] == "unavailable"
     failure = next(r for r in records.records if r.name == "messaging.idempotency" and r.levelno == logging.ERROR)
-    assert (failure.command_id, failure.command_type, failure.user) == ("log-1", "test.broken-log", client.user.pk)
+    assert (failure.command_id, failure.command_type, failure.user) == ("log-1", "test.broken", client.user.pk)
     answered = next(r for r in records.records if r.name == "messaging.consumers" and "answered" in r.getMessage())
     assert answered.getMessage().startswith("answered unavailable in ")
     assert (answered.command_id, answered.user) == ("log-1", client.user.pk)

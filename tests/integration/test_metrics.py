@@ -6,7 +6,6 @@ import asyncio
 import pytest
 from prometheus_client import REGISTRY
 
-from messaging import handlers
 from messaging.idempotency import claim_key
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -52,16 +51,6 @@ def counts():
     return c
 
 
-@pytest.fixture
-def broken():
-    def apply(ctx, data):
-        raise RuntimeError("the handler broke")
-
-    handlers.register(handlers.Handler(type="test.broken", apply=apply))
-    yield
-    handlers._registry.pop("test.broken")
-
-
 async def test_outcomes_and_where_duplicates_were_answered(make_user, open_clients, redis_client, counts):
     client = await open_clients(await make_user())
     await client.join("lobby")
@@ -90,7 +79,7 @@ async def test_outcomes_and_where_duplicates_were_answered(make_user, open_clien
     assert counts.delta("acks", type="unknown") == 2
 
 
-async def test_in_progress_and_unavailable_are_counted(make_user, open_clients, redis_client, settings, counts, broken):
+async def test_in_progress_and_unavailable_are_counted(make_user, open_clients, redis_client, settings, counts, broken_type):
     settings.MESSAGING = {**settings.MESSAGING, "IN_PROGRESS_WAIT": 0.0}
     client = await open_clients(await make_user())
     await client.join("lobby")
