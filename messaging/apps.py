@@ -7,5 +7,5 @@ class MessagingConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Built-in command types register themselves on import.
-        from . import commands  # noqa: F401
+        # Built-in command types and the system checks register themselves on import.
+        from . import checks, commands, reactions  # noqa: F401

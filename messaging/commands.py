@@ -8,11 +8,13 @@ from django.db import connection
 from django.utils import timezone
 
 from .conf import get_settings
-from .exceptions import Forbidden, Invalid
+from .exceptions import Invalid
 from .handlers import CommandContext, command
 from .models import Membership, Message, Room
 from .protocol import format_time, message_body, optional_seq, room_slug
+from .reactions import backlog_reactions
 from .receipts import move_watermarks
+from .rooms import joined_room_id
 
 
 def display_name(user: Any) -> str:
@@ -69,6 +71,7 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
         backlog = list(messages.filter(seq__gt=join.since).order_by("seq")[: conf.REPLAY_LIMIT])
     for message in backlog:
         ctx.reply(msg_frame(message, room.slug, message.sender))
+    ctx.replies.extend(backlog_reactions(room.slug, backlog))
     return {"room": room.slug, "last_seq": room.last_seq, "members": members}
 
 
@@ -96,9 +99,7 @@ def next_seq(room_id: int) -> int:
 
 @command("room.post", validate=validate_post)
 def post_message(ctx: CommandContext, post: Post) -> dict:
-    room_id = Membership.objects.filter(room__slug=post.room, user=ctx.user).values_list("room_id", flat=True).first()
-    if room_id is None:
-        raise Forbidden("join the room first")
+    room_id = joined_room_id(ctx.user, post.room)
     message = Message.objects.create(
         room_id=room_id,
         seq=next_seq(room_id),

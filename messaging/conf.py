@@ -14,6 +14,8 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `BAD_FRAME_LIMIT` | 10 | malformed frames in a row that close the socket with 1008 |
 | `REDIS_URL` | None | Redis for the dedup window; None keeps only the durable record |
 | `REDIS_TIMEOUT` | 0.5 | seconds before a Redis call counts as failed and the database path takes over |
+| `METRICS_TOKEN` | None | bearer token a scraper must send to `/metrics`; None turns `/metrics` off (404) |
+| `RECORD_RETENTION` | 2592000 | seconds (30 days) `prune_command_records` keeps the durable records of custom command types |
 """
 from __future__ import annotations
 
@@ -37,6 +39,8 @@ class MessagingSettings:
     BAD_FRAME_LIMIT: int = 10
     REDIS_URL: str | None = None
     REDIS_TIMEOUT: float = 0.5
+    METRICS_TOKEN: str | None = None
+    RECORD_RETENTION: int = 30 * 24 * 3600
 
 
 @lru_cache(maxsize=1)

@@ -3,15 +3,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any, Awaitable, Callable
 
 import redis
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from . import handlers
+from . import handlers, metrics
 from .conf import get_settings
 from .exceptions import BadFrame, CommandError, Unavailable
 from .idempotency import execute_async
+from .logcontext import command_scope
 from .protocol import Command, ack_error, ack_ok, bad_frame, encode, parse_command
 
 log = logging.getLogger(__name__)
@@ -60,10 +62,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.rooms: set[str] = set()
         self.bad_frames = 0
         await self.accept()
+        metrics.OPEN_SOCKETS.inc()
+        self.counted = True
         if self.user is None or not self.user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
 
     async def disconnect(self, code: int) -> None:
+        if getattr(self, "counted", False):
+            metrics.OPEN_SOCKETS.dec()
+            self.counted = False
         for room in list(self.rooms):
             await self.unsubscribe(room)
 
@@ -92,27 +99,40 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_POLICY)
 
     async def run(self, command: Command) -> None:
+        started = time.perf_counter()
+        handler = None
         subscribed = None
-        try:
-            handler = handlers.lookup(command.t)
-            data = handlers.validate(handler, command.d)
-            if handler.subscribes_to is not None:
-                subscribed = await self.subscribe(handler.subscribes_to(data))
-            outcome = await execute_async(self.user, command, handler, data)
-        except CommandError as exc:
-            await self.unsubscribe(subscribed)
-            await self.send(text_data=encode(ack_error(command.id, exc.as_error())))
-            return
-        except Exception:
-            log.exception("command %s %s by user %s failed", command.t, command.id, self.user.pk)
-            await self.unsubscribe(subscribed)
-            await self.send(text_data=encode(ack_error(command.id, Unavailable().as_error())))
-            return
-        await self.send(text_data=encode(ack_ok(command.id, outcome.data, dup=outcome.dup)))
-        for frame in outcome.replies:
-            await self.send(text_data=encode(frame))
-        for room, frame in outcome.broadcasts:
-            await self.broadcast(room, frame)
+        with command_scope(command.id, command.t, self.user.pk):
+            try:
+                handler = handlers.lookup(command.t)
+                data = handlers.validate(handler, command.d)
+                if handler.subscribes_to is not None:
+                    subscribed = await self.subscribe(handler.subscribes_to(data))
+                outcome = await execute_async(self.user, command, handler, data)
+            except CommandError as exc:
+                error = exc
+            except Exception:
+                log.exception("command %s %s by user %s failed", command.t, command.id, self.user.pk)
+                error = Unavailable()
+            else:
+                error = None
+            if error is not None:
+                await self.unsubscribe(subscribed)
+                await self.send(text_data=encode(ack_error(command.id, error.as_error())))
+                self.answered(handler, error.code, started)
+                return
+            await self.send(text_data=encode(ack_ok(command.id, outcome.data, dup=outcome.dup)))
+            self.answered(handler, "dup" if outcome.dup else "ok", started, source=outcome.source)
+            for frame in outcome.replies:
+                await self.send(text_data=encode(frame))
+            for room, frame in outcome.broadcasts:
+                await self.broadcast(room, frame)
+
+    def answered(self, handler: handlers.Handler | None, outcome: str, started: float, *, source: str | None = None) -> None:
+        """Count and log one ack, the one place where every command's outcome is known."""
+        seconds = time.perf_counter() - started
+        metrics.command_answered(handler.type if handler else metrics.UNKNOWN_TYPE, outcome, seconds, source=source)
+        log.info("answered %s%s in %.1f ms", outcome, f" from {source}" if source else "", seconds * 1000)
 
     async def subscribe(self, room: str) -> str | None:
         """Join the room's group; returns the room if this call added it."""

@@ -61,6 +61,9 @@ class Outcome:
 
     data: dict
     dup: bool = False
+    # Where a duplicate's answer came from: "redis" (the fast window) or
+    # "database" (the durable record); None when this delivery applied it.
+    source: str | None = None
     replies: list[dict] = field(default_factory=list)
     broadcasts: list[tuple[str, dict]] = field(default_factory=list)
 
@@ -188,7 +191,7 @@ def execute(user: Any, command: Command, handler: Handler, data: Any) -> Outcome
     owner = uuid.uuid4().hex
     claimed = store.claim(key, owner)
     if isinstance(claimed, Stored):
-        return _replay(claimed, fingerprint)
+        return _replay(claimed, fingerprint, source="redis")
     if claimed is False:
         raise ClaimBusy()
 
@@ -204,7 +207,7 @@ def execute(user: Any, command: Command, handler: Handler, data: Any) -> Outcome
             log.exception("integrity error without a record for %s %s", command.t, command.id)
             raise Unavailable() from None
         store.store(key, stored)
-        return _replay(stored, fingerprint)
+        return _replay(stored, fingerprint, source="database")
     except BaseException:
         if claimed:
             store.release(key, owner)
@@ -246,10 +249,10 @@ def _recall(user: Any, command_id: str) -> Stored | None:
     return Stored(*row) if row else None
 
 
-def _replay(stored: Stored, fingerprint: str) -> Outcome:
+def _replay(stored: Stored, fingerprint: str, *, source: str) -> Outcome:
     if stored.fingerprint != fingerprint:
         raise IdReused()
-    return Outcome(data=stored.data, dup=True)
+    return Outcome(data=stored.data, dup=True, source=source)
 
 
 async def execute_async(user: Any, command: Command, handler: Handler, data: Any) -> Outcome:

@@ -5,4 +5,6 @@ from . import views
 urlpatterns = [
     path("", views.chat, name="messaging-chat"),
     path("login/", views.guest_login, name="messaging-login"),
+    path("healthz", views.healthz, name="messaging-healthz"),
+    path("metrics", views.metrics_view, name="messaging-metrics"),
 ]

@@ -100,6 +100,8 @@ MESSAGING = {
     # The dedup window lives in Redis when there is one; without Redis the
     # database alone keeps the exactly-once guarantee.
     "REDIS_URL": REDIS_URL or None,
+    # /metrics answers only scrapers that send this bearer token; unset, it is off.
+    "METRICS_TOKEN": env.str("METRICS_TOKEN", default="") or None,
 }
 
 AUTH_PASSWORD_VALIDATORS: list[dict] = []
@@ -128,7 +130,18 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # Every line made while a command runs names its id, type and user.
+    "filters": {"command": {"()": "messaging.logcontext.CommandContextFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(command_id)s %(command_type)s user=%(user)s] %(message)s"},
+        "json": {"()": "messaging.logcontext.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": env.str("LOG_FORMAT", default="plain"),
+            "filters": ["command"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
 }

@@ -1,0 +1,47 @@
+"""Delete the durable records of custom command types older than `RECORD_RETENTION`.
+
+A record is what answers a duplicate once Redis has forgotten the command, so
+pruning it ends the guarantee for that command: a copy that arrives later is
+applied again. Keep the retention longer than any client can go on retrying
+(an outbox can survive days of a closed laptop).
+
+`room.post` records are never pruned. The message they answer is kept, and
+its unique (sender, client id) constraint would refuse a late retry's insert
+with no record left to answer it: that id would get `unavailable` forever.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from messaging.conf import get_settings
+from messaging.models import CommandRecord
+
+KEPT_TYPES = frozenset({"room.post"})
+
+
+class Command(BaseCommand):
+    help = "Delete durable idempotency records of custom command types older than MESSAGING['RECORD_RETENTION']."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--older-than", type=int, metavar="SECONDS", help="override RECORD_RETENTION")
+        parser.add_argument("--batch", type=int, default=5000, help="rows per DELETE, so no lock is held long")
+        parser.add_argument("--dry-run", action="store_true", help="count, delete nothing")
+
+    def handle(self, *args: Any, older_than: int | None, batch: int, dry_run: bool, **options: Any) -> None:
+        retention = get_settings().RECORD_RETENTION if older_than is None else older_than
+        if retention <= 0 or batch <= 0:
+            raise CommandError("the retention and the batch size must be positive")
+        cutoff = timezone.now() - timedelta(seconds=retention)
+        old = CommandRecord.objects.filter(created_at__lt=cutoff).exclude(type__in=KEPT_TYPES)
+        if dry_run:
+            self.stdout.write(f"would delete {old.count()} command records created before {cutoff.isoformat()}")
+            return
+        deleted = 0
+        while ids := list(old.order_by("pk").values_list("pk", flat=True)[:batch]):
+            deleted += CommandRecord.objects.filter(pk__in=ids).delete()[0]
+        kept = ", ".join(sorted(KEPT_TYPES))
+        self.stdout.write(f"deleted {deleted} command records created before {cutoff.isoformat()} (never pruned: {kept})")

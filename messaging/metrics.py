@@ -1,0 +1,93 @@
+"""Prometheus metrics of the app and their exposition at `/metrics`.
+
+Several server processes: start every process with `PROMETHEUS_MULTIPROC_DIR`
+pointing at one empty directory per host (prometheus-client reads it when it
+is first imported, so set it in the environment, not in settings). Each process
+then writes its values to memory-mapped files there, and a scrape of any one
+process adds up all of them: counters and histograms keep the counts of
+processes that have exited, the open-sockets gauge counts live processes only.
+Without the variable each process reports itself alone, which is right only
+when every process is scraped on its own (docs/OPERATIONS.md).
+
+Labels never carry client-chosen text: a command type that has no handler is
+counted as `unknown`.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import multiprocess
+
+UNKNOWN_TYPE = "unknown"
+
+COMMANDS = Counter(
+    "messaging_commands",
+    "Commands answered, by type and outcome: ok, dup, or the refusal's error code.",
+    ["type", "outcome"],
+)
+DUPLICATES = Counter(
+    "messaging_duplicates_suppressed",
+    "Duplicates answered with the original ack, by where the answer came from: redis or database.",
+    ["type", "source"],
+)
+ACK_LATENCY = Histogram(
+    "messaging_ack_latency_seconds",
+    "Time from a command's frame arriving to its ack being sent.",
+    ["type"],
+    buckets=(0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+)
+OPEN_SOCKETS = Gauge(
+    "messaging_open_sockets",
+    "Open WebSockets.",
+    # Summed over live processes: a killed process's sockets are gone too.
+    multiprocess_mode="livesum",
+)
+
+
+def command_answered(type: str, outcome: str, seconds: float, *, source: str | None = None) -> None:
+    """Count one answered command. `outcome` is `ok`, `dup` or an error code."""
+    COMMANDS.labels(type, outcome).inc()
+    if source is not None:
+        DUPLICATES.labels(type, source).inc()
+    ACK_LATENCY.labels(type).observe(seconds)
+
+
+def multiprocess_dir() -> str | None:
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+
+
+_LIVE_GAUGE_FILE = re.compile(r"gauge_live\w+_(\d+)\.db")
+
+
+def forget_dead_processes(path: str) -> None:
+    """Drop the live gauges of processes that are gone.
+
+    prometheus-client expects a process manager to call `mark_process_dead`
+    when a worker exits; daphne has none, and a killed process calls nothing,
+    so the scrape does it. The directory must belong to this host (pids are).
+    """
+    for file in Path(path).glob("gauge_live*_*.db"):
+        match = _LIVE_GAUGE_FILE.fullmatch(file.name)
+        if match is None:
+            continue
+        pid = int(match.group(1))
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            multiprocess.mark_process_dead(pid, path)
+        except PermissionError:
+            pass  # alive, under another user
+
+
+def exposition() -> tuple[bytes, str]:
+    """The text a scrape gets, and its content type."""
+    path = multiprocess_dir()
+    if path is None:
+        return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+    forget_dead_processes(path)
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=path)
+    return generate_latest(registry), CONTENT_TYPE_LATEST

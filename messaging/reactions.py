@@ -1,0 +1,78 @@
+"""The "+1" reaction: a custom command type built on the public extension API.
+
+`reaction.add` adds one to a message's counter. Unlike a receipt, applying it
+twice counts twice, so it is registered with the default `exactly_once=True`:
+the claim, the durable record committed with the increment, and the replayed
+ack are the same machinery that keeps `room.post` single. A host project's own
+types are written the same way (docs/INTEGRATION.md).
+
+Frames (an extension of protocol v1, docs/PROTOCOL.md):
+
+- command `{"t": "reaction.add", "d": {"room": slug, "seq": n}}`, ack `d`:
+  `{"room", "seq", "count"}`, the count right after this reaction was applied;
+- broadcast `{"t": "reaction", "d": {"room", "seq", "count"}}` to the room;
+- after a `room.join` backlog, one `reaction` frame per backlog message that
+  has reactions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from django.db import connection
+
+from .exceptions import Invalid
+from .handlers import CommandContext, command
+from .models import Message, ReactionCount
+from .protocol import optional_seq, room_slug
+from .rooms import joined_room_id
+
+
+@dataclass(frozen=True)
+class Reaction:
+    room: str
+    seq: int
+
+
+def validate_reaction(d: dict) -> Reaction:
+    seq = optional_seq(d, "seq")
+    if seq is None or seq < 1:
+        raise Invalid("seq must be an integer >= 1")
+    return Reaction(room=room_slug(d), seq=seq)
+
+
+def reaction_frame(room: str, seq: int, count: int) -> dict:
+    return {"t": "reaction", "d": {"room": room, "seq": seq, "count": count}}
+
+
+def increment(message_id: int) -> int:
+    """Add one to the message's count in one statement, creating the row on first use.
+
+    An upsert, so two first reactions racing cannot both insert; the row lock
+    it takes is held until commit, so concurrent reactions queue on it.
+    """
+    table = ReactionCount._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (message_id, count) VALUES (%s, 1) "
+            f"ON CONFLICT (message_id) DO UPDATE SET count = {table}.count + 1 RETURNING count",
+            [message_id],
+        )
+        return cursor.fetchone()[0]
+
+
+@command("reaction.add", validate=validate_reaction)
+def add_reaction(ctx: CommandContext, reaction: Reaction) -> dict:
+    room_id = joined_room_id(ctx.user, reaction.room)
+    message_id = Message.objects.filter(room_id=room_id, seq=reaction.seq).values_list("id", flat=True).first()
+    if message_id is None:
+        raise Invalid(f"no message {reaction.seq} in room {reaction.room}")
+    count = increment(message_id)
+    ctx.broadcast(reaction.room, reaction_frame(reaction.room, reaction.seq, count))
+    return {"room": reaction.room, "seq": reaction.seq, "count": count}
+
+
+def backlog_reactions(room: str, messages: Iterable[Message]) -> list[dict]:
+    """`reaction` frames for the messages of a backlog that have any, in seq order."""
+    counts = ReactionCount.objects.filter(message__in=[m.pk for m in messages], count__gt=0)
+    return [reaction_frame(room, seq, count) for seq, count in counts.order_by("message__seq").values_list("message__seq", "count")]

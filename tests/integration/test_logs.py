@@ -1,0 +1,50 @@
+"""Log lines made while a command runs carry its id, type and user, in the consumer and in the database thread."""
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from messaging.logcontext import CommandContextFilter, JsonFormatter
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def records(caplog):
+    caplog.set_level(logging.INFO, logger="messaging")
+    caplog.handler.addFilter(CommandContextFilter())
+    yield caplog
+    caplog.handler.filters.clear()
+
+
+async def test_failure_logged_in_the_handler_thread_names_the_command_and_user(make_user, open_clients, records, broken_type):
+    client = await open_clients(await make_user())
+    ack = await client.call("test.broken", {}, id="log-1")
+    assert ack["error"]["code"] == "unavailable"
+    failure = next(r for r in records.records if r.name == "messaging.idempotency" and r.levelno == logging.ERROR)
+    assert (failure.command_id, failure.command_type, failure.user) == ("log-1", "test.broken", client.user.pk)
+    answered = next(r for r in records.records if r.name == "messaging.consumers" and "answered" in r.getMessage())
+    assert answered.getMessage().startswith("answered unavailable in ")
+    assert (answered.command_id, answered.user) == ("log-1", client.user.pk)
+
+    line = json.loads(JsonFormatter().format(failure))
+    assert line["command_id"] == "log-1" and line["user"] == client.user.pk and line["level"] == "ERROR"
+    assert "RuntimeError: the handler broke" in line["exc"]
+
+
+async def test_lines_outside_a_command_carry_no_command(make_user, open_clients, records):
+    client = await open_clients(await make_user())
+    await client.join("lobby")
+    logging.getLogger("messaging.test").info("between commands")
+    outside = next(r for r in records.records if r.getMessage() == "between commands")
+    assert outside.command_id == "-" and outside.user == "-"
+    assert "command_id" not in json.loads(JsonFormatter().format(outside))
+
+
+async def test_a_client_chosen_type_is_logged_bounded(make_user, open_clients, records):
+    client = await open_clients(await make_user())
+    await client.call("x" * 500, {}, id="log-2")
+    answered = next(r for r in records.records if getattr(r, "command_id", None) == "log-2")
+    assert answered.command_type == "x" * 64

@@ -1,0 +1,57 @@
+"""Two real daphne processes share PROMETHEUS_MULTIPROC_DIR: one scrape of either shows both."""
+from __future__ import annotations
+
+import signal
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.liveserver import LiveServer, call
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+TOKEN = "scrape-token"
+
+
+@pytest.fixture
+def servers(live_servers, tmp_path):
+    metrics_dir = tmp_path / "prometheus"
+    metrics_dir.mkdir()
+    return lambda name: live_servers(name, PROMETHEUS_MULTIPROC_DIR=str(metrics_dir), METRICS_TOKEN=TOKEN)
+
+
+def scrape(server: LiveServer) -> dict[tuple, float]:
+    status, _, body = server.request("GET", "/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert status == 200, body
+    return {
+        (sample.name, *sorted(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(body.decode())
+        for sample in family.samples
+    }
+
+
+async def test_one_scrape_adds_up_every_process_and_forgets_killed_sockets(servers):
+    a, b = servers("a"), servers("b")
+    cookie = a.sign_in("ana")  # the session lives in the shared database: b knows it too
+    async with a.websocket(cookie) as on_a, b.websocket(cookie) as on_b:
+        for ws in (on_a, on_b):
+            assert (await call(ws, "room.join", {"room": "lobby"}))[0]["ok"]
+        first, _ = await call(on_a, "room.post", {"room": "lobby", "body": "from a"}, id="mp-1")
+        second, _ = await call(on_b, "room.post", {"room": "lobby", "body": "from b"}, id="mp-2")
+        again, _ = await call(on_b, "room.post", {"room": "lobby", "body": "from a"}, id="mp-1")
+        assert first["dup"] is False and second["dup"] is False and again["dup"] is True
+        assert again["d"] == first["d"]
+
+        for server in (a, b):
+            seen = scrape(server)
+            assert seen[("messaging_commands_total", ("outcome", "ok"), ("type", "room.post"))] == 2
+            assert seen[("messaging_commands_total", ("outcome", "dup"), ("type", "room.post"))] == 1
+            assert seen[("messaging_duplicates_suppressed_total", ("source", "redis"), ("type", "room.post"))] == 1
+            assert seen[("messaging_ack_latency_seconds_count", ("type", "room.join"))] == 2
+            assert seen[("messaging_open_sockets",)] == 2
+
+        # b dies without closing its socket: its commands stay counted, its socket does not.
+        b.stop(signal.SIGKILL)
+        seen = scrape(a)
+        assert seen[("messaging_commands_total", ("outcome", "ok"), ("type", "room.post"))] == 2
+        assert seen[("messaging_open_sockets",)] == 1

@@ -1,0 +1,136 @@
+"""The "+1" reaction: a custom command type that is not idempotent by nature, applied exactly once."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+from channels.db import database_sync_to_async
+
+from messaging.idempotency import reset_claim_store
+from messaging.models import CommandRecord, ReactionCount
+
+from tests.liveserver import call
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+@database_sync_to_async
+def count_of(seq: int, room: str = "lobby") -> int:
+    row = ReactionCount.objects.filter(message__room__slug=room, message__seq=seq).first()
+    return row.count if row else 0
+
+
+async def room_with_a_message(open_clients, user, n: int = 1):
+    clients = [await open_clients(user) for _ in range(n)]
+    for client in clients:
+        await client.join("lobby")
+    assert (await clients[0].call("room.post", {"room": "lobby", "body": "like me"}))["ok"]
+    for client in clients:
+        await client.frames("msg", 1)
+    return clients
+
+
+async def test_same_reaction_from_several_sockets_at_once_counts_once(make_user, open_clients):
+    clients = await room_with_a_message(open_clients, await make_user(), n=6)
+    await asyncio.gather(*(c.send("reaction.add", {"room": "lobby", "seq": 1}, id="plus-1") for c in clients))
+    acks = await asyncio.gather(*(c.ack("plus-1") for c in clients))
+    assert all(a["ok"] for a in acks), acks
+    assert sorted(a["dup"] for a in acks) == [False] + [True] * 5
+    assert {str(a["d"]) for a in acks} == {str({"room": "lobby", "seq": 1, "count": 1})}
+    assert await count_of(1) == 1
+    # One broadcast, so every socket sees the count move once.
+    for client in clients:
+        assert await client.frames("reaction", 1) == [{"t": "reaction", "d": {"room": "lobby", "seq": 1, "count": 1}}]
+        assert await client.nothing_more()
+
+
+async def test_each_new_reaction_counts(make_user, open_clients):
+    ana = (await room_with_a_message(open_clients, await make_user("ana")))[0]
+    bob = await open_clients(await make_user("bob"))
+    await bob.join("lobby")
+    assert (await ana.call("reaction.add", {"room": "lobby", "seq": 1}))["d"]["count"] == 1
+    assert (await ana.call("reaction.add", {"room": "lobby", "seq": 1}))["d"]["count"] == 2
+    assert (await bob.call("reaction.add", {"room": "lobby", "seq": 1}))["d"]["count"] == 3
+    assert await count_of(1) == 3
+
+
+async def test_concurrent_duplicates_without_a_redis_window_count_once(make_user, open_clients, settings):
+    # The database alone: every copy runs the handler, the record's unique
+    # constraint lets one commit and rolls the others' increments back.
+    settings.MESSAGING = {**settings.MESSAGING, "REDIS_URL": None}
+    reset_claim_store()
+    clients = await room_with_a_message(open_clients, await make_user(), n=4)
+    await asyncio.gather(*(c.send("reaction.add", {"room": "lobby", "seq": 1}, id="plus-db") for c in clients))
+    acks = await asyncio.gather(*(c.ack("plus-db") for c in clients))
+    assert sorted(a["dup"] for a in acks) == [False, True, True, True]
+    assert {a["d"]["count"] for a in acks} == {1}
+    assert await count_of(1) == 1
+
+
+async def test_duplicate_after_redis_lost_it_is_answered_from_the_database(make_user, open_clients, redis_client):
+    client = (await room_with_a_message(open_clients, await make_user()))[0]
+    first = await client.call("reaction.add", {"room": "lobby", "seq": 1}, id="plus-2")
+    redis_client.flushdb()
+    again = await client.call("reaction.add", {"room": "lobby", "seq": 1}, id="plus-2")
+    assert again["dup"] is True and again["d"] == first["d"]
+    assert await count_of(1) == 1
+    reused = await client.call("reaction.add", {"room": "lobby", "seq": 2}, id="plus-2")
+    assert reused["error"]["code"] == "id_reused"
+
+
+@pytest.mark.parametrize(
+    "d, message",
+    [
+        ({"room": "lobby"}, "seq must be an integer >= 1"),
+        ({"room": "lobby", "seq": 0}, "seq must be an integer >= 1"),
+        ({"room": "lobby", "seq": -1}, "seq must be an integer >= 0"),
+        ({"room": "lobby", "seq": "1"}, "seq must be an integer >= 0"),
+        ({"room": "lobby", "seq": True}, "seq must be an integer >= 0"),
+        ({"room": "lobby", "seq": 1.0}, "seq must be an integer >= 0"),
+        ({"room": "Lobby", "seq": 1}, "room must match ^[a-z0-9][a-z0-9-]{0,63}$"),
+        ({"room": "lobby", "seq": 2}, "no message 2 in room lobby"),
+    ],
+)
+async def test_bad_reactions_are_invalid_change_nothing_and_are_not_remembered(make_user, open_clients, d, message):
+    client = (await room_with_a_message(open_clients, await make_user()))[0]
+    ack = await client.call("reaction.add", d, id="bad-1")
+    assert ack["error"] == {"code": "invalid", "message": message, "retry": False}
+    assert await count_of(1) == 0
+    fixed = await client.call("reaction.add", {"room": "lobby", "seq": 1}, id="bad-1")
+    assert fixed["ok"] and fixed["dup"] is False and fixed["d"]["count"] == 1
+
+
+async def test_reacting_outside_ones_rooms_is_forbidden(make_user, open_clients):
+    await room_with_a_message(open_clients, await make_user("ana"))
+    stranger = await open_clients(await make_user("eve"))
+    ack = await stranger.call("reaction.add", {"room": "lobby", "seq": 1})
+    assert ack["error"]["code"] == "forbidden" and ack["error"]["retry"] is False
+    assert await count_of(1) == 0
+    assert await database_sync_to_async(CommandRecord.objects.filter(type="reaction.add").count)() == 0
+
+
+async def test_join_backlog_carries_the_counts(make_user, open_clients):
+    ana = (await room_with_a_message(open_clients, await make_user("ana")))[0]
+    assert (await ana.call("room.post", {"room": "lobby", "body": "no likes"}))["ok"]
+    for _ in range(2):
+        assert (await ana.call("reaction.add", {"room": "lobby", "seq": 1}))["ok"]
+    bob = await open_clients(await make_user("bob"))
+    await bob.join("lobby")
+    assert [f["d"]["seq"] for f in await bob.frames("msg", 2)] == [1, 2]
+    assert await bob.frames("reaction", 1) == [{"t": "reaction", "d": {"room": "lobby", "seq": 1, "count": 2}}]
+    assert await bob.nothing_more()
+
+
+async def test_same_reaction_through_two_server_processes_counts_once(live_servers):
+    a, b = live_servers("a"), live_servers("b")
+    cookie = a.sign_in("ana")
+    async with contextlib.AsyncExitStack() as stack:
+        sockets = [await stack.enter_async_context(server.websocket(cookie)) for server in (a, b) for _ in range(3)]
+        for ws in sockets:
+            assert (await call(ws, "room.join", {"room": "lobby"}))[0]["ok"]
+        assert (await call(sockets[0], "room.post", {"room": "lobby", "body": "like me"}))[0]["ok"]
+        acks = await asyncio.gather(*(call(ws, "reaction.add", {"room": "lobby", "seq": 1}, id="cross") for ws in sockets))
+    assert sorted(ack["dup"] for ack, _ in acks) == [False] + [True] * 5
+    assert {ack["d"]["count"] for ack, _ in acks} == {1}
+    assert await count_of(1) == 1

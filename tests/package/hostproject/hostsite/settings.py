@@ -1,0 +1,66 @@
+"""Settings of a host project that adds `messaging`: the steps of docs/INTEGRATION.md and nothing else.
+
+Reads `HOST_DATABASE` (an SQLite file) and `REDIS_URL` from the environment.
+"""
+import os
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+SECRET_KEY = "host-project-test-key"
+DEBUG = True
+ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.staticfiles",
+    "channels",
+    "messaging",  # 1. the app
+    "wallet",  # the host's own app, with its own command type
+]
+
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+]
+
+ROOT_URLCONF = "hostsite.urls"
+ASGI_APPLICATION = "hostsite.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {"context_processors": ["django.template.context_processors.request", "django.contrib.auth.context_processors.auth"]},
+    }
+]
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": os.environ.get("HOST_DATABASE", BASE_DIR / "db.sqlite3"),
+        # Concurrent commands wait for each other's write lock instead of failing.
+        "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+    }
+}
+
+REDIS_URL = os.environ["REDIS_URL"]
+
+# 3. a channel layer every server process shares; socket_timeout None, or
+# the layer's 5 s blocking poll times out (system check messaging.E002).
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}]},
+    }
+}
+
+# 4. the app's settings
+MESSAGING = {"REDIS_URL": REDIS_URL, "METRICS_TOKEN": "host-metrics-token"}
+
+STATIC_URL = "static/"
+USE_TZ = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

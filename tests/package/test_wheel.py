@@ -1,0 +1,151 @@
+"""The wheel, installed into a fresh virtual environment, works in a separate host project.
+
+Built once per session from a clean copy of the sources. The fresh environment
+gets `messaging` only from the wheel; for its dependencies it looks through a
+`.pth` file at the test environment's site-packages, so `pip install
+--no-index` checks the wheel's declared requirements against the pinned ones
+without touching the network. That cannot notice an undeclared requirement,
+so `test_every_import_is_a_declared_requirement` checks those from the source.
+"""
+from __future__ import annotations
+
+import ast
+import asyncio
+import contextlib
+import email
+import importlib.metadata
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from tests.integration.conftest import RedisServer
+from tests.liveserver import LiveServer, call
+
+ROOT = Path(__file__).resolve().parents[2]
+HOST = Path(__file__).resolve().parent / "hostproject"
+
+
+def run(*command: str | Path, cwd: Path | None = None, env: dict | None = None) -> str:
+    proc = subprocess.run([str(c) for c in command], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"{command} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory) -> Path:
+    src = tmp_path_factory.mktemp("src")
+    for name in ("pyproject.toml", "README.md", "CHANGELOG.md"):
+        shutil.copy(ROOT / name, src / name)
+    shutil.copytree(ROOT / "messaging", src / "messaging", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    dist = tmp_path_factory.mktemp("dist")
+    run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index", "-w", dist, src)
+    [built] = dist.glob("*.whl")
+    return built
+
+
+@pytest.fixture(scope="session")
+def venv(wheel, tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("venv")
+    run(sys.executable, "-m", "venv", root)
+    python = root / "bin" / "python"
+    purelib = run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip()
+    Path(purelib, "_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    run(python, "-m", "pip", "install", "--quiet", "--no-index", "--disable-pip-version-check", wheel)
+    return root
+
+
+@pytest.fixture(scope="session")
+def host(venv, tmp_path_factory):
+    """The host project, migrated, with its own Redis; yields (python, project dir, environment)."""
+    project = tmp_path_factory.mktemp("host")
+    shutil.copytree(HOST, project, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    redis_server = RedisServer(tmp_path_factory.mktemp("redis"))
+    redis_server.start()
+    env = {
+        key: value for key, value in os.environ.items()
+        if key not in {"DJANGO_SETTINGS_MODULE", "PYTHONPATH", "DATABASE_URL", "PROMETHEUS_MULTIPROC_DIR"}
+    }
+    env.update(REDIS_URL=redis_server.url, HOST_DATABASE=str(project / "db.sqlite3"), DJANGO_SETTINGS_MODULE="hostsite.settings")
+    python = venv / "bin" / "python"
+    run(python, "manage.py", "migrate", "--noinput", cwd=project, env=env)
+    yield python, project, env
+    redis_server.stop()
+
+
+def test_wheel_carries_every_file_of_the_app(wheel):
+    tracked = run("git", "ls-files", "messaging", cwd=ROOT).split()
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    assert [f for f in tracked if f not in shipped] == []
+    assert {"messaging/py.typed", "messaging/migrations/0001_initial.py", "messaging/templates/messaging/login.html"} <= shipped
+    metadata = email.message_from_bytes(zipfile.ZipFile(wheel).read(next(n for n in shipped if n.endswith("/METADATA"))))
+    import messaging
+
+    assert metadata["Version"] == messaging.__version__
+
+
+def test_every_import_is_a_declared_requirement(wheel):
+    metadata = email.message_from_bytes(
+        zipfile.ZipFile(wheel).read(next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith("/METADATA")))
+    )
+    declared = {Requirement(r).name.lower().replace("_", "-") for r in metadata.get_all("Requires-Dist")}
+    distributions = importlib.metadata.packages_distributions()
+    imported = set()
+    for path in (ROOT / "messaging").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+    third_party = {m for m in imported if m not in sys.stdlib_module_names and m != "messaging"}
+    needed = {distributions[m][0].lower().replace("_", "-") for m in third_party}
+    assert needed - declared == set()
+
+
+def test_the_app_comes_from_the_wheel(host, venv):
+    python, project, env = host
+    location = run(python, "-c", "import messaging; print(messaging.__file__)", cwd=project, env=env).strip()
+    assert Path(location).is_relative_to(venv), location
+    assert "No changes detected" in run(python, "manage.py", "makemigrations", "--check", "--dry-run", cwd=project, env=env)
+    run(python, "manage.py", "check", "--fail-level", "WARNING", cwd=project, env=env)
+
+
+async def test_websocket_round_trip_with_duplicates(host, tmp_path):
+    python, project, env = host
+    server = LiveServer([str(python), "-m", "daphne"], "hostsite.asgi:application", cwd=project, env=env, log=tmp_path / "daphne.log")
+    server.start()
+    try:
+        assert server.request("GET", "/hello/")[2] == b"the host project's own page"
+        cookie = server.sign_in("ana")
+        async with contextlib.AsyncExitStack() as stack:
+            a = await stack.enter_async_context(server.websocket(cookie))
+            b = await stack.enter_async_context(server.websocket(cookie))
+            assert (await call(a, "room.join", {"room": "lobby"}))[0]["ok"]
+
+            post = {"room": "lobby", "body": "hello from the wheel"}
+            first, _ = await call(a, "room.post", post, id="w-1")
+            again, _ = await call(a, "room.post", post, id="w-1")
+            assert first["ok"] and first["dup"] is False and first["d"]["seq"] == 1
+            assert again["dup"] is True and again["d"] == first["d"]
+
+            # The host's own type, concurrently from two sockets: credited once.
+            credits = await asyncio.gather(*(call(ws, "wallet.credit", {"amount": 5}, id="c-1") for ws in (a, b)))
+            assert sorted(ack["dup"] for ack, _ in credits) == [False, True]
+            assert {ack["d"]["balance"] for ack, _ in credits} == {5}
+            bad, _ = await call(a, "wallet.credit", {"amount": 0})
+            assert bad["error"]["code"] == "invalid"
+            assert (await call(a, "wallet.credit", {"amount": 2}))[0]["d"] == {"balance": 7}
+
+            liked, _ = await call(a, "reaction.add", {"room": "lobby", "seq": 1})
+            assert liked["d"] == {"room": "lobby", "seq": 1, "count": 1}
+        assert server.request("GET", "/healthz")[0] == 200
+        status, _, body = server.request("GET", "/metrics", headers={"Authorization": "Bearer host-metrics-token"})
+        assert status == 200 and b'messaging_commands_total{outcome="dup",type="wallet.credit"} 1.0' in body
+    finally:
+        server.stop()
