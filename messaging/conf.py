@@ -14,11 +14,20 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `BAD_FRAME_LIMIT` | 10 | malformed frames in a row that close the socket with 1008 |
 | `REDIS_URL` | None | Redis for the dedup window; None keeps only the durable record |
 | `REDIS_TIMEOUT` | 0.5 | seconds before a Redis call counts as failed and the database path takes over |
+| `RATE_BURST` | 100 | commands one socket may send at once (a reconnecting outbox resends its whole backlog) |
+| `RATE_PER_SECOND` | 20.0 | commands per second one socket may keep up; above it: `rate_limited` |
+| `USER_RATE_LIMIT` | 600 | commands one user may send per `USER_RATE_WINDOW`, over all sockets and processes |
+| `USER_RATE_WINDOW` | 10.0 | seconds of the per-user window (counted in Redis; per process without it) |
+| `SESSION_CHECK_INTERVAL` | 5.0 | seconds between checks that a socket's session is still valid; 0 turns them off |
+
+A host project may also give each option in the environment as
+`MESSAGING_<KEY>` (see `options_from_environ`), e.g. `MESSAGING_CLAIM_LEASE=2`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from functools import lru_cache
+from typing import Any, Mapping
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
@@ -37,6 +46,11 @@ class MessagingSettings:
     BAD_FRAME_LIMIT: int = 10
     REDIS_URL: str | None = None
     REDIS_TIMEOUT: float = 0.5
+    RATE_BURST: int = 100
+    RATE_PER_SECOND: float = 20.0
+    USER_RATE_LIMIT: int = 600
+    USER_RATE_WINDOW: float = 10.0
+    SESSION_CHECK_INTERVAL: float = 5.0
 
 
 @lru_cache(maxsize=1)
@@ -47,6 +61,25 @@ def get_settings() -> MessagingSettings:
     if unknown:
         raise ImproperlyConfigured(f"MESSAGING has unknown keys: {', '.join(sorted(unknown))}")
     return MessagingSettings(**given)
+
+
+def options_from_environ(environ: Mapping[str, str], prefix: str = "MESSAGING_") -> dict[str, Any]:
+    """The options set as `<prefix><KEY>` in `environ`, typed like their defaults.
+
+    For projects configured from the environment, and for server processes
+    started by tests with short leases and low limits.
+    """
+    options: dict[str, Any] = {}
+    for option in fields(MessagingSettings):
+        text = environ.get(prefix + option.name)
+        if text is None:
+            continue
+        default = option.default if option.default is not MISSING else None
+        try:
+            options[option.name] = type(default)(text) if isinstance(default, (int, float)) else (text or None)
+        except ValueError:
+            raise ImproperlyConfigured(f"{prefix}{option.name} must be a number, not {text!r}") from None
+    return options
 
 
 def _reset(*, setting: str, **kwargs: object) -> None:

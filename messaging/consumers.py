@@ -3,16 +3,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import random
+from importlib import import_module
+from types import SimpleNamespace
 from typing import Any, Awaitable, Callable
 
 import redis
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.contrib import auth
 
 from . import handlers
 from .conf import get_settings
-from .exceptions import BadFrame, CommandError, Unavailable
+from .exceptions import BadFrame, CommandError, RateLimited, Unavailable
 from .idempotency import execute_async
 from .protocol import Command, ack_error, ack_ok, bad_frame, encode, parse_command
+from .ratelimit import TokenBucket, user_limiter
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +52,15 @@ def resilient(receive: Callable[[], Awaitable[dict]]) -> Callable[[], Awaitable[
     return receive_until_it_works
 
 
+def session_still_signs_in(session_key: str, user: Any) -> bool:
+    """Whether the session still logs in `user`: not logged out, expired or
+    flushed elsewhere, and not invalidated by a password change. Django's own
+    `auth.get_user` decides, on a fresh read of the session."""
+    session = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+    current = auth.get_user(SimpleNamespace(session=session))  # type: ignore[arg-type]
+    return current.is_authenticated and current.pk == user.pk
+
+
 class ChatConsumer(AsyncWebsocketConsumer):
     # Channels assigns `channel_receive` in `__call__` and hands it to its
     # dispatch loop right away; wrapping it on assignment is the one hook.
@@ -59,13 +76,40 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.user = self.scope.get("user")
         self.rooms: set[str] = set()
         self.bad_frames = 0
+        self.session_watch: asyncio.Task | None = None
         await self.accept()
         if self.user is None or not self.user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        conf = get_settings()
+        self.bucket = TokenBucket(conf.RATE_PER_SECOND, conf.RATE_BURST)
+        session = self.scope.get("session")
+        session_key = getattr(session, "session_key", None)
+        if session_key and conf.SESSION_CHECK_INTERVAL > 0:
+            self.session_watch = asyncio.create_task(self.watch_session(session_key, conf.SESSION_CHECK_INTERVAL))
 
     async def disconnect(self, code: int) -> None:
+        if self.session_watch is not None:
+            self.session_watch.cancel()
         for room in list(self.rooms):
             await self.unsubscribe(room)
+
+    async def watch_session(self, session_key: str, interval: float) -> None:
+        """Close the socket with 4401 once its session stops signing the user
+        in (logout elsewhere), within `interval` seconds plus one check."""
+        # Jitter spreads the checks of sockets that connected together.
+        await asyncio.sleep(random.uniform(0, interval))
+        while True:
+            try:
+                valid = await database_sync_to_async(session_still_signs_in)(session_key, self.user)
+            except Exception:
+                # A storage outage is not a logout: keep the socket, ask again later.
+                log.warning("session check failed for user %s", self.user.pk, exc_info=True)
+                valid = True
+            if not valid:
+                await self.close(code=CLOSE_UNAUTHENTICATED)
+                return
+            await asyncio.sleep(interval)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.user is None or not self.user.is_authenticated:
@@ -91,9 +135,20 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if self.bad_frames >= get_settings().BAD_FRAME_LIMIT:
             await self.close(code=CLOSE_POLICY)
 
+    async def check_rate(self) -> None:
+        """Refuse with `rate_limited` above the socket's or the user's rate."""
+        wait = self.bucket.take()
+        if not wait:
+            limiter = user_limiter()
+            wait = await asyncio.to_thread(limiter.hit, self.user.pk) if limiter.blocking else limiter.hit(self.user.pk)
+        if wait:
+            # Rounded up, so a client that waits exactly this long is let in.
+            raise RateLimited(retry_after=math.ceil(wait * 1000) / 1000)
+
     async def run(self, command: Command) -> None:
         subscribed = None
         try:
+            await self.check_rate()
             handler = handlers.lookup(command.t)
             data = handlers.validate(handler, command.d)
             if handler.subscribes_to is not None:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import environ
 
+from messaging.conf import options_from_environ
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -100,6 +102,8 @@ MESSAGING = {
     # The dedup window lives in Redis when there is one; without Redis the
     # database alone keeps the exactly-once guarantee.
     "REDIS_URL": REDIS_URL or None,
+    # Any other option as MESSAGING_<KEY>, e.g. MESSAGING_CLAIM_LEASE=2.
+    **options_from_environ(env.ENVIRON),
 }
 
 AUTH_PASSWORD_VALIDATORS: list[dict] = []
