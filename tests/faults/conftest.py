@@ -11,7 +11,6 @@ import psycopg
 import pytest
 import redis
 from asgiref.sync import sync_to_async
-from django.contrib.sessions.backends.db import SessionStore
 from django.db import connection
 
 from ..e2e.conftest import server_env, static_root  # noqa: F401  (fixtures, reused)
@@ -68,10 +67,6 @@ async def outboxes():
 
 async def sign_in_many(url: str, count: int, prefix: str = "user") -> list[str]:
     return [await sync_to_async(sign_in, thread_sensitive=False)(url, f"{prefix}{n}") for n in range(count)]
-
-
-def user_of(session: str) -> int:
-    return int(SessionStore(session_key=session)["_auth_user_id"])
 
 
 def fault_redis_client(server: RedisServer) -> redis.Redis:
