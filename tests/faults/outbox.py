@@ -132,7 +132,8 @@ class Outbox:
         heard = time.monotonic()
         while True:
             try:
-                frame = json.loads(await asyncio.wait_for(ws.recv(), 0.25))
+                # Idle sockets wake rarely: the storm runs 500 of these in one process.
+                frame = json.loads(await asyncio.wait_for(ws.recv(), 0.25 if self.pending else 1.0))
                 heard = time.monotonic()
                 self._receive(frame)
             except asyncio.TimeoutError:
