@@ -62,8 +62,9 @@ async def stage(cluster, fault_redis):
         await ws.close()
 
 
-async def stop_a_inside_its_attempt(a, on_a, redis, key: str, watcher) -> bytes:
-    """Send the post to A while the test holds the room lock; stop A once it waits on it."""
+async def stop_a_inside_its_attempt(a, on_a, redis, key: str, watcher, lock) -> bytes:
+    """Take the room's row lock, send the post to A, and stop A once it waits on that lock."""
+    lock.execute("SELECT id FROM messaging_room WHERE slug = 'lobby' FOR UPDATE")
     await on_a.send("room.post", POST, id=key.rsplit(":", 1)[1])
     owner = await until(lambda: redis.get(key), "A's claim")
     assert owner.startswith(b"c:")
@@ -72,22 +73,26 @@ async def stop_a_inside_its_attempt(a, on_a, redis, key: str, watcher) -> bytes:
     return owner
 
 
+async def retry_on_b_once_the_claim_runs_out(on_b, redis, key: str, owner_a: bytes, watcher) -> bytes:
+    """The outbox retries on the other process after A's lease: B claims anew and waits on the room lock."""
+    await until(lambda: redis.get(key) is None, "A's claim to run out", timeout=10)
+    await on_b.send("room.post", POST, id=key.rsplit(":", 1)[1])
+    owner_b = await until(lambda: redis.get(key), "B's claim")
+    assert owner_b.startswith(b"c:") and owner_b != owner_a
+    # B's process is stalled meanwhile: one database thread (see RELIABILITY.md).
+    await until(lambda: backends(watcher, "wait_event_type = 'Lock'"), "B waiting on the room lock")
+    return owner_b
+
+
 async def test_stopped_attempt_holding_the_room_lock_applies_once(stage):
     a, on_a, on_b, redis, user, watcher = stage
     key = claim_key(user, "stopped-1")
     with raw_db() as lock:
-        lock.execute("SELECT id FROM messaging_room WHERE slug = 'lobby' FOR UPDATE")
-        owner_a = await stop_a_inside_its_attempt(a, on_a, redis, key, watcher)
+        owner_a = await stop_a_inside_its_attempt(a, on_a, redis, key, watcher, lock)
         lock.rollback()
     # A's backend now holds the lock, in a transaction its stopped process cannot finish.
     await until(lambda: backends(watcher, "state = 'idle in transaction'"), "A's open transaction")
-    await until(lambda: redis.get(key) is None, "A's claim to run out", timeout=10)
-
-    await on_b.send("room.post", POST, id="stopped-1")
-    owner_b = await until(lambda: redis.get(key), "B's claim")
-    assert owner_b.startswith(b"c:") and owner_b != owner_a
-    # B waits on the lock A holds (its process is stalled meanwhile: see RELIABILITY.md).
-    await until(lambda: backends(watcher, "wait_event_type = 'Lock'"), "B waiting on A's lock")
+    await retry_on_b_once_the_claim_runs_out(on_b, redis, key, owner_a, watcher)  # waits on A's lock
 
     a.signal(signal.SIGCONT)
     first, second = await on_a.ack("stopped-1"), await on_b.ack("stopped-1")
@@ -103,16 +108,10 @@ async def test_stopped_attempt_failing_on_resume_leaves_the_newer_claim_alone(st
     a, on_a, on_b, redis, user, watcher = stage
     key = claim_key(user, "stopped-2")
     with raw_db() as lock:
-        lock.execute("SELECT id FROM messaging_room WHERE slug = 'lobby' FOR UPDATE")
-        owner_a = await stop_a_inside_its_attempt(a, on_a, redis, key, watcher)
+        owner_a = await stop_a_inside_its_attempt(a, on_a, redis, key, watcher, lock)
         # A's connection dies while A is stopped: A will fail when it wakes.
         assert backends(watcher, "wait_event_type = 'Lock'", what="pg_terminate_backend(pid)") == 1
-        await until(lambda: redis.get(key) is None, "A's claim to run out", timeout=10)
-
-        await on_b.send("room.post", POST, id="stopped-2")
-        owner_b = await until(lambda: redis.get(key), "B's claim")
-        assert owner_b.startswith(b"c:") and owner_b != owner_a
-        await until(lambda: backends(watcher, "wait_event_type = 'Lock'"), "B waiting on the room lock")
+        owner_b = await retry_on_b_once_the_claim_runs_out(on_b, redis, key, owner_a, watcher)  # waits on ours
 
         a.signal(signal.SIGCONT)
         failed = await on_a.ack("stopped-2")
