@@ -52,6 +52,14 @@ class MessagingSettings:
     USER_RATE_WINDOW: float = 10.0
     SESSION_CHECK_INTERVAL: float = 5.0
 
+    def __post_init__(self) -> None:
+        # Limits that refuse everything would fail every socket at connect: say so at startup.
+        for name in ("RATE_BURST", "RATE_PER_SECOND", "USER_RATE_LIMIT", "USER_RATE_WINDOW"):
+            if getattr(self, name) <= 0:
+                raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be positive")
+        if self.SESSION_CHECK_INTERVAL < 0:
+            raise ImproperlyConfigured("MESSAGING['SESSION_CHECK_INTERVAL'] must be 0 (off) or positive")
+
 
 @lru_cache(maxsize=1)
 def get_settings() -> MessagingSettings:

@@ -5,15 +5,11 @@ import asyncio
 import logging
 import math
 import random
-from importlib import import_module
-from types import SimpleNamespace
 from typing import Any, Awaitable, Callable
 
 import redis
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.conf import settings
-from django.contrib import auth
 
 from . import handlers
 from .conf import get_settings
@@ -21,6 +17,7 @@ from .exceptions import BadFrame, CommandError, RateLimited, Unavailable
 from .idempotency import execute_async
 from .protocol import Command, ack_error, ack_ok, bad_frame, encode, parse_command
 from .ratelimit import TokenBucket, user_limiter
+from .sessions import session_still_signs_in
 
 log = logging.getLogger(__name__)
 
@@ -50,15 +47,6 @@ def resilient(receive: Callable[[], Awaitable[dict]]) -> Callable[[], Awaitable[
             pause = min(pause * 2, 2.0)
 
     return receive_until_it_works
-
-
-def session_still_signs_in(session_key: str, user: Any) -> bool:
-    """Whether the session still logs in `user`: not logged out, expired or
-    flushed elsewhere, and not invalidated by a password change. Django's own
-    `auth.get_user` decides, on a fresh read of the session."""
-    session = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
-    current = auth.get_user(SimpleNamespace(session=session))  # type: ignore[arg-type]
-    return current.is_authenticated and current.pk == user.pk
 
 
 class ChatConsumer(AsyncWebsocketConsumer):

@@ -11,7 +11,8 @@ A check answers how long to wait before trying again, 0 when the command may
 run. Refused commands are not remembered (PROTOCOL rule 7), so the client's
 retry with the same id runs afresh.
 
-Backends take plain arguments and never read Django settings.
+The limiters take plain arguments and never read Django settings; only
+`user_limiter` builds one from them.
 """
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ import time
 from typing import Any, Callable
 
 import redis
+
+from .conf import get_settings
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +117,6 @@ _user_limiter: tuple[Any, LocalWindow] | None = None
 
 def user_limiter() -> LocalWindow:
     """The per-user window of this process, rebuilt when the settings change."""
-    from .conf import get_settings
-
     global _user_limiter
     conf = get_settings()
     if _user_limiter is None or _user_limiter[0] is not conf:

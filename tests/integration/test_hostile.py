@@ -8,10 +8,13 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
+from django.core.exceptions import ImproperlyConfigured
 from django.test import Client as HttpClient
 
+from messaging.conf import get_settings
 from messaging.models import CommandRecord
 from messaging.ratelimit import RedisWindow
+from messaging.sessions import session_still_signs_in
 from project.asgi import application
 
 from .conftest import rows
@@ -80,9 +83,7 @@ def test_the_user_window_counts_per_process_while_redis_is_down(own_redis):
 
 async def signed_in_socket(user, origin: str = "http://127.0.0.1") -> tuple[WebsocketCommunicator, str]:
     """A socket through the deployed middleware stack, with the cookie of a real login."""
-    http = HttpClient()
-    await database_sync_to_async(http.force_login)(user)
-    session_key = http.cookies[django_settings.SESSION_COOKIE_NAME].value
+    session_key = await database_sync_to_async(signed_in_session)(user)
     comm = WebsocketCommunicator(
         application, "/ws/",
         headers=[(b"origin", origin.encode()), (b"host", b"127.0.0.1"),
@@ -129,3 +130,40 @@ async def test_foreign_origin_with_valid_cookies_is_refused(make_user):
     assert not connected
     assert await rows() == []
 
+
+
+def signed_in_session(user) -> str:
+    http = HttpClient()
+    http.force_login(user)
+    return http.cookies[django_settings.SESSION_COOKIE_NAME].value
+
+
+def session_exists(key: str) -> bool:
+    return import_module(django_settings.SESSION_ENGINE).SessionStore().exists(key)
+
+
+def test_the_session_check_only_reads(django_user_model):
+    user = django_user_model.objects.create_user(username="reader", password="old")
+    key = signed_in_session(user)
+    assert session_still_signs_in(key, user)
+    user.set_password("new")
+    user.save()
+    assert not session_still_signs_in(key, user)
+    # django.contrib.auth.get_user would have deleted it; the next HTTP request still may.
+    assert session_exists(key)
+
+
+def test_a_session_signed_under_a_fallback_secret_stays_valid_and_unrotated(django_user_model, settings):
+    user = django_user_model.objects.create_user(username="rotated")
+    key = signed_in_session(user)
+    settings.SECRET_KEY_FALLBACKS = [settings.SECRET_KEY]
+    settings.SECRET_KEY = "a-new-secret"
+    assert session_still_signs_in(key, user)
+    # get_user would have cycled the key, logging the socket's browser out.
+    assert session_exists(key)
+
+
+def test_limits_that_refuse_everything_fail_at_startup(settings):
+    settings.MESSAGING = {**settings.MESSAGING, "RATE_PER_SECOND": 0}
+    with pytest.raises(ImproperlyConfigured, match="RATE_PER_SECOND"):
+        get_settings()
