@@ -16,35 +16,7 @@ from messaging import handlers
 from messaging.exceptions import BadFrame, Invalid, UnknownType
 from messaging.protocol import COMMAND_ID, Command, parse_command
 
-# Integers as the parser yields them: orjson reads larger ones as floats.
-json_ints = st.integers(min_value=-(2**63), max_value=2**64 - 1)
-json_scalars = st.none() | st.booleans() | json_ints | st.floats(allow_nan=False, allow_infinity=False) | st.text()
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=12,
-)
-valid_ids = st.from_regex(r"[A-Za-z0-9_-]{1,64}", fullmatch=True)
-command_data = st.one_of(
-    json_values,
-    st.fixed_dictionaries(
-        {},
-        optional={
-            "room": st.one_of(st.sampled_from(["lobby", "a", "-x", "Lobby", "a" * 65]), json_values),
-            "body": json_values,
-            "since": json_values,
-            "delivered": json_values,
-            "read": json_values,
-        },
-    ),
-)
-command_like = st.fixed_dictionaries(
-    {"id": st.one_of(valid_ids, json_values)},
-    optional={"t": st.one_of(st.sampled_from(["room.join", "room.post", "receipt"]), json_values), "d": command_data},
-)
-# Text frames as a hostile client could send them: arbitrary text (lone
-# surrogates included), arbitrary JSON, and frames shaped like commands.
-frames = st.one_of(st.text(), json_values.map(json.dumps), command_like.map(json.dumps))
+from ..support.hostile import command_data, frames, json_values, valid_ids
 
 
 @given(frames)
