@@ -47,7 +47,8 @@ def backends(db, condition: str, what: str = "*") -> int:
 @pytest.fixture
 async def stage(cluster, fault_redis):
     """Two processes, one user with a socket on each, joined to `lobby`; Redis and a watcher connection."""
-    a, b = cluster(2)
+    # A's claim must run out while it is stopped; B's must not while the test inspects it.
+    (a,), (b,) = cluster(1, MESSAGING_CLAIM_LEASE="2"), cluster(1, MESSAGING_CLAIM_LEASE="30")
     (session,) = await sign_in_many(a.url, 1)
     on_a, on_b = await WsClient(a.url, session).connect(), await WsClient(b.url, session).connect()
     joins = [await ws.call("room.join", {"room": "lobby"}) for ws in (on_a, on_b)]
