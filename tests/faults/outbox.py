@@ -38,6 +38,7 @@ class Outbox:
         self.retryable: Counter[str] = Counter()  # codes of retry: true refusals
         self.errors: list[dict] = []  # bad_frame: never expected
         self.connects = 0
+        self.closes: Counter[int | None] = Counter()  # close codes the server sent (None: none)
         self.joined = asyncio.Event()
         self.ws = None
         self._sent_at: dict[str, float] = {}
@@ -113,6 +114,8 @@ class Outbox:
                 for id in list(self.pending):
                     await self._send(ws, id)
                 await self._read(ws)
+            except ConnectionClosed as closed:
+                self.closes[closed.rcvd.code if closed.rcvd else None] += 1
             except CONNECTION_ERRORS:
                 pass
             finally:
@@ -184,6 +187,8 @@ def verify(outboxes: list[Outbox]) -> dict:
     assert not lost, f"{len(lost)} commands never acked"
     assert not [o.refused for o in outboxes if o.refused], "refused commands"
     assert not [o.errors for o in outboxes if o.errors], "bad_frame errors"
+    closes = sum((o.closes for o in outboxes), Counter())
+    assert not closes.get(1011), f"a consumer died: {closes}"
 
     stored = list(Message.objects.values_list("room__slug", "seq", "client_msg_id", "sent_at"))
     by_id = Counter(id for _, _, id, _ in stored)
@@ -210,4 +215,4 @@ def verify(outboxes: list[Outbox]) -> dict:
     assert dict(Room.objects.filter(slug__in=seqs).values_list("slug", "last_seq")) == {r: len(s) for r, s in seqs.items()}
     retryable = sum((o.retryable for o in outboxes), Counter())
     return {"commands": len(submitted), "dup_acks": dups, "retryable": dict(retryable),
-            "connects": sum(o.connects for o in outboxes)}
+            "connects": sum(o.connects for o in outboxes), "closes": dict(closes)}
