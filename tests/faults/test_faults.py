@@ -8,6 +8,7 @@ and then checks the database (`verify`).
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -55,6 +56,14 @@ async def drop_every_socket(run: Run) -> None:
 
 async def kill_a_server(run: Run) -> None:
     run.servers[0].kill()
+
+
+async def stop_a_server_past_the_lease(run: Run) -> None:
+    run.servers[0].signal(signal.SIGSTOP)
+    for outbox in run.fleet:
+        outbox.ack_timeout = 1.0  # notice the silent server sooner and move on
+    await asyncio.sleep(4)  # twice CLAIM_LEASE: its claims run out, retries take new ones
+    run.servers[0].signal(signal.SIGCONT)
 
 
 async def flush_redis(run: Run) -> None:
@@ -105,6 +114,7 @@ async def terminate_postgres_backends(run: Run) -> None:
 FAULTS = {
     "socket-dropped-after-send": (drop_every_socket, lambda report: report["connects"] > 8),
     "kill-9-a-server": (kill_a_server, lambda report: report["connects"] > 8),
+    "sigstop-a-server-past-the-lease": (stop_a_server_past_the_lease, lambda report: report["connects"] > 8),
     "redis-flushall": (flush_redis, lambda report: report["connects"] > 8),
     "redis-killed-and-restarted": (kill_and_restart_redis, lambda report: report["connects"] > 8),
     # Deterministic: the terminated backends were inside a command.
