@@ -11,10 +11,9 @@ import json
 
 import pytest
 import websockets
-from hypothesis import HealthCheck, given, settings
 from websockets.exceptions import ConnectionClosed
 
-from ..support.hostile import REFUSALS, Oracle, hostile_sequences
+from ..support.hostile import BROADCASTS, REFUSALS, Oracle, over_hostile_sequences
 from ..support.wsclient import sign_in
 
 pytestmark = [pytest.mark.e2e]
@@ -27,9 +26,11 @@ def server(cluster):
 
 
 async def next_answer(ws, id: str | None) -> dict:
-    """The ack of `id` (msg and status frames skipped), or the next frame when `id` is None."""
+    """The ack of `id`, or the next answer of any kind when `id` is None; broadcasts skipped."""
     while True:
         frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
+        if frame.get("t") in BROADCASTS:
+            continue
         if id is None or (frame.get("t") == "ack" and frame.get("id") == id):
             return frame
 
@@ -58,8 +59,7 @@ async def answers_every_frame(url: str, session: str, sequence: list) -> None:
                 return
 
 
-@given(sequence=hostile_sequences)
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@over_hostile_sequences(max_examples=40)
 def test_daphne_answers_every_hostile_frame_and_never_sends_1011(server, sequence):
     url, session = server[0].url, server[1]
     asyncio.run(answers_every_frame(url, session, sequence))

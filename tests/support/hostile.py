@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from messaging.exceptions import BadFrame
@@ -39,6 +40,36 @@ command_like = st.fixed_dictionaries(
 frames = st.one_of(st.text(), json_values.map(json.dumps), command_like.map(json.dumps))
 # What a socket may carry: mostly text, sometimes binary.
 hostile_sequences = st.lists(st.one_of(frames, frames, st.binary(max_size=64)), min_size=1, max_size=12)
+
+# Sequences that surely reach each ending, whatever hypothesis draws: the
+# tenth bad frame in a row (1008), a binary frame (1003), commands answered.
+EVERY_ENDING = [
+    ['{"id": "ok", "t": "room.post", "d": {"room": "lobby", "body": "hi"}}'] + ["{"] * 10,
+    ['{"id": "x", "t": "room.nope"}', b"\x00"],
+    ['{"id": "a", "t": "room.join", "d": {"room": "lobby", "since": 0}}', '{"id": "a", "t": "receipt", "d": {}}'],
+]
+
+
+def over_hostile_sequences(max_examples: int):
+    """Run a test over `sequence`s of hostile frames, the EVERY_ENDING ones included.
+
+    Examples share the test's fixtures (one database, one server): each builds
+    its own socket, so nothing carries over but the rows it wrote.
+    """
+
+    def decorate(test):
+        for sequence in EVERY_ENDING:
+            test = example(sequence=sequence)(test)
+        return settings(
+            max_examples=max_examples, deadline=None,
+            suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+        )(given(sequence=hostile_sequences)(test))
+
+    return decorate
+
+
+# Frames a socket may get at any time, besides the answers to its own frames.
+BROADCASTS = {"msg", "status"}
 
 # The refusals a fuzzed command may get; anything else (unavailable, in_progress) means trouble.
 REFUSALS = {"invalid", "unknown_type", "forbidden", "id_reused"}
