@@ -16,11 +16,20 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `REDIS_TIMEOUT` | 0.5 | seconds before a Redis call counts as failed and the database path takes over |
 | `METRICS_TOKEN` | None | bearer token a scraper must send to `/metrics`; None turns `/metrics` off (404) |
 | `RECORD_RETENTION` | 2592000 | seconds (30 days) `prune_command_records` keeps the durable records of custom command types |
+| `RATE_BURST` | 100 | commands one socket may send at once (a reconnecting outbox resends its whole backlog) |
+| `RATE_PER_SECOND` | 20.0 | commands per second one socket may keep up; above it: `rate_limited` |
+| `USER_RATE_LIMIT` | 600 | commands one user may send per `USER_RATE_WINDOW`, over all sockets and processes |
+| `USER_RATE_WINDOW` | 10.0 | seconds of the per-user window (counted in Redis; per process without it) |
+| `SESSION_CHECK_INTERVAL` | 5.0 | seconds between checks that a socket's session is still valid; 0 turns them off |
+
+A host project may also give each option in the environment as
+`MESSAGING_<KEY>` (see `options_from_environ`), e.g. `MESSAGING_CLAIM_LEASE=2`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from functools import lru_cache
+from typing import Any, Mapping
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
@@ -41,6 +50,19 @@ class MessagingSettings:
     REDIS_TIMEOUT: float = 0.5
     METRICS_TOKEN: str | None = None
     RECORD_RETENTION: int = 30 * 24 * 3600
+    RATE_BURST: int = 100
+    RATE_PER_SECOND: float = 20.0
+    USER_RATE_LIMIT: int = 600
+    USER_RATE_WINDOW: float = 10.0
+    SESSION_CHECK_INTERVAL: float = 5.0
+
+    def __post_init__(self) -> None:
+        # Limits that refuse everything would fail every socket at connect: say so at startup.
+        for name in ("RATE_BURST", "RATE_PER_SECOND", "USER_RATE_LIMIT", "USER_RATE_WINDOW"):
+            if getattr(self, name) <= 0:
+                raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be positive")
+        if self.SESSION_CHECK_INTERVAL < 0:
+            raise ImproperlyConfigured("MESSAGING['SESSION_CHECK_INTERVAL'] must be 0 (off) or positive")
 
 
 @lru_cache(maxsize=1)
@@ -51,6 +73,25 @@ def get_settings() -> MessagingSettings:
     if unknown:
         raise ImproperlyConfigured(f"MESSAGING has unknown keys: {', '.join(sorted(unknown))}")
     return MessagingSettings(**given)
+
+
+def options_from_environ(environ: Mapping[str, str], prefix: str = "MESSAGING_") -> dict[str, Any]:
+    """The options set as `<prefix><KEY>` in `environ`, typed like their defaults.
+
+    For projects configured from the environment, and for server processes
+    started by tests with short leases and low limits.
+    """
+    options: dict[str, Any] = {}
+    for option in fields(MessagingSettings):
+        text = environ.get(prefix + option.name)
+        if text is None:
+            continue
+        default = option.default if option.default is not MISSING else None
+        try:
+            options[option.name] = type(default)(text) if isinstance(default, (int, float)) else (text or None)
+        except ValueError:
+            raise ImproperlyConfigured(f"{prefix}{option.name} must be a number, not {text!r}") from None
+    return options
 
 
 def _reset(*, setting: str, **kwargs: object) -> None:

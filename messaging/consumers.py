@@ -3,18 +3,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import random
 import time
 from typing import Any, Awaitable, Callable
 
 import redis
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from . import handlers, metrics
 from .conf import get_settings
-from .exceptions import BadFrame, CommandError, Unavailable
+from .exceptions import BadFrame, CommandError, RateLimited, Unavailable
 from .idempotency import execute_async
 from .logcontext import command_scope
 from .protocol import Command, ack_error, ack_ok, bad_frame, encode, parse_command
+from .ratelimit import TokenBucket, user_limiter
+from .sessions import session_still_signs_in
 
 log = logging.getLogger(__name__)
 
@@ -61,18 +66,45 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.user = self.scope.get("user")
         self.rooms: set[str] = set()
         self.bad_frames = 0
+        self.session_watch: asyncio.Task | None = None
         await self.accept()
         metrics.OPEN_SOCKETS.inc()
         self.counted = True
         if self.user is None or not self.user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        conf = get_settings()
+        self.bucket = TokenBucket(conf.RATE_PER_SECOND, conf.RATE_BURST)
+        session = self.scope.get("session")
+        session_key = getattr(session, "session_key", None)
+        if session_key and conf.SESSION_CHECK_INTERVAL > 0:
+            self.session_watch = asyncio.create_task(self.watch_session(session_key, conf.SESSION_CHECK_INTERVAL))
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "counted", False):
             metrics.OPEN_SOCKETS.dec()
             self.counted = False
+        if self.session_watch is not None:
+            self.session_watch.cancel()
         for room in list(self.rooms):
             await self.unsubscribe(room)
+
+    async def watch_session(self, session_key: str, interval: float) -> None:
+        """Close the socket with 4401 once its session stops signing the user
+        in (logout elsewhere), within `interval` seconds plus one check."""
+        # Jitter spreads the checks of sockets that connected together.
+        await asyncio.sleep(random.uniform(0, interval))
+        while True:
+            try:
+                valid = await database_sync_to_async(session_still_signs_in)(session_key, self.user)
+            except Exception:
+                # A storage outage is not a logout: keep the socket, ask again later.
+                log.warning("session check failed for user %s", self.user.pk, exc_info=True)
+                valid = True
+            if not valid:
+                await self.close(code=CLOSE_UNAUTHENTICATED)
+                return
+            await asyncio.sleep(interval)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.user is None or not self.user.is_authenticated:
@@ -98,12 +130,23 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if self.bad_frames >= get_settings().BAD_FRAME_LIMIT:
             await self.close(code=CLOSE_POLICY)
 
+    async def check_rate(self) -> None:
+        """Refuse with `rate_limited` above the socket's or the user's rate."""
+        wait = self.bucket.take()
+        if not wait:
+            limiter = user_limiter()
+            wait = await asyncio.to_thread(limiter.hit, self.user.pk) if limiter.blocking else limiter.hit(self.user.pk)
+        if wait:
+            # Rounded up, so a client that waits exactly this long is let in.
+            raise RateLimited(retry_after=math.ceil(wait * 1000) / 1000)
+
     async def run(self, command: Command) -> None:
         started = time.perf_counter()
         handler = None
         subscribed = None
         with command_scope(command.id, command.t, self.user.pk):
             try:
+                await self.check_rate()
                 handler = handlers.lookup(command.t)
                 data = handlers.validate(handler, command.d)
                 if handler.subscribes_to is not None:

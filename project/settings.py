@@ -10,6 +10,8 @@ from pathlib import Path
 
 import environ
 
+from messaging.conf import options_from_environ
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -102,6 +104,8 @@ MESSAGING = {
     "REDIS_URL": REDIS_URL or None,
     # /metrics answers only scrapers that send this bearer token; unset, it is off.
     "METRICS_TOKEN": env.str("METRICS_TOKEN", default="") or None,
+    # Any other option as MESSAGING_<KEY>, e.g. MESSAGING_CLAIM_LEASE=2.
+    **options_from_environ(env.ENVIRON),
 }
 
 AUTH_PASSWORD_VALIDATORS: list[dict] = []

@@ -65,9 +65,11 @@ class RedisServer:
 class Daphne:
     """One `daphne project.asgi:application` process on its own port."""
 
-    def __init__(self, env: dict[str, str], port: int | None = None, log_dir: Path | None = None) -> None:
+    def __init__(self, env: dict[str, str], port: int | None = None, log_dir: Path | None = None,
+                 args: tuple[str, ...] = ()) -> None:
         self.port = port or free_port()
         self.env = {**os.environ, **env}
+        self.args = args
         self.log_path = (log_dir or Path("/tmp")) / f"daphne-{self.port}.log"
         self.process: subprocess.Popen | None = None
 
@@ -78,7 +80,8 @@ class Daphne:
     def start(self) -> "Daphne":
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "project.asgi:application"],
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), *self.args,
+             "project.asgi:application"],
             cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
         )
         log.close()

@@ -1,0 +1,52 @@
+"""Let daphne send the close codes PROTOCOL.md gives the server.
+
+Autobahn, daphne's WebSocket layer, lets an application close a socket only
+with 1000 or 3000-4999: the rule browsers apply to *clients* (django/daphne#374).
+Any other code raises inside daphne, the application instance dies, and the
+client sees 1011 instead. RFC 6455 (7.4.1) defines 1003, 1008 and 1009 for an
+endpoint to send, and the protocol closes with them; so daphne's close is
+widened to the codes a server may send, and stays as it was for the rest.
+
+Daphne's own size limit (`--websocket-max-frame-size`, set to
+`MAX_FRAME_BYTES` in deployment) refuses an oversized frame from its header,
+before buffering it, but autobahn then drops the TCP connection without a
+close frame: the client sees 1006, not the protocol's 1009. It is made to
+close with 1009, as the consumer does for the frames that reach it.
+
+Call `allow_protocol_close_codes()` from the ASGI module daphne serves.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+# RFC 6455 7.4.1 codes a server may put in a close frame; 1000 and 3000-4999
+# daphne already lets through.
+SERVER_CLOSE_CODES = frozenset({1001, 1002, 1003, 1007, 1008, 1009, 1011})
+
+
+def allow_protocol_close_codes() -> None:
+    try:
+        from daphne.ws_protocol import WebSocketProtocol
+    except ImportError:  # another ASGI server: nothing to widen
+        return
+    original = WebSocketProtocol.serverClose
+    if getattr(original, "widened", False):
+        return
+
+    def serverClose(self: Any, code: int | None = None) -> None:
+        if code in SERVER_CLOSE_CODES:
+            # sendCloseFrame is what autobahn itself uses for protocol codes
+            # (1009 on an oversized frame); it skips only the client-side check.
+            self.sendCloseFrame(code=code, isReply=False)
+        else:
+            original(self, code)
+
+    def _max_message_size_exceeded(self: Any, size: int, limit: int, reason: str) -> None:
+        # As autobahn's failByDrop=False would, for this failure only: the rest
+        # of the frame is read and discarded (failedByMe), the close frame sent.
+        self.failedByMe = True
+        self.sendCloseFrame(code=1009, isReply=False)
+
+    serverClose.widened = True  # type: ignore[attr-defined]
+    WebSocketProtocol.serverClose = serverClose
+    WebSocketProtocol._max_message_size_exceeded = _max_message_size_exceeded

@@ -1,0 +1,82 @@
+"""Fault-suite fixtures: two daphne processes over the test database and a Redis of the suite's own.
+
+The Redis is started on its own port, so a test may flush, kill and restart
+it without touching the Redis other checkouts share.
+"""
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+import pytest
+import redis
+from asgiref.sync import sync_to_async
+from django.db import connection
+
+from ..e2e.conftest import server_env, static_root  # noqa: F401  (fixtures, reused)
+from ..support.servers import Daphne, RedisServer
+from ..support.wsclient import sign_in
+from .outbox import Outbox
+
+# Short enough that a scenario waits out a dead process's claim in seconds.
+FAULT_SETTINGS = {
+    "MESSAGING_CLAIM_LEASE": "2",
+    "MESSAGING_IN_PROGRESS_WAIT": "0.5",
+    "MESSAGING_REDIS_TIMEOUT": "0.3",
+}
+
+
+@pytest.fixture
+def fault_redis(tmp_path):
+    server = RedisServer(tmp_path).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def cluster(server_env, fault_redis, tmp_path):  # noqa: F811
+    """Start daphne processes on the fault Redis; `cluster(2)` returns two."""
+    servers: list[Daphne] = []
+
+    def start(count: int = 2, args: tuple[str, ...] = (), **env: str) -> list[Daphne]:
+        started = [
+            Daphne({**server_env, "REDIS_URL": fault_redis.url, **FAULT_SETTINGS, **env}, log_dir=tmp_path, args=args).start()
+            for _ in range(count)
+        ]
+        servers.extend(started)
+        return started
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+async def outboxes():
+    """Open outboxes: `await outboxes(session, urls, room, first=i)`; all closed at the end."""
+    opened: list[Outbox] = []
+
+    async def open_outbox(session: str, urls: list[str], room: str, first: int = 0) -> Outbox:
+        outbox = Outbox(session, urls, room, first=first)
+        opened.append(outbox)
+        return await outbox.start()
+
+    yield open_outbox
+    await asyncio.gather(*(o.close() for o in opened))
+
+
+async def sign_in_many(url: str, count: int, prefix: str = "user") -> list[str]:
+    return [await sync_to_async(sign_in, thread_sensitive=False)(url, f"{prefix}{n}") for n in range(count)]
+
+
+def fault_redis_client(server: RedisServer) -> redis.Redis:
+    return redis.Redis(port=server.port, socket_timeout=2)
+
+
+def raw_db() -> psycopg.Connection:
+    """A connection of the test's own, outside Django, to hold locks and terminate backends."""
+    db = connection.settings_dict
+    return psycopg.connect(
+        host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"] or "postgres", dbname=db["NAME"],
+        autocommit=False,
+    )

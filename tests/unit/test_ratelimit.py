@@ -1,0 +1,48 @@
+"""The rate limiters' arithmetic, on a clock the test moves."""
+from __future__ import annotations
+
+import pytest
+
+from messaging.ratelimit import LocalWindow, TokenBucket
+
+
+class Clock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_bucket_allows_the_burst_then_one_per_refill():
+    clock = Clock()
+    bucket = TokenBucket(rate=4, burst=3, clock=clock)
+    assert [bucket.take() for _ in range(3)] == [0, 0, 0]
+    assert bucket.take() == pytest.approx(0.25)
+    clock.now += 0.25
+    assert bucket.take() == 0
+    assert bucket.take() == pytest.approx(0.25)
+
+
+def test_bucket_never_holds_more_than_the_burst():
+    clock = Clock()
+    bucket = TokenBucket(rate=10, burst=2, clock=clock)
+    clock.now += 3600
+    assert [bucket.take() for _ in range(3)][-1] > 0
+
+
+def test_window_counts_per_key_and_restarts_at_the_boundary():
+    clock = Clock(100.0)
+    window = LocalWindow(limit=2, window=10, clock=clock)
+    assert [window.hit("a"), window.hit("a"), window.hit("b")] == [0, 0, 0]
+    assert window.hit("a") == pytest.approx(10.0)  # until 110
+    clock.now = 109.5
+    assert window.hit("a") == pytest.approx(0.5)
+    clock.now = 110.0
+    assert window.hit("a") == 0
+
+
+@pytest.mark.parametrize("make", [lambda: TokenBucket(rate=0, burst=1), lambda: LocalWindow(limit=0, window=1)])
+def test_limits_that_would_refuse_everything_are_a_config_error(make):
+    with pytest.raises(ValueError):
+        make()
