@@ -25,7 +25,7 @@ run: install
 # The outbox module's own fast tests first (Node's runner), then pytest, whose
 # tests/browser drive /usr/bin/chromium when it is there (`.ci/run` installs it).
 test: install
-	node --test tests/js/
+	node --test --test-reporter=spec tests/js/
 	DATABASE_URL="$${DATABASE_URL:-$(TEST_DATABASE_URL)}" REDIS_URL="$${REDIS_URL:-$(TEST_REDIS_URL)}" \
 		$(BIN)/python -m pytest $(PYTEST_ARGS)
 
