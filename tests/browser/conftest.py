@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,13 @@ def screenshot(page, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path))
     return path
+
+
+def poll(page, check, what: str) -> None:
+    """Wait for `check()` (say, a database row) while Playwright keeps
+    delivering the page's events: a plain sleep would hold them back."""
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {WAIT_MS / 1000:.0f} s")
+        page.wait_for_timeout(100)

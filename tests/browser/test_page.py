@@ -1,12 +1,14 @@
 """What a person sees: message states from the server, who has read what, the page's screenshots."""
 from __future__ import annotations
 
+import json
+
 import pytest
 from playwright.sync_api import expect
 
-from messaging.models import Message
+from messaging.models import Membership, Message
 
-from .conftest import bubbles, join, screenshot, sign_in, write
+from .conftest import bubbles, join, poll, screenshot, sign_in, write
 
 pytestmark = [pytest.mark.e2e]
 
@@ -45,6 +47,40 @@ def test_the_ticks_follow_the_other_user_from_delivered_to_read(server, new_cont
     bob.locator("[data-testid=send]").click()
     expect(bubbles(ana, "yes, here")).to_have_attribute("data-state", "read")
     expect(bubbles(bob, "yes, here")).to_have_attribute("data-state", "read")
+
+
+def test_receipts_are_cumulative_watermarks_not_one_frame_per_message(server, new_context):
+    ana = sign_in(new_context(), server.url, "ana")
+    join(ana, "lobby")
+    bodies = [f"backlog {n}" for n in range(1, 7)]
+    for body in bodies:
+        write(ana, body)
+    expect(bubbles(ana, bodies[-1])).to_have_attribute("data-state", "sent")
+
+    bob = sign_in(new_context(), server.url, "bob")
+    receipts: list[dict] = []
+
+    def watch(ws):
+        def sent(payload):
+            frame = json.loads(payload)
+            if frame["t"] == "receipt":
+                receipts.append(frame["d"])
+
+        ws.on("framesent", sent)
+
+    bob.on("websocket", watch)
+    bob.reload()  # so that the socket is opened under watch
+    join(bob, "lobby")
+    # Bob joined after them, so they stay `sent` for Ana (he is no recipient);
+    # his watermarks say what his page reported.
+    poll(bob, lambda: Membership.objects.filter(user__first_name="bob", read=len(bodies)).exists(), "receipts from bob")
+    # Six messages arrived in one backlog: their receipts went out together,
+    # each frame a watermark (the highest seq so far), never a list of seqs.
+    assert 1 <= len(receipts) < len(bodies)
+    assert {r["room"] for r in receipts} == {"lobby"}
+    delivered = [r["delivered"] for r in receipts if "delivered" in r]
+    assert delivered == sorted(delivered) and delivered[-1] == len(bodies)
+    assert max(r.get("read", 0) for r in receipts) == len(bodies)
 
 
 def test_the_page_in_pictures_wide_and_narrow(server, new_context):
