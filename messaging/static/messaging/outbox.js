@@ -26,6 +26,11 @@ export function backoffDelay(attempt, { base = BACKOFF_BASE_MS, cap = BACKOFF_CA
  * id after every `resume()` (a reconnect) and after each ack timeout, and
  * leaves on an `ok` ack or a refusal with `retry: false`. The store is the
  * source of truth across reloads and tabs; the map here mirrors it in order.
+ *
+ * Commands for one room go one at a time, in order: the next is sent when the
+ * one before it has left. Pipelined, a later post could take its seq while an
+ * earlier one is refused with `in_progress` (a claim left by a server that
+ * died) or `unavailable`, and the room would show them out of order.
  */
 export class Outbox {
   constructor({
@@ -68,7 +73,7 @@ export class Outbox {
     }
   }
 
-  /** One user action: mint its id, persist it, then send it if the socket is ready. */
+  /** One user action: mint its id, persist it, then send it when its turn comes. */
   async submit(t, d) {
     // Order by time so entries of several tabs interleave as they were made.
     const order = Math.max(this.timers.now(), this.lastOrder + 1);
@@ -77,7 +82,7 @@ export class Outbox {
     await this.store.put(entry);
     this.entries.set(entry.id, { ...entry, attempts: 0 });
     this.onChange({ type: "pending", entry });
-    this.send(entry.id);
+    this.pump();
     return entry;
   }
 
@@ -85,7 +90,19 @@ export class Outbox {
   async resume() {
     await this.load();
     this.ready = true;
-    for (const entry of this.pending()) this.send(entry.id);
+    this.pump();
+  }
+
+  /** Send the oldest entry of each room, unless it is already waiting for its ack or a retry. */
+  pump() {
+    if (!this.ready) return;
+    const lanes = new Set();
+    for (const entry of this.pending()) {
+      const lane = entry.d?.room ?? "";
+      if (lanes.has(lane)) continue;
+      lanes.add(lane);
+      if (!this.timeouts.has(entry.id)) this.send(entry.id);
+    }
   }
 
   /** The socket is gone: nothing can be acked until the next resume(). */
@@ -126,11 +143,13 @@ export class Outbox {
       this.entries.delete(frame.id);
       await this.store.delete(frame.id);
       this.onChange({ type: "acked", entry, ack: frame });
+      this.pump();
     } else if (frame.error && frame.error.retry === false) {
       this.entries.delete(frame.id);
       const failed = { ...strip(entry), state: "failed", error: frame.error };
       await this.store.fail(failed);
       this.onChange({ type: "failed", entry: failed });
+      this.pump();
     } else {
       // in_progress, unavailable, rate_limited: the same id again, after a pause.
       const delay = backoffDelay(entry.attempts - 1, { random: this.random });
