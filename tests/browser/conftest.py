@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect, sync_playwright
 
 from ..e2e.conftest import server_env, start_daphne, static_root  # noqa: F401  (shared fixtures)
 from ..support.servers import ROOT
@@ -42,8 +43,6 @@ def _orm_beside_playwright(monkeypatch):
 def browser():
     if not os.access(CHROMIUM, os.X_OK):
         pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium; .ci/run does it)")
-    from playwright.sync_api import expect, sync_playwright
-
     expect.set_options(timeout=WAIT_MS)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -68,7 +67,8 @@ def new_context(browser):
 
 @pytest.fixture
 def server(start_daphne):
-    return start_daphne()
+    # The guard stays on in the server: only this test process needs it off.
+    return start_daphne(DJANGO_ALLOW_ASYNC_UNSAFE="")
 
 
 def sign_in(context, base_url: str, name: str):
@@ -83,8 +83,6 @@ def sign_in(context, base_url: str, name: str):
 
 
 def join(page, room: str) -> None:
-    from playwright.sync_api import expect
-
     page.locator("[data-testid=room-input]").fill(room)
     page.locator("[data-testid=room-join]").click()
     expect(page.locator("#room-title")).to_have_text(f"# {room}")
