@@ -51,9 +51,9 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
     room, _ = Room.objects.get_or_create(slug=join.room)
     Membership.objects.get_or_create(room=room, user=ctx.user, defaults={"joined_seq": room.last_seq})
     room.refresh_from_db(fields=["last_seq"])
-    # `joined_seq` is an extension: it lets a client tell a message's
-    # recipients, and so show the states the server records.
     members = [
+        # `joined_seq` (an extension) lets a client tell a message's
+        # recipients, and so show the states the server records.
         {"user": m.user_id, "name": display_name(m.user), "delivered": m.delivered, "read": m.read,
          "joined_seq": m.joined_seq}
         for m in Membership.objects.filter(room=room).select_related("user").order_by("joined_at", "pk")
