@@ -267,6 +267,7 @@ def test_a_refused_message_shows_failed_with_the_reason_then_retry_or_discard(se
     expect(failed).to_have_attribute("data-state", "failed")
     expect(failed).to_contain_text("join the room first")
     expect(page.locator("[data-testid=pending]")).to_be_hidden()
+    screenshot(page, "chat-failed")
 
     # Still failed after a reload; the reload also rejoins, so a retry works.
     page.reload()

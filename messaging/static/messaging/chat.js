@@ -80,7 +80,7 @@ class Room {
   }
 
   readers(seq, sender) {
-    return [...this.members].filter(([id, m]) => id !== sender && m.read >= seq).map(([, m]) => m.name);
+    return [...this.members].filter(([id, m]) => id !== sender && m.read >= seq).map(([id, m]) => (id === me ? "you" : m.name));
   }
 }
 
@@ -492,11 +492,15 @@ function onFrame(frame) {
 function onOutboxChange({ type, entry, ack }) {
   if (type === "pending") ownBubble(entry);
   else if (type === "acked") {
-    // Stored, so at least sent; the msg broadcast (normally right behind the
-    // ack) gives the bubble its place. If that broadcast went missing, a
-    // rejoin fetches it, with anything else posted meanwhile.
-    ownBubble(entry).advance("sent");
-    setTimeout(() => catchUp(rooms.get(entry.d.room), ack.d.seq), ACK_TIMEOUT_MS);
+    // Stored: the ack's seq places the bubble (it may be older than the
+    // backlog a reload fetched). If the msg broadcast went missing, a rejoin
+    // fetches it, with anything else posted meanwhile.
+    const bubble = ownBubble(entry);
+    if (Number.isInteger(ack.d?.seq)) {
+      bubble.stored(ack.d.seq, ack.d.at);
+      bubble.place();
+      setTimeout(() => catchUp(rooms.get(entry.d.room), ack.d.seq), ACK_TIMEOUT_MS);
+    } else bubble.advance("sent");
   } else if (type === "failed") ownBubble(entry).failed(entry);
   const count = outbox.size;
   ui.pending.hidden = count === 0;
