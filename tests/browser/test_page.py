@@ -32,7 +32,8 @@ def test_the_ticks_follow_the_other_user_from_delivered_to_read(server, new_cont
     # Bob's page rendered it (delivered) but he is looking at another room.
     expect(mine).to_have_attribute("data-state", "delivered")
     assert state_of("are you there?") == "delivered"
-    mine.click()
+    # Who has read it, from the keyboard: the state is a labelled button.
+    mine.get_by_role("button", name="Delivered. Who has read it?").press("Enter")
     expect(mine.locator(".readers")).to_have_text("Not read by anyone yet.")
 
     bob.get_by_role("button", name="# lobby").click()
@@ -99,7 +100,8 @@ def test_the_page_in_pictures_wide_and_narrow(server, new_context):
     for page, body in lines:
         write(page, body)
         expect(bubbles(ana, body)).to_have_attribute("data-state", "read")
-    bubbles(ana, lines[2][1]).click()
+    bubbles(ana, lines[2][1]).click()  # a click anywhere on a message shows who has read it
+    expect(bubbles(ana, lines[2][1]).locator(".readers")).to_have_text("Read by Bob")
     # A message written on a train: it waits, marked as sending, until the network is back.
     ana_context.set_offline(True)
     write(ana, "Going into a tunnel, this one will wait…")

@@ -186,7 +186,9 @@ class Bubble {
     if (this.state === "failed") this.node.querySelector(".actions")?.remove();
     this.state = state;
     this.node.dataset.state = state;
-    this.stateButton.replaceChildren(icon(state), el("span", "visually-hidden", `${STATE_LABEL[state]}. Who has read it`));
+    // A label, not text: the bubble's text stays sender, time and body.
+    this.stateButton.replaceChildren(icon(state));
+    this.stateButton.setAttribute("aria-label", `${STATE_LABEL[state]}. Who has read it?`);
     this.stateButton.title = STATE_LABEL[state];
     this.updateReaders();
   }
