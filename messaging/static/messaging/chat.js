@@ -307,6 +307,8 @@ function onMsg(d) {
     show(room, next);
   }
   scheduleReceipts();
+  // A bubble its ack placed may have been on screen before it counted as shown.
+  if (room === current) markRead();
 }
 
 function show(room, d) {
