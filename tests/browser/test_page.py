@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from playwright.sync_api import expect
@@ -118,3 +119,15 @@ def test_the_page_in_pictures_wide_and_narrow(server, new_context):
 
     ana_context.set_offline(False)
     expect(bubbles(ana, "Going into a tunnel, this one will wait…")).to_have_attribute("data-state", "read")
+
+
+def test_with_debug_off_the_modules_load_from_their_hashed_names(server, new_context):
+    context = new_context()
+    statics: dict[str, int] = {}
+    context.on("response", lambda r: statics.update({r.url: r.status}) if "/static/" in r.url else None)
+    page = sign_in(context, server.url, "ana")
+    join(page, "lobby")  # the page works: its modules ran
+    hashed = re.compile(r"/static/messaging/(chat|outbox|store)\.[0-9a-f]{12}\.(js|css)$")
+    names = {re.sub(r"\.[0-9a-f]{12}\.", ".", url.rsplit("/", 1)[1]) for url in statics}
+    assert names >= {"chat.js", "chat.css", "outbox.js", "store.js"}
+    assert all(hashed.search(url) and status == 200 for url, status in statics.items()), statics
