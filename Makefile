@@ -22,9 +22,12 @@ run: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/daphne -b $(HOST) -p $(PORT) project.asgi:application
 
+# The outbox module's own fast tests first (Node's runner), then pytest, whose
+# tests/browser drive /usr/bin/chromium when it is there (`.ci/run` installs it).
 test: install
+	node --test --test-reporter=spec tests/js/
 	DATABASE_URL="$${DATABASE_URL:-$(TEST_DATABASE_URL)}" REDIS_URL="$${REDIS_URL:-$(TEST_REDIS_URL)}" \
 		$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) staticfiles .pytest_cache .hypothesis
+	rm -rf $(VENV) staticfiles .pytest_cache .hypothesis artifacts

@@ -60,7 +60,10 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
         room = Room.objects.select_for_update().get(pk=room.pk)
         Membership.objects.get_or_create(room=room, user=ctx.user, defaults={"joined_seq": room.last_seq})
     members = [
-        {"user": m.user_id, "name": display_name(m.user), "delivered": m.delivered, "read": m.read}
+        # `joined_seq` (an extension) lets a client tell a message's
+        # recipients, and so show the states the server records.
+        {"user": m.user_id, "name": display_name(m.user), "delivered": m.delivered, "read": m.read,
+         "joined_seq": m.joined_seq}
         for m in Membership.objects.filter(room=room).select_related("user").order_by("joined_at", "pk")
     ]
     conf = get_settings()

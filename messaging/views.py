@@ -2,15 +2,19 @@
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import uuid
 
 from django import forms
+from django.conf import settings
 from django.contrib.auth import get_user_model, login
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.safestring import mark_safe
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods
 
@@ -41,10 +45,23 @@ def guest_login(request: HttpRequest) -> HttpResponse:
     return render(request, "messaging/login.html", {"form": form, "next": next_url})
 
 
+# The page's ES modules import each other by relative URL. With manifest
+# storage (DEBUG off) each file is served under a hashed name; the import map
+# sends those relative imports to the hashed files, so one deployment's
+# modules never mix with another's from a cache.
+CHAT_MODULES = ("messaging/outbox.js", "messaging/store.js")
+
+
+def import_map() -> str:
+    imports = {settings.STATIC_URL + name: static(name) for name in CHAT_MODULES}
+    # Safe inside <script>: json.dumps escapes no "<", so do it here.
+    return json.dumps({"imports": imports}).replace("<", "\\u003c")
+
+
 def chat(request: HttpRequest) -> HttpResponse:
     if not request.user.is_authenticated:
         return redirect("/login/")
-    return render(request, "messaging/chat.html", {})
+    return render(request, "messaging/chat.html", {"import_map": mark_safe(import_map())})
 
 
 @never_cache

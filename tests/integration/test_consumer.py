@@ -156,9 +156,11 @@ async def test_join_acks_members_then_sends_the_backlog(make_user, open_clients)
     ack = await bob.join("lobby")
     assert ack["d"]["room"] == "lobby" and ack["d"]["last_seq"] == 3
     assert [(m["name"], m["delivered"], m["read"]) for m in ack["d"]["members"]] == [("ana", 0, 0), ("bob", 0, 0)]
+    # joined_seq (an extension): bob is a recipient of seq 4 onwards only.
+    assert [m["joined_seq"] for m in ack["d"]["members"]] == [0, 3]
     backlog = await bob.frames("msg", 3)
     assert [m["d"]["seq"] for m in backlog] == [1, 2, 3]
     since = await bob.call("room.join", {"room": "lobby", "since": 2})
-    assert since["ok"]
+    assert since["ok"] and [m["joined_seq"] for m in since["d"]["members"]] == [0, 3]
     assert [m["d"]["seq"] for m in await bob.frames("msg", 1)] == [3]
     assert await bob.nothing_more()

@@ -1,0 +1,610 @@
+// The chat page: wires the outbox and the connection (outbox.js) to the DOM.
+//
+// Inbound messages are identified by (room, seq): repeats are dropped, they are
+// shown in seq order, and a gap makes the page rejoin the room with `since`.
+// A message of this user is one bubble from the optimistic copy to the
+// server's `msg`, keyed by its command id. User text only ever goes through
+// textContent.
+import { ACK_TIMEOUT_MS, backoffDelay, Connection, Outbox } from "./outbox.js";
+import { IdbStore } from "./store.js";
+
+const RECEIPT_BATCH_MS = 300;
+const ROOM_SLUG = /^[a-z0-9][a-z0-9-]{0,63}$/;
+const RANK = { sending: 0, sent: 1, delivered: 2, read: 3 };
+const STATE_LABEL = { sending: "Sending", sent: "Sent", delivered: "Delivered", read: "Read", failed: "Failed" };
+
+const me = Number(document.body.dataset.userId);
+const $ = (selector) => document.querySelector(selector);
+const ui = {
+  conn: $("[data-testid=conn]"),
+  connText: $(".conn-text"),
+  pending: $("[data-testid=pending]"),
+  roomForm: $("[data-testid=room-form]"),
+  roomInput: $("[data-testid=room-input]"),
+  roomHint: $("#room-hint"),
+  roomList: $("[data-testid=room-list]"),
+  title: $("#room-title"),
+  empty: $("[data-testid=empty]"),
+  messages: $("[data-testid=messages]"),
+  composerForm: $("[data-testid=composer-form]"),
+  composer: $("[data-testid=composer]"),
+  send: $("[data-testid=send]"),
+};
+
+const rooms = new Map();
+const bubbles = new Map(); // key -> Bubble; own messages by command id, others by room#seq
+let current = null;
+let store;
+let outbox;
+let connection;
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+// Rooms ------------------------------------------------------------------
+
+class Room {
+  constructor(slug) {
+    this.slug = slug;
+    // Highest seq up to which every message is shown; null until the first
+    // message after a join without `since` tells where the backlog starts.
+    this.shown = null;
+    this.held = new Map(); // seq -> msg that arrived past a gap
+    this.members = new Map(); // user id -> {name, delivered, read, joined_seq}
+    this.joining = null; // id of the join in flight
+    this.readMark = 0;
+    this.reported = { delivered: 0, read: 0 };
+    this.list = el("ol", "message-list");
+    this.list.setAttribute("aria-label", `Messages in ${slug}`);
+    this.list.hidden = true;
+    ui.messages.append(this.list);
+    const item = el("li");
+    this.button = el("button", "room-button", `# ${slug}`);
+    this.button.type = "button";
+    this.button.addEventListener("click", () => select(this));
+    item.append(this.button);
+    ui.roomList.append(item);
+  }
+
+  /** The state the server records for message `seq` of `sender`, by the recipients rule. */
+  stateOf(seq, sender) {
+    const recipients = [...this.members].filter(([id, m]) => id !== sender && m.joined_seq < seq).map(([, m]) => m);
+    if (recipients.length === 0) return "sent";
+    if (recipients.every((m) => m.read >= seq)) return "read";
+    if (recipients.every((m) => m.delivered >= seq)) return "delivered";
+    return "sent";
+  }
+
+  readers(seq, sender) {
+    return [...this.members].filter(([id, m]) => id !== sender && m.read >= seq).map(([id, m]) => (id === me ? "you" : m.name));
+  }
+}
+
+function roomFor(slug) {
+  let room = rooms.get(slug);
+  if (!room) {
+    room = new Room(slug);
+    rooms.set(slug, room);
+  }
+  return room;
+}
+
+function select(room) {
+  current = room;
+  for (const other of rooms.values()) {
+    other.list.hidden = other !== room;
+    if (other === room) other.button.setAttribute("aria-current", "true");
+    else other.button.removeAttribute("aria-current");
+  }
+  ui.title.textContent = `# ${room.slug}`;
+  ui.empty.hidden = true;
+  ui.composer.disabled = false;
+  ui.send.disabled = false;
+  localStorage.setItem(`messaging:${me}:room`, room.slug);
+  scrollToEnd();
+  markRead();
+}
+
+async function joinRoom(slug) {
+  if (!rooms.has(slug)) {
+    await store.addRoom(slug);
+    join(roomFor(slug));
+  }
+  select(rooms.get(slug));
+  ui.composer.focus();
+}
+
+/** (Re)join with `since` when anything is shown, so the backlog is exactly what is missing. */
+function join(room) {
+  const id = crypto.randomUUID();
+  const d = { room: room.slug };
+  if (room.shown !== null) d.since = room.shown;
+  if (connection.send({ id, t: "room.join", d })) room.joining = id;
+  return id;
+}
+
+// Bubbles ----------------------------------------------------------------
+
+const SVG = "http://www.w3.org/2000/svg";
+// 20x16 line icons: a clock, one tick, two ticks, an exclamation mark.
+const ICONS = {
+  sending: ["M10 1.5a6.5 6.5 0 1 0 0 13 6.5 6.5 0 0 0 0-13Z", "M10 4.5V8l2.5 1.5"],
+  sent: ["M4.5 8.5l3.5 3.5L15.5 4.5"],
+  delivered: ["M1 8.5l3.5 3.5L12 4.5", "M8 11l1 1L16.5 4.5"],
+  read: ["M1 8.5l3.5 3.5L12 4.5", "M8 11l1 1L16.5 4.5"],
+  failed: ["M10 1.5a6.5 6.5 0 1 0 0 13 6.5 6.5 0 0 0 0-13Z", "M10 4.5v4", "M10 11v.5"],
+};
+
+function icon(state) {
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("viewBox", "0 0 20 16");
+  svg.setAttribute("aria-hidden", "true");
+  for (const d of ICONS[state]) {
+    const path = document.createElementNS(SVG, "path");
+    path.setAttribute("d", d);
+    svg.append(path);
+  }
+  return svg;
+}
+
+class Bubble {
+  constructor({ room, id, own, body, senderId, senderName }) {
+    Object.assign(this, { room, id, own, senderId, seq: null, state: null });
+    this.node = el("li", own ? "msg own" : "msg");
+    this.node.dataset.msgId = id;
+    const meta = el("div", "meta");
+    meta.append(el("span", "sender", own ? "You" : senderName));
+    this.time = el("time");
+    meta.append(this.time);
+    this.node.append(meta, el("p", "body", body));
+    const foot = el("div", "foot");
+    this.stateButton = el("button", "state");
+    this.stateButton.type = "button";
+    this.stateButton.setAttribute("aria-expanded", "false");
+    foot.append(this.stateButton);
+    this.node.append(foot);
+    this.readersLine = el("p", "readers");
+    this.readersLine.hidden = true;
+    this.node.append(this.readersLine);
+    // The whole bubble toggles "who has read it" for the mouse; the state
+    // button is the keyboard's way to it.
+    this.node.addEventListener("click", (event) => {
+      if (!event.target.closest(".actions")) this.toggleReaders();
+    });
+    this.stateButton.addEventListener("click", (event) => {
+      event.stopPropagation();
+      this.toggleReaders();
+    });
+  }
+
+  setState(state) {
+    if (this.state === state) return;
+    if (this.state === "failed") this.node.querySelector(".actions")?.remove();
+    this.state = state;
+    this.node.dataset.state = state;
+    // A label, not text: the bubble's text stays sender, time and body.
+    this.stateButton.replaceChildren(icon(state));
+    this.stateButton.setAttribute("aria-label", `${STATE_LABEL[state]}. Who has read it?`);
+    this.stateButton.title = STATE_LABEL[state];
+    this.updateReaders();
+  }
+
+  /** States only move forward (a stored message is past failed, too). */
+  advance(state) {
+    if (RANK[state] > (RANK[this.state] ?? -1)) this.setState(state);
+  }
+
+  stored(seq, at) {
+    this.seq = seq;
+    this.node.dataset.seq = String(seq);
+    if (at) {
+      this.time.dateTime = at;
+      this.time.textContent = new Date(at).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+    }
+    this.advance(rooms.get(this.room).stateOf(seq, this.senderId));
+  }
+
+  toggleReaders() {
+    const open = this.readersLine.hidden;
+    this.readersLine.hidden = !open;
+    this.stateButton.setAttribute("aria-expanded", String(open));
+    this.updateReaders();
+  }
+
+  updateReaders() {
+    if (this.readersLine.hidden) return;
+    if (this.seq === null) {
+      this.readersLine.textContent = this.state === "failed" ? "Not sent." : "Not sent yet.";
+      return;
+    }
+    const names = rooms.get(this.room).readers(this.seq, this.senderId);
+    this.readersLine.textContent = names.length ? `Read by ${names.join(", ")}` : "Not read by anyone yet.";
+  }
+
+  failed(entry) {
+    this.setState("failed");
+    this.node.querySelector(".actions")?.remove();
+    const actions = el("div", "actions");
+    actions.append(el("span", "error", `Not sent: ${entry.error.message || entry.error.code}`));
+    const retry = el("button", "retry", "Retry");
+    const discard = el("button", "discard", "Discard");
+    retry.type = discard.type = "button";
+    retry.addEventListener("click", () => retryFailed(entry, this));
+    discard.addEventListener("click", () => discardFailed(entry, this));
+    actions.append(retry, discard);
+    this.node.append(actions);
+  }
+
+  /** In seq order; messages not yet stored stay last, in the order they were written. */
+  place() {
+    const list = rooms.get(this.room).list;
+    if (this.seq === null) {
+      list.append(this.node);
+      return;
+    }
+    let before = null;
+    for (const node of list.children) {
+      const seq = node.dataset.seq ? Number(node.dataset.seq) : Infinity;
+      if (node !== this.node && seq > this.seq) {
+        before = node;
+        break;
+      }
+    }
+    if (this.node.nextSibling !== before || this.node.parentNode !== list) list.insertBefore(this.node, before);
+    observer.observe(this.node);
+  }
+}
+
+function ownBubble(entry) {
+  let bubble = bubbles.get(entry.id);
+  if (!bubble) {
+    const room = roomFor(entry.d.room);
+    bubble = new Bubble({ room: room.slug, id: entry.id, own: true, body: entry.d.body, senderId: me });
+    bubbles.set(entry.id, bubble);
+    bubble.setState("sending");
+    bubble.place();
+    if (room === current) scrollToEnd();
+  }
+  return bubble;
+}
+
+function retryFailed(entry, bubble) {
+  // A retry is a new user action, so it gets a new id (the old one may be
+  // refused as id_reused).
+  bubbles.delete(entry.id);
+  bubble.node.remove();
+  store.forget(entry.id);
+  outbox.submit(entry.t, entry.d);
+}
+
+function discardFailed(entry, bubble) {
+  bubbles.delete(entry.id);
+  bubble.node.remove();
+  store.forget(entry.id);
+  ui.composer.focus();
+}
+
+// Inbound ----------------------------------------------------------------
+
+function onMsg(d) {
+  const room = rooms.get(d.room);
+  if (!room) return;
+  if (room.shown === null) room.shown = d.seq - 1;
+  if (d.seq <= room.shown || room.held.has(d.seq)) return;
+  if (d.seq > room.shown + 1) {
+    room.held.set(d.seq, d);
+    if (!room.joining) join(room);
+    return;
+  }
+  show(room, d);
+  while (room.held.has(room.shown + 1)) {
+    const next = room.held.get(room.shown + 1);
+    room.held.delete(next.seq);
+    show(room, next);
+  }
+  scheduleReceipts();
+  // A bubble its ack placed may have been on screen before it counted as shown.
+  if (room === current) markRead();
+}
+
+function show(room, d) {
+  room.shown = d.seq;
+  const own = d.sender.id === me;
+  const key = own ? d.id : `${room.slug}#${d.seq}`;
+  let bubble = bubbles.get(key);
+  const atEnd = nearEnd();
+  if (!bubble) {
+    bubble = new Bubble({ room: room.slug, id: d.id, own, body: d.body, senderId: d.sender.id, senderName: d.sender.name });
+    bubbles.set(key, bubble);
+  }
+  bubble.stored(d.seq, d.at);
+  bubble.place();
+  if (room === current && (atEnd || own)) scrollToEnd();
+}
+
+function onJoined(room, ack) {
+  room.joining = null;
+  const newcomers = room.members.size > 0 && ack.d.members.some((m) => !room.members.has(m.user));
+  for (const m of ack.d.members) {
+    const known = room.members.get(m.user);
+    room.members.set(m.user, {
+      name: m.name,
+      joined_seq: m.joined_seq,
+      delivered: Math.max(m.delivered, known?.delivered ?? 0),
+      read: Math.max(m.read, known?.read ?? 0),
+    });
+  }
+  const mine = room.members.get(me);
+  room.reported = { delivered: mine?.delivered ?? 0, read: mine?.read ?? 0 };
+  // An empty room has no backlog to say where it starts.
+  if (room.shown === null && ack.d.last_seq === 0) room.shown = 0;
+  refreshStates(room, newcomers);
+  scheduleReceipts();
+}
+
+function catchUp(room, seq) {
+  if (room && room.shown !== null && room.shown < seq && !room.joining && connection.state === "open") join(room);
+}
+
+function onStatus(d) {
+  const room = rooms.get(d.room);
+  if (!room) return;
+  const member = room.members.get(d.user);
+  if (!member) {
+    // Someone who joined after us: the join ack tells when, which the
+    // recipients rule needs.
+    if (!room.joining) join(room);
+    return;
+  }
+  member.delivered = Math.max(member.delivered, d.delivered);
+  member.read = Math.max(member.read, d.read);
+  refreshStates(room);
+}
+
+/**
+ * Bring shown states up to the members' watermarks. `correct`: members were
+ * missing from what the states were computed with (they joined after this
+ * page's join), so a state may have run ahead of the server's: set it exactly.
+ */
+function refreshStates(room, correct = false) {
+  for (const bubble of bubbles.values()) {
+    if (bubble.room !== room.slug || bubble.seq === null) continue;
+    const state = room.stateOf(bubble.seq, bubble.senderId);
+    if (correct) bubble.setState(state);
+    else bubble.advance(state);
+  }
+}
+
+// Receipts: cumulative watermarks, one frame per room per batch --------------
+
+let receiptTimer = null;
+const receiptRooms = new Map(); // receipt id -> room
+
+function scheduleReceipts() {
+  if (receiptTimer === null) receiptTimer = setTimeout(flushReceipts, RECEIPT_BATCH_MS);
+}
+
+function flushReceipts() {
+  receiptTimer = null;
+  for (const room of rooms.values()) {
+    if (room.shown === null || room.joining) continue;
+    const d = { room: room.slug };
+    if (room.shown > room.reported.delivered) d.delivered = room.shown;
+    if (room.readMark > room.reported.read) d.read = room.readMark;
+    if (d.delivered === undefined && d.read === undefined) continue;
+    const id = crypto.randomUUID();
+    if (!connection.send({ id, t: "receipt", d })) continue;
+    receiptRooms.set(id, room);
+    room.reported = { delivered: Math.max(room.reported.delivered, room.shown), read: Math.max(room.reported.read, room.readMark) };
+  }
+}
+
+function onReceiptAck(room, ack) {
+  if (ack.ok) return;
+  // Not moved: say it again later (watermarks are cumulative, so repeating is harmless).
+  room.reported = { delivered: 0, read: 0 };
+  if (ack.error.retry) setTimeout(scheduleReceipts, backoffDelay(2));
+}
+
+// Read: a message counts as read once it is on screen in a focused, visible tab.
+const visible = new Set();
+const observer = new IntersectionObserver(
+  (entries) => {
+    for (const entry of entries) {
+      if (entry.isIntersecting && (entry.intersectionRatio >= 0.5 || entry.intersectionRect.height >= 48)) {
+        visible.add(entry.target);
+      } else visible.delete(entry.target);
+    }
+    markRead();
+  },
+  { root: ui.messages, threshold: [0, 0.5, 1] },
+);
+
+function markRead() {
+  if (!current || document.visibilityState !== "visible" || !document.hasFocus()) return;
+  let mark = current.readMark;
+  for (const node of visible) {
+    const seq = Number(node.dataset.seq);
+    if (node.parentNode === current.list && seq <= current.shown) mark = Math.max(mark, seq);
+  }
+  if (mark > current.readMark) {
+    current.readMark = mark;
+    scheduleReceipts();
+  }
+}
+
+// Connection and frames ------------------------------------------------------
+
+let pendingJoins = new Set();
+let resumeTimer = null;
+
+function onOpen() {
+  pendingJoins = new Set([...rooms.values()].map(join));
+  // Rejoin first, then resend: a post needs the membership its join makes.
+  resumeTimer = setTimeout(resume, ACK_TIMEOUT_MS);
+  if (pendingJoins.size === 0) resume();
+}
+
+function resume() {
+  clearTimeout(resumeTimer);
+  pendingJoins.clear();
+  outbox.resume();
+}
+
+function onClose() {
+  clearTimeout(resumeTimer);
+  pendingJoins.clear();
+  outbox.pause();
+  for (const room of rooms.values()) room.joining = null;
+}
+
+async function onAck(frame) {
+  if (await outbox.handleAck(frame)) return;
+  const room = [...rooms.values()].find((r) => r.joining === frame.id);
+  if (room) {
+    if (frame.ok) onJoined(room, frame);
+    else {
+      room.joining = null;
+      if (frame.error.retry) setTimeout(() => connection.state === "open" && join(room), backoffDelay(2));
+    }
+  } else if (receiptRooms.has(frame.id)) {
+    onReceiptAck(receiptRooms.get(frame.id), frame);
+    receiptRooms.delete(frame.id);
+  }
+  if (pendingJoins.delete(frame.id) && pendingJoins.size === 0) resume();
+}
+
+const handlers = {
+  ack: onAck,
+  msg: (frame) => onMsg(frame.d),
+  status: (frame) => onStatus(frame.d),
+  error: (frame) => console.warn("server refused a frame:", frame.error),
+};
+
+// Frames are handled one at a time, in arrival order, though some handlers
+// wait for IndexedDB.
+let inbound = Promise.resolve();
+function onFrame(frame) {
+  const handle = handlers[frame.t];
+  if (handle) inbound = inbound.then(() => handle(frame)).catch((error) => console.error(error));
+}
+
+function onOutboxChange({ type, entry, ack }) {
+  if (type === "pending") ownBubble(entry);
+  else if (type === "acked") {
+    // Stored: the ack's seq places the bubble (it may be older than the
+    // backlog a reload fetched). If the msg broadcast went missing, a rejoin
+    // fetches it, with anything else posted meanwhile.
+    const bubble = ownBubble(entry);
+    if (Number.isInteger(ack.d?.seq)) {
+      bubble.stored(ack.d.seq, ack.d.at);
+      bubble.place();
+      setTimeout(() => catchUp(rooms.get(entry.d.room), ack.d.seq), ACK_TIMEOUT_MS);
+    } else bubble.advance("sent");
+  } else if (type === "failed") ownBubble(entry).failed(entry);
+  const count = outbox.size;
+  ui.pending.hidden = count === 0;
+  ui.pending.textContent = count === 1 ? "1 message waiting to be sent" : `${count} messages waiting to be sent`;
+}
+
+// Connection indicator ---------------------------------------------------------
+
+function showConnection() {
+  const { state, nextTryAt } = connection;
+  ui.conn.dataset.state = state;
+  if (state === "open") ui.connText.textContent = "Connected";
+  else if (state === "offline") ui.connText.textContent = "Offline";
+  else if (nextTryAt === null) ui.connText.textContent = "Connecting…";
+  else ui.connText.textContent = `Reconnecting in ${Math.max(1, Math.ceil((nextTryAt - Date.now()) / 1000))} s`;
+}
+
+// The countdown ticks even when nothing else happens.
+setInterval(() => connection && connection.state === "reconnecting" && showConnection(), 1000);
+
+// Composer and room form -------------------------------------------------------
+
+function nearEnd() {
+  const box = ui.messages;
+  return box.scrollHeight - box.scrollTop - box.clientHeight < 80;
+}
+
+function scrollToEnd() {
+  ui.messages.scrollTop = ui.messages.scrollHeight;
+}
+
+function sendComposed() {
+  const body = ui.composer.value.trim();
+  if (!body || !current) return;
+  ui.composer.value = "";
+  fitComposer();
+  outbox.submit("room.post", { room: current.slug, body });
+}
+
+function fitComposer() {
+  ui.composer.style.height = "auto";
+  ui.composer.style.height = `${Math.min(ui.composer.scrollHeight, 160)}px`;
+}
+
+ui.composerForm.addEventListener("submit", (event) => {
+  event.preventDefault();
+  sendComposed();
+  ui.composer.focus();
+});
+ui.composer.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    sendComposed();
+  }
+});
+ui.composer.addEventListener("input", fitComposer);
+
+ui.roomForm.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const slug = ui.roomInput.value.trim().toLowerCase();
+  if (!ROOM_SLUG.test(slug)) {
+    ui.roomInput.setAttribute("aria-invalid", "true");
+    ui.roomHint.classList.add("invalid");
+    ui.roomInput.focus();
+    return;
+  }
+  ui.roomInput.removeAttribute("aria-invalid");
+  ui.roomHint.classList.remove("invalid");
+  ui.roomInput.value = "";
+  joinRoom(slug);
+});
+
+window.addEventListener("focus", markRead);
+document.addEventListener("visibilitychange", markRead);
+// Until start() has opened the store there is no connection yet; it reads
+// navigator.onLine itself.
+window.addEventListener("offline", () => connection?.goOffline());
+window.addEventListener("online", () => connection?.goOnline());
+
+// Start --------------------------------------------------------------------------
+
+async function start() {
+  store = await IdbStore.open(`messaging-user-${me}`);
+  const wsUrl = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws/`;
+  connection = new Connection({
+    url: wsUrl,
+    onOpen,
+    onClose,
+    onFrame,
+    onState: showConnection,
+    onUnauthorized: () => location.assign("/login/?next=/"),
+  });
+  outbox = new Outbox({ store, transmit: (frame) => connection.send(frame), onChange: onOutboxChange });
+  for (const slug of await store.rooms()) roomFor(slug);
+  for (const entry of await store.failed()) ownBubble(entry).failed(entry);
+  await outbox.load();
+  const last = rooms.get(localStorage.getItem(`messaging:${me}:room`)) ?? [...rooms.values()][0];
+  if (last) select(last);
+  if (navigator.onLine) connection.start();
+  else connection.goOffline();
+}
+
+start();

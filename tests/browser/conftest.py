@@ -1,0 +1,115 @@
+"""Browser fixtures: Debian's chromium, driven by Playwright, against live daphne.
+
+The server fixtures are the end-to-end ones (daphne with DEBUG=0 after
+collectstatic, over the test PostgreSQL and Redis). Without /usr/bin/chromium
+these tests are skipped; `.ci/run` installs it.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from ..e2e.conftest import server_env, start_daphne, static_root  # noqa: F401  (shared fixtures)
+from ..support.servers import ROOT
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+SCREENSHOTS = ROOT / "artifacts" / "screenshots"
+# Generous: two cores are shared with other suites, and an ack timeout is 5 s.
+WAIT_MS = 30_000
+
+
+@pytest.fixture(autouse=True)
+def _orm_beside_playwright(monkeypatch):
+    """Playwright's sync API keeps its event loop marked as running in this
+    thread while the test runs, so Django's guard would refuse every query
+    (and the database flush after the test). That loop is suspended, never
+    blocked by us: the guard's worry does not apply here."""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "1")
+
+
+# Per module, not per session: while Playwright's sync API is started its
+# event loop counts as running in this thread, which async tests elsewhere in
+# the suite cannot share. It must be stopped before they run.
+@pytest.fixture(scope="module")
+def browser():
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium; .ci/run does it)")
+    expect.set_options(timeout=WAIT_MS)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def new_context(browser):
+    contexts = []
+
+    def new(**options):
+        context = browser.new_context(**options)
+        context.set_default_timeout(WAIT_MS)
+        contexts.append(context)
+        return context
+
+    yield new
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture
+def server(start_daphne):
+    # The guard stays on in the server: only this test process needs it off.
+    return start_daphne(DJANGO_ALLOW_ASYNC_UNSAFE="")
+
+
+def sign_in(context, base_url: str, name: str):
+    """A new page of `context`, signed in through the form as a new guest."""
+    page = context.new_page()
+    page.goto(base_url + "/")
+    page.wait_for_url(re.compile(r"/login/"))
+    page.get_by_label("Your name").fill(name)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(base_url + "/")
+    return page
+
+
+def join(page, room: str) -> None:
+    page.locator("[data-testid=room-input]").fill(room)
+    page.locator("[data-testid=room-join]").click()
+    expect(page.locator("#room-title")).to_have_text(f"# {room}")
+
+
+def write(page, body: str) -> None:
+    page.locator("[data-testid=composer]").fill(body)
+    page.locator("[data-testid=composer]").press("Enter")
+
+
+def bubbles(page, body: str):
+    """Message elements with exactly this body."""
+    return page.locator("[data-msg-id]").filter(has=page.locator(".body", has_text=re.compile(f"^{re.escape(body)}$")))
+
+
+def screenshot(page, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    return path
+
+
+def poll(page, check, what: str) -> None:
+    """Wait for `check()` (say, a database row) while Playwright keeps
+    delivering the page's events: a plain sleep would hold them back."""
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {WAIT_MS / 1000:.0f} s")
+        page.wait_for_timeout(100)
