@@ -1,9 +1,16 @@
 """Fixtures for the whole suite."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
+import redis
 from asgiref.sync import SyncToAsync
-from django.db import connections
+from django.db import connection, connections
+
+from .support.servers import ROOT, Daphne
 
 
 @pytest.fixture(autouse=True)
@@ -13,3 +20,50 @@ def _close_worker_thread_connections():
     after each test, or the test database cannot be flushed and dropped."""
     yield
     SyncToAsync.single_thread_executor.submit(connections.close_all).result()
+
+
+# Real server processes, shared by the e2e, browser, fault and integration suites.
+
+
+@pytest.fixture(scope="session")
+def static_root(tmp_path_factory):
+    """What a deployment serves with DEBUG off: collectstatic output, through whitenoise."""
+    root = tmp_path_factory.mktemp("static")
+    env = {**os.environ, "DEBUG": "0", "SECRET_KEY": "e2e", "STATIC_ROOT": str(root)}
+    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
+    return root
+
+
+@pytest.fixture
+def server_env(transactional_db, static_root):
+    """The environment of a deployed server process, pointed at the test database."""
+    db = connection.settings_dict
+    database_url = f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    client = redis.Redis.from_url(os.environ["REDIS_URL"])
+    client.flushdb()
+    yield {
+        "DATABASE_URL": database_url,
+        "REDIS_URL": os.environ["REDIS_URL"],
+        "DEBUG": "0",
+        "SECRET_KEY": "e2e-secret",
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "STATIC_ROOT": str(static_root),
+        "LOG_LEVEL": "WARNING",
+    }
+    client.flushdb()
+    client.close()
+
+
+@pytest.fixture
+def start_daphne(server_env, tmp_path):
+    """`start_daphne(args=(...), **env)`: one more daphne process of the demo project, stopped at the end."""
+    servers: list[Daphne] = []
+
+    def start(args: tuple[str, ...] = (), **env: str) -> Daphne:
+        server = Daphne({**server_env, **env}, log_dir=tmp_path, args=args).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()

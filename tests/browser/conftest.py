@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from ..e2e.conftest import server_env, start_daphne, static_root  # noqa: F401  (shared fixtures)
 from ..support.servers import ROOT
 
 CHROMIUM = "/usr/bin/chromium"

@@ -13,7 +13,6 @@ import redis
 from asgiref.sync import sync_to_async
 from django.db import connection
 
-from ..e2e.conftest import server_env, static_root  # noqa: F401  (fixtures, reused)
 from ..support.servers import Daphne, RedisServer
 from ..support.wsclient import sign_in
 from .outbox import Outbox
@@ -34,21 +33,13 @@ def fault_redis(tmp_path):
 
 
 @pytest.fixture
-def cluster(server_env, fault_redis, tmp_path):  # noqa: F811
+def cluster(start_daphne, fault_redis):
     """Start daphne processes on the fault Redis; `cluster(2)` returns two."""
-    servers: list[Daphne] = []
 
     def start(count: int = 2, args: tuple[str, ...] = (), **env: str) -> list[Daphne]:
-        started = [
-            Daphne({**server_env, "REDIS_URL": fault_redis.url, **FAULT_SETTINGS, **env}, log_dir=tmp_path, args=args).start()
-            for _ in range(count)
-        ]
-        servers.extend(started)
-        return started
+        return [start_daphne(args, **{"REDIS_URL": fault_redis.url, **FAULT_SETTINGS, **env}) for _ in range(count)]
 
-    yield start
-    for server in servers:
-        server.stop()
+    return start
 
 
 @pytest.fixture

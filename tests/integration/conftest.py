@@ -18,7 +18,6 @@ from channels.testing import WebsocketCommunicator
 
 from messaging.consumers import ChatConsumer
 from messaging.idempotency import reset_claim_store
-from tests.liveserver import LiveServer
 
 from ..support.servers import RedisServer
 
@@ -177,25 +176,6 @@ def wait_until(predicate, timeout: float = 30, what: str = "a condition") -> Non
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.01)
-
-
-@pytest.fixture
-def live_servers(settings, tmp_path):
-    """Start real daphne processes of the demo project on the test database and Redis: `start(name, **env)`."""
-    root = Path(__file__).resolve().parents[2]
-    database = urlsplit(os.environ["DATABASE_URL"])._replace(path="/" + settings.DATABASES["default"]["NAME"])
-    daphne = [sys.executable, "-m", "daphne"]
-    started: list[LiveServer] = []
-
-    def start(name: str, **env: str) -> LiveServer:
-        environment = {**os.environ, "DATABASE_URL": urlunsplit(database), "ALLOWED_HOSTS": "127.0.0.1", **env}
-        server = LiveServer(daphne, "project.asgi:application", cwd=root, env=environment, log=tmp_path / f"{name}.log")
-        started.append(server.start())
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
 
 
 @pytest.fixture

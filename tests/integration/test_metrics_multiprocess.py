@@ -1,12 +1,11 @@
 """Two real daphne processes share PROMETHEUS_MULTIPROC_DIR: one scrape of either shows both."""
 from __future__ import annotations
 
-import signal
-
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.liveserver import LiveServer, call
+from ..support.servers import Daphne
+from ..support.wsclient import WsClient, sign_in
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -14,13 +13,13 @@ TOKEN = "scrape-token"
 
 
 @pytest.fixture
-def servers(live_servers, tmp_path):
+def servers(start_daphne, tmp_path):
     metrics_dir = tmp_path / "prometheus"
     metrics_dir.mkdir()
-    return lambda name: live_servers(name, PROMETHEUS_MULTIPROC_DIR=str(metrics_dir), METRICS_TOKEN=TOKEN)
+    return lambda: start_daphne(PROMETHEUS_MULTIPROC_DIR=str(metrics_dir), METRICS_TOKEN=TOKEN)
 
 
-def scrape(server: LiveServer) -> dict[tuple, float]:
+def scrape(server: Daphne) -> dict[tuple, float]:
     status, _, body = server.request("GET", "/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
     assert status == 200, body
     return {
@@ -31,14 +30,15 @@ def scrape(server: LiveServer) -> dict[tuple, float]:
 
 
 async def test_one_scrape_adds_up_every_process_and_forgets_killed_sockets(servers):
-    a, b = servers("a"), servers("b")
-    cookie = a.sign_in("ana")  # the session lives in the shared database: b knows it too
-    async with a.websocket(cookie) as on_a, b.websocket(cookie) as on_b:
+    a, b = servers(), servers()
+    session = sign_in(a.url, "ana")  # the session lives in the shared database: b knows it too
+    on_a, on_b = await WsClient(a.url, session).connect(), await WsClient(b.url, session).connect()
+    try:
         for ws in (on_a, on_b):
-            assert (await call(ws, "room.join", {"room": "lobby"}))[0]["ok"]
-        first, _ = await call(on_a, "room.post", {"room": "lobby", "body": "from a"}, id="mp-1")
-        second, _ = await call(on_b, "room.post", {"room": "lobby", "body": "from b"}, id="mp-2")
-        again, _ = await call(on_b, "room.post", {"room": "lobby", "body": "from a"}, id="mp-1")
+            assert (await ws.call("room.join", {"room": "lobby"}))["ok"]
+        first = await on_a.call("room.post", {"room": "lobby", "body": "from a"}, id="mp-1")
+        second = await on_b.call("room.post", {"room": "lobby", "body": "from b"}, id="mp-2")
+        again = await on_b.call("room.post", {"room": "lobby", "body": "from a"}, id="mp-1")
         assert first["dup"] is False and second["dup"] is False and again["dup"] is True
         assert again["d"] == first["d"]
 
@@ -51,7 +51,9 @@ async def test_one_scrape_adds_up_every_process_and_forgets_killed_sockets(serve
             assert seen[("messaging_open_sockets",)] == 2
 
         # b dies without closing its socket: its commands stay counted, its socket does not.
-        b.stop(signal.SIGKILL)
+        b.kill()
         seen = scrape(a)
         assert seen[("messaging_commands_total", ("outcome", "ok"), ("type", "room.post"))] == 2
         assert seen[("messaging_open_sockets",)] == 1
+    finally:
+        await on_a.close()

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import pytest
 from channels.db import database_sync_to_async
@@ -10,7 +9,7 @@ from channels.db import database_sync_to_async
 from messaging.idempotency import reset_claim_store
 from messaging.models import CommandRecord, ReactionCount
 
-from tests.liveserver import call
+from ..support.wsclient import WsClient, sign_in
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -122,15 +121,17 @@ async def test_join_backlog_carries_the_counts(make_user, open_clients):
     assert await bob.nothing_more()
 
 
-async def test_same_reaction_through_two_server_processes_counts_once(live_servers):
-    a, b = live_servers("a"), live_servers("b")
-    cookie = a.sign_in("ana")
-    async with contextlib.AsyncExitStack() as stack:
-        sockets = [await stack.enter_async_context(server.websocket(cookie)) for server in (a, b) for _ in range(3)]
+async def test_same_reaction_through_two_server_processes_counts_once(start_daphne):
+    a, b = start_daphne(), start_daphne()
+    session = sign_in(a.url, "ana")
+    sockets = [await WsClient(server.url, session).connect() for server in (a, b) for _ in range(3)]
+    try:
         for ws in sockets:
-            assert (await call(ws, "room.join", {"room": "lobby"}))[0]["ok"]
-        assert (await call(sockets[0], "room.post", {"room": "lobby", "body": "like me"}))[0]["ok"]
-        acks = await asyncio.gather(*(call(ws, "reaction.add", {"room": "lobby", "seq": 1}, id="cross") for ws in sockets))
-    assert sorted(ack["dup"] for ack, _ in acks) == [False] + [True] * 5
-    assert {ack["d"]["count"] for ack, _ in acks} == {1}
+            assert (await ws.call("room.join", {"room": "lobby"}))["ok"]
+        assert (await sockets[0].call("room.post", {"room": "lobby", "body": "like me"}))["ok"]
+        acks = await asyncio.gather(*(ws.call("reaction.add", {"room": "lobby", "seq": 1}, id="cross") for ws in sockets))
+    finally:
+        await asyncio.gather(*(ws.close() for ws in sockets))
+    assert sorted(ack["dup"] for ack in acks) == [False] + [True] * 5
+    assert {ack["d"]["count"] for ack in acks} == {1}
     assert await count_of(1) == 1

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import contextlib
 import email
 import importlib.metadata
 import os
@@ -25,8 +24,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from tests.integration.conftest import RedisServer
-from tests.liveserver import LiveServer, call
+from tests.support.servers import Daphne, RedisServer
+from tests.support.wsclient import WsClient, sign_in
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = Path(__file__).resolve().parent / "hostproject"
@@ -118,32 +117,34 @@ def test_the_app_comes_from_the_wheel(host, venv):
 
 async def test_websocket_round_trip_with_duplicates(host, tmp_path):
     python, project, env = host
-    server = LiveServer([str(python), "-m", "daphne"], "hostsite.asgi:application", cwd=project, env=env, log=tmp_path / "daphne.log")
+    server = Daphne(env, log_dir=tmp_path, app="hostsite.asgi:application", python=python, cwd=project, base_env={})
     server.start()
     try:
         assert server.request("GET", "/hello/")[2] == b"the host project's own page"
-        cookie = server.sign_in("ana")
-        async with contextlib.AsyncExitStack() as stack:
-            a = await stack.enter_async_context(server.websocket(cookie))
-            b = await stack.enter_async_context(server.websocket(cookie))
-            assert (await call(a, "room.join", {"room": "lobby"}))[0]["ok"]
+        session = sign_in(server.url, "ana")
+        a, b = await WsClient(server.url, session).connect(), await WsClient(server.url, session).connect()
+        try:
+            assert (await a.call("room.join", {"room": "lobby"}))["ok"]
 
             post = {"room": "lobby", "body": "hello from the wheel"}
-            first, _ = await call(a, "room.post", post, id="w-1")
-            again, _ = await call(a, "room.post", post, id="w-1")
+            first = await a.call("room.post", post, id="w-1")
+            again = await a.call("room.post", post, id="w-1")
             assert first["ok"] and first["dup"] is False and first["d"]["seq"] == 1
             assert again["dup"] is True and again["d"] == first["d"]
 
             # The host's own type, concurrently from two sockets: credited once.
-            credits = await asyncio.gather(*(call(ws, "wallet.credit", {"amount": 5}, id="c-1") for ws in (a, b)))
-            assert sorted(ack["dup"] for ack, _ in credits) == [False, True]
-            assert {ack["d"]["balance"] for ack, _ in credits} == {5}
-            bad, _ = await call(a, "wallet.credit", {"amount": 0})
+            credits = await asyncio.gather(*(ws.call("wallet.credit", {"amount": 5}, id="c-1") for ws in (a, b)))
+            assert sorted(ack["dup"] for ack in credits) == [False, True]
+            assert {ack["d"]["balance"] for ack in credits} == {5}
+            bad = await a.call("wallet.credit", {"amount": 0})
             assert bad["error"]["code"] == "invalid"
-            assert (await call(a, "wallet.credit", {"amount": 2}))[0]["d"] == {"balance": 7}
+            assert (await a.call("wallet.credit", {"amount": 2}))["d"] == {"balance": 7}
 
-            liked, _ = await call(a, "reaction.add", {"room": "lobby", "seq": 1})
+            liked = await a.call("reaction.add", {"room": "lobby", "seq": 1})
             assert liked["d"] == {"room": "lobby", "seq": 1, "count": 1}
+        finally:
+            await a.close()
+            await b.close()
         assert server.request("GET", "/healthz")[0] == 200
         status, _, body = server.request("GET", "/metrics", headers={"Authorization": "Bearer host-metrics-token"})
         assert status == 200 and b'messaging_commands_total{outcome="dup",type="wallet.credit"} 1.0' in body

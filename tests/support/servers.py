@@ -1,6 +1,7 @@
 """Real server processes for tests: daphne and a private Redis."""
 from __future__ import annotations
 
+import http.client
 import os
 import shutil
 import signal
@@ -8,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 import redis
@@ -63,13 +64,29 @@ class RedisServer:
 
 
 class Daphne:
-    """One `daphne project.asgi:application` process on its own port."""
+    """One daphne process on its own port; by default `project.asgi:application` of this checkout.
 
-    def __init__(self, env: dict[str, str], port: int | None = None, log_dir: Path | None = None,
-                 args: tuple[str, ...] = ()) -> None:
+    `env` is laid over `base_env` (this process's environment unless given).
+    """
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        port: int | None = None,
+        log_dir: Path | None = None,
+        args: tuple[str, ...] = (),
+        *,
+        app: str = "project.asgi:application",
+        python: str | Path = sys.executable,
+        cwd: Path = ROOT,
+        base_env: Mapping[str, str] | None = None,
+    ) -> None:
         self.port = port or free_port()
-        self.env = {**os.environ, **env}
+        self.env = {**(os.environ if base_env is None else base_env), **env}
         self.args = args
+        self.app = app
+        self.python = str(python)
+        self.cwd = cwd
         self.log_path = (log_dir or Path("/tmp")) / f"daphne-{self.port}.log"
         self.process: subprocess.Popen | None = None
 
@@ -78,29 +95,32 @@ class Daphne:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> "Daphne":
-        log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), *self.args,
-             "project.asgi:application"],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-        )
-        log.close()
-
-        def ready() -> bool:
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [self.python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), *self.args, self.app],
+                cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"daphne exited: {self.log()}")
-            return urllib.request.urlopen(self.url + "/login/", timeout=2).status == 200
-
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
             try:
-                if ready():
+                if self.request("GET", "/login/")[0] == 200:
                     return self
-            except RuntimeError:
-                raise
-            except Exception:
+            except OSError:
                 time.sleep(0.1)
+        self.stop()
         raise RuntimeError(f"daphne on {self.port} did not come up: {self.log()}")
+
+    def request(self, method: str, path: str, body: str | None = None, headers: dict | None = None) -> tuple[int, dict, bytes]:
+        """One plain HTTP request; returns status, lower-cased headers and body."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            response = conn.getresponse()
+            return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+        finally:
+            conn.close()
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:] if self.log_path.exists() else ""
