@@ -22,13 +22,14 @@ import asyncio
 import logging
 import time
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import redis
 from channels.db import database_sync_to_async
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 
 from .conf import get_settings
 from .exceptions import CommandError, IdReused, InProgress, Unavailable
@@ -229,6 +230,13 @@ def _guarded(apply: Any, user: Any, command: Command, handler: Handler, data: An
 
 def _apply(user: Any, command: Command, handler: Handler, data: Any, *, fingerprint: str | None = None) -> Outcome:
     ctx = CommandContext(user=user, command_id=command.id, type=handler.type)
+    if fingerprint is not None and handler.apply_recorded is not None:
+        # One statement is its own transaction in autocommit mode; inside a
+        # caller's transaction a savepoint keeps a unique violation local.
+        with transaction.atomic() if connection.in_atomic_block else nullcontext():
+            result = handler.apply_recorded(ctx, data, fingerprint)
+        if result is not None:
+            return Outcome(data=result, replies=ctx.replies, broadcasts=ctx.broadcasts)
     with transaction.atomic():
         result = handler.apply(ctx, data)
         if fingerprint is not None:
