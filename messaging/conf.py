@@ -14,6 +14,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `BAD_FRAME_LIMIT` | 10 | malformed frames in a row that close the socket with 1008 |
 | `REDIS_URL` | None | Redis for the dedup window; None keeps only the durable record |
 | `REDIS_TIMEOUT` | 0.5 | seconds before a Redis call counts as failed and the database path takes over |
+| `DB_THREADS` | 0 | threads that run commands, each with its own database connection; 0: channels' one thread |
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ class MessagingSettings:
     BAD_FRAME_LIMIT: int = 10
     REDIS_URL: str | None = None
     REDIS_TIMEOUT: float = 0.5
+    DB_THREADS: int = 0
 
 
 @lru_cache(maxsize=1)

@@ -20,16 +20,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import redis
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, close_old_connections, connection, connections, transaction
 
 from .conf import get_settings
 from .exceptions import CommandError, IdReused, InProgress, Unavailable
@@ -260,6 +263,53 @@ def _replay(stored: Stored, fingerprint: str) -> Outcome:
     return Outcome(data=stored.data, dup=True)
 
 
+_db_threads: ThreadPoolExecutor | None = None
+
+
+def _with_connection_upkeep(func: Any, *args: Any) -> Any:
+    """What channels' `database_sync_to_async` does around a call, in a pool thread."""
+    close_old_connections()
+    try:
+        return func(*args)
+    finally:
+        close_old_connections()
+
+
+async def run_in_db_thread(func: Any, *args: Any) -> Any:
+    """Run `func(*args)` where database work runs: channels' one thread, or a pool.
+
+    With `DB_THREADS` = 0 every call of the process queues for one thread
+    (channels' thread-sensitive mode), so the round trips of all commands are
+    paid one after another. A pool of N threads, each with its own persistent
+    connection, lets N commands wait on PostgreSQL and Redis at once.
+    """
+    threads = get_settings().DB_THREADS
+    if not threads:
+        return await database_sync_to_async(func)(*args)
+    global _db_threads
+    if _db_threads is None:
+        _db_threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="messaging-db")
+    return await sync_to_async(_with_connection_upkeep, thread_sensitive=False, executor=_db_threads)(func, *args)
+
+
+def close_db_threads() -> None:
+    """Close the pool threads' connections and the pool (tests, shutdown)."""
+    global _db_threads
+    pool, _db_threads = _db_threads, None
+    if pool is None:
+        return
+    # One task per thread: the barrier keeps each task on a thread of its own.
+    barrier = threading.Barrier(pool._max_workers)
+
+    def close() -> None:
+        barrier.wait(timeout=10)
+        connections.close_all()
+
+    for future in [pool.submit(close) for _ in range(pool._max_workers)]:
+        future.result()
+    pool.shutdown()
+
+
 async def execute_async(user: Any, command: Command, handler: Handler, data: Any) -> Outcome:
     """`execute` from async code: one thread hop per attempt.
 
@@ -272,7 +322,7 @@ async def execute_async(user: Any, command: Command, handler: Handler, data: Any
     pause = 0.01
     while True:
         try:
-            return await database_sync_to_async(execute)(user, command, handler, data)
+            return await run_in_db_thread(execute, user, command, handler, data)
         except ClaimBusy:
             if time.monotonic() >= deadline:
                 raise InProgress() from None
