@@ -76,9 +76,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 REDIS_URL = env.str("REDIS_URL", default="")
 
 if REDIS_URL:
+    # `CHANNEL_LAYER=pubsub` picks channels-redis' Pub/Sub layer, measured in
+    # docs/PERFORMANCE.md: 2.4x the fan-out frames. Not the default: Redis
+    # Pub/Sub ignores the db number, so apps sharing a server hear each other.
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": {
+                "redis": "channels_redis.core.RedisChannelLayer",
+                "pubsub": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            }[env.str("CHANNEL_LAYER", default="redis")],
             "CONFIG": {
                 # redis-py 8 defaults to a 5 s socket timeout, the same as the
                 # layer's blocking poll: without None consumers die with 1011.
