@@ -30,9 +30,8 @@ from typing import Any
 
 import orjson
 import redis
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
-from django.db import DatabaseError, IntegrityError, close_old_connections, connection, connections, transaction
+from django.db import DatabaseError, IntegrityError, connection, connections, transaction
 
 from .conf import get_settings
 from .exceptions import CommandError, IdReused, InProgress, Unavailable
@@ -264,15 +263,7 @@ def _replay(stored: Stored, fingerprint: str) -> Outcome:
 
 
 _db_threads: ThreadPoolExecutor | None = None
-
-
-def _with_connection_upkeep(func: Any, *args: Any) -> Any:
-    """What channels' `database_sync_to_async` does around a call, in a pool thread."""
-    close_old_connections()
-    try:
-        return func(*args)
-    finally:
-        close_old_connections()
+_db_thread_count = 0
 
 
 async def run_in_db_thread(func: Any, *args: Any) -> Any:
@@ -286,10 +277,13 @@ async def run_in_db_thread(func: Any, *args: Any) -> Any:
     threads = get_settings().DB_THREADS
     if not threads:
         return await database_sync_to_async(func)(*args)
-    global _db_threads
+    global _db_threads, _db_thread_count
     if _db_threads is None:
         _db_threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="messaging-db")
-    return await sync_to_async(_with_connection_upkeep, thread_sensitive=False, executor=_db_threads)(func, *args)
+        _db_thread_count = threads
+    # Still channels' wrapper: it keeps each thread's connection upkeep
+    # (CONN_MAX_AGE, broken connections) around every call.
+    return await database_sync_to_async(func, thread_sensitive=False, executor=_db_threads)(*args)
 
 
 def close_db_threads() -> None:
@@ -299,13 +293,13 @@ def close_db_threads() -> None:
     if pool is None:
         return
     # One task per thread: the barrier keeps each task on a thread of its own.
-    barrier = threading.Barrier(pool._max_workers)
+    barrier = threading.Barrier(_db_thread_count)
 
     def close() -> None:
         barrier.wait(timeout=10)
         connections.close_all()
 
-    for future in [pool.submit(close) for _ in range(pool._max_workers)]:
+    for future in [pool.submit(close) for _ in range(_db_thread_count)]:
         future.result()
     pool.shutdown()
 
