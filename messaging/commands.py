@@ -93,7 +93,8 @@ def post_result(room: str, seq: int, sent_at: Any) -> dict:
 
 
 def post_message_frame(ctx: CommandContext, post: Post, seq: int, sent_at: Any) -> None:
-    ctx.broadcast(post.room, msg_frame(Message(seq=seq, client_msg_id=ctx.command_id, body=post.body, sent_at=sent_at), post.room, ctx.user))
+    message = Message(seq=seq, client_msg_id=ctx.command_id, body=post.body, sent_at=sent_at)
+    ctx.broadcast(post.room, msg_frame(message, post.room, ctx.user))
 
 
 # The whole post in one statement: the membership check, the room's next seq

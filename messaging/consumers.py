@@ -6,8 +6,8 @@ import logging
 from typing import Any, Awaitable, Callable
 
 import redis
-from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.consumer import get_handler_name
+from channels.generic.websocket import AsyncWebsocketConsumer
 
 from . import handlers
 from .conf import get_settings

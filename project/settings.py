@@ -80,7 +80,7 @@ REDIS_URL = env.str("REDIS_URL", default="")
 
 if REDIS_URL:
     # `CHANNEL_LAYER=pubsub` picks channels-redis' Pub/Sub layer, measured in
-    # docs/PERFORMANCE.md: 2.4x the fan-out frames. Not the default: Redis
+    # docs/PERFORMANCE.md: 2.5x the fan-out frames. Not the default: Redis
     # Pub/Sub ignores the db number (apps sharing a server hear each other),
     # and a socket can get a live frame published just before it joined.
     CHANNEL_LAYERS = {
