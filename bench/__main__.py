@@ -295,28 +295,26 @@ def idle_memory(start, session: str, count: int) -> dict:
 
 
 def targets(peak: dict, curves: dict, idle: dict | None) -> dict:
+    """Each target of issue 6 with its measured value and whether it was met (None: not measured)."""
+
     def ratio(a: str, b: str) -> float | None:
         if a in peak and b in peak and peak[b]["acks_per_s"]:
             return round(peak[a]["acks_per_s"] / peak[b]["acks_per_s"], 2)
         return None
 
     half = next((p for p in curves.get("full", []) if p["fraction"] == 0.5), None)
-    found = {
-        "full / echo >= 0.5": ratio("full", "echo"),
-        "full / tutorial >= 5": ratio("full", "tutorial"),
-        "duplicates / first-time >= 2": ratio("full, duplicates only", "full, first-time posts only"),
-        "p99 ms at half of peak <= 25": half["p99_ms"] if half else None,
-        "idle MB for 5000 sockets <= 300": idle["rss_mb"] if idle else None,
-        "two processes / one >= 1.5": ratio("full, two processes", "full"),
-    }
-    limits = {
-        "full / echo >= 0.5": (0.5, ">="), "full / tutorial >= 5": (5, ">="),
-        "duplicates / first-time >= 2": (2, ">="), "p99 ms at half of peak <= 25": (25, "<="),
-        "idle MB for 5000 sockets <= 300": (300, "<="), "two processes / one >= 1.5": (1.5, ">="),
-    }
+    measured = [
+        ("full / echo >= 0.5", ratio("full", "echo"), 0.5, True),
+        ("full / tutorial >= 5", ratio("full", "tutorial"), 5, True),
+        ("duplicates / first-time >= 2", ratio("full, duplicates only", "full, first-time posts only"), 2, True),
+        ("p99 ms at half of peak <= 25", half["p99_ms"] if half else None, 25, False),
+        # The target is stated for 5,000 sockets; a smaller --idle is no measure of it.
+        ("idle MB for 5000 sockets <= 300", idle["rss_mb"] if idle and idle["sockets"] >= 5000 else None, 300, False),
+        ("two processes / one >= 1.5", ratio("full, two processes", "full"), 1.5, True),
+    ]
     return {
-        name: {"value": value, "met": None if value is None else (value >= limits[name][0] if limits[name][1] == ">=" else value <= limits[name][0])}
-        for name, value in found.items()
+        name: {"value": value, "met": None if value is None else (value >= limit if at_least else value <= limit)}
+        for name, value, limit, at_least in measured
     }
 
 

@@ -25,7 +25,8 @@ from .models import ChatMessage
 class EchoConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data=None, bytes_data=None):
         frame = orjson.loads(text_data)
-        await self.send(text_data=orjson.dumps({"t": "ack", "id": frame["id"], "ok": True, "dup": False, "d": {}}).decode())
+        ack = {"t": "ack", "id": frame["id"], "ok": True, "dup": False, "d": {}}
+        await self.send(text_data=orjson.dumps(ack).decode())
 
 
 class TutorialConsumer(AsyncWebsocketConsumer):
@@ -65,4 +66,5 @@ class TutorialConsumer(AsyncWebsocketConsumer):
         return ChatMessage.objects.create(room=self.room_name, user=user, client_id=client_id, content=content)
 
     async def chat_message(self, event):
-        await self.send(text_data=json.dumps({"t": "msg", "d": {"room": self.room_name, "seq": event["id"], "body": event["message"], "sender": event["user"]}}))
+        msg = {"room": self.room_name, "seq": event["id"], "body": event["message"], "sender": event["user"]}
+        await self.send(text_data=json.dumps({"t": "msg", "d": msg}))
