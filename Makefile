@@ -8,7 +8,7 @@ PORT ?= 8000
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/messaging
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/1
 
-.PHONY: install run test clean
+.PHONY: install run test clean bench
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -31,3 +31,9 @@ test: install
 
 clean:
 	rm -rf $(VENV) staticfiles .pytest_cache .hypothesis artifacts
+
+# The benchmark (docs/PERFORMANCE.md): a few minutes; its own database and Redis db.
+# BENCH_ARGS="--rounds 1 --idle 0" for a quick look.
+bench: install
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-bench.txt
+	$(BIN)/python -m bench $(BENCH_ARGS)

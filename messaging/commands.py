@@ -8,9 +8,9 @@ from django.db import connection
 from django.utils import timezone
 
 from .conf import get_settings
-from .exceptions import Invalid
+from .exceptions import Forbidden, Invalid
 from .handlers import CommandContext, command
-from .models import Membership, Message, Room
+from .models import CommandRecord, Membership, Message, MessageState, Room
 from .protocol import format_time, message_body, optional_seq, room_slug
 from .reactions import backlog_reactions
 from .receipts import move_watermarks
@@ -100,19 +100,75 @@ def next_seq(room_id: int) -> int:
         return cursor.fetchone()[0]
 
 
-@command("room.post", validate=validate_post)
+def post_result(room: str, seq: int, sent_at: Any) -> dict:
+    return {"room": room, "seq": seq, "at": format_time(sent_at)}
+
+
+def post_message_frame(ctx: CommandContext, post: Post, seq: int, sent_at: Any) -> None:
+    message = Message(seq=seq, client_msg_id=ctx.command_id, body=post.body, sent_at=sent_at)
+    ctx.broadcast(post.room, msg_frame(message, post.room, ctx.user))
+
+
+# The whole post in one statement: the membership check, the room's next seq
+# (its row lock is held to the end of the statement, so seqs stay gapless),
+# the message and the command's durable record. In autocommit mode one
+# statement is one transaction: one round trip where the portable path takes
+# six (BEGIN, membership, seq, message, record, COMMIT). A unique violation on
+# either the message or the record undoes all of it, like the rollback of the
+# portable path, and so turns a duplicate Redis forgot into the original ack.
+POST_AND_RECORD = """
+WITH member AS (
+    SELECT m.room_id FROM {membership} m JOIN {room} r ON r.id = m.room_id
+    WHERE r.slug = %(room)s AND m.user_id = %(user)s
+), taken AS (
+    UPDATE {room} SET last_seq = last_seq + 1 WHERE id = (SELECT room_id FROM member) RETURNING id, last_seq
+), message AS (
+    INSERT INTO {message} (room_id, seq, sender_id, client_msg_id, body, state, sent_at)
+    SELECT id, last_seq, %(user)s, %(id)s, %(body)s, %(state)s, clock_timestamp() FROM taken
+    RETURNING seq, sent_at
+), record AS (
+    INSERT INTO {record} (user_id, command_id, type, fingerprint, result, created_at)
+    SELECT %(user)s, %(id)s, %(type)s, %(fingerprint)s, jsonb_build_object(
+        'room', %(room)s::text, 'seq', seq,
+        'at', to_char(sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+    ), sent_at
+    FROM message
+)
+SELECT seq, sent_at FROM message
+"""
+
+
+def post_and_record(ctx: CommandContext, post: Post, fingerprint: str) -> dict | None:
+    """`room.post` and its `CommandRecord` in one statement, on PostgreSQL; None elsewhere."""
+    if connection.vendor != "postgresql":
+        return None
+    sql = POST_AND_RECORD.format(
+        membership=Membership._meta.db_table, room=Room._meta.db_table,
+        message=Message._meta.db_table, record=CommandRecord._meta.db_table,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {
+            "room": post.room, "user": ctx.user.pk, "id": ctx.command_id, "body": post.body,
+            "state": MessageState.SENT, "type": ctx.type, "fingerprint": fingerprint,
+        })
+        row = cursor.fetchone()
+    if row is None:
+        raise Forbidden("join the room first")
+    seq, sent_at = row
+    post_message_frame(ctx, post, seq, sent_at)
+    return post_result(post.room, seq, sent_at)
+
+
+@command("room.post", validate=validate_post, apply_recorded=post_and_record)
 def post_message(ctx: CommandContext, post: Post) -> dict:
     room_id = joined_room_id(ctx.user, post.room)
-    message = Message.objects.create(
-        room_id=room_id,
-        seq=next_seq(room_id),
-        sender=ctx.user,
-        client_msg_id=ctx.command_id,
-        body=post.body,
-        sent_at=timezone.now(),
+    seq = next_seq(room_id)
+    sent_at = timezone.now()
+    Message.objects.create(
+        room_id=room_id, seq=seq, sender=ctx.user, client_msg_id=ctx.command_id, body=post.body, sent_at=sent_at
     )
-    ctx.broadcast(post.room, msg_frame(message, post.room, ctx.user))
-    return {"room": post.room, "seq": message.seq, "at": format_time(message.sent_at)}
+    post_message_frame(ctx, post, seq, sent_at)
+    return post_result(post.room, seq, sent_at)
 
 
 # receipt --------------------------------------------------------------------

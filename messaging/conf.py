@@ -21,6 +21,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `USER_RATE_LIMIT` | 600 | commands one user may send per `USER_RATE_WINDOW`, over all sockets and processes |
 | `USER_RATE_WINDOW` | 10.0 | seconds of the per-user window (counted in Redis; per process without it) |
 | `SESSION_CHECK_INTERVAL` | 5.0 | seconds between checks that a socket's session is still valid; 0 turns them off |
+| `DB_THREADS` | 0 | threads that run commands, each with its own database connection; 0: channels' one thread |
 
 A host project may also give each option in the environment as
 `MESSAGING_<KEY>` (see `options_from_environ`), e.g. `MESSAGING_CLAIM_LEASE=2`.
@@ -55,6 +56,7 @@ class MessagingSettings:
     USER_RATE_LIMIT: int = 600
     USER_RATE_WINDOW: float = 10.0
     SESSION_CHECK_INTERVAL: float = 5.0
+    DB_THREADS: int = 0
 
     def __post_init__(self) -> None:
         # Limits that refuse everything would fail every socket at connect: say so at startup.

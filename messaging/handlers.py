@@ -42,6 +42,9 @@ class CommandContext:
 
 Validator = Callable[[dict], Any]
 Applier = Callable[[CommandContext, Any], dict]
+# Applies the command and writes its durable record for the given fingerprint
+# in one atomic statement; returns None where the database has no such form.
+RecordedApplier = Callable[[CommandContext, Any, str], "dict | None"]
 
 
 def _accept_object(data: dict) -> dict:
@@ -58,6 +61,9 @@ class Handler:
     # data. The consumer subscribes *before* apply runs, so nothing posted
     # between the backlog query and the subscription is missed.
     subscribes_to: Callable[[Any], str] | None = None
+    # Optional fast path of an exactly-once type: effect and record in one
+    # round trip instead of a transaction of several (see idempotency._apply).
+    apply_recorded: RecordedApplier | None = None
 
 
 _registry: dict[str, Handler] = {}
@@ -76,6 +82,7 @@ def command(
     validate: Validator | None = None,
     exactly_once: bool = True,
     subscribes_to: Callable[[Any], str] | None = None,
+    apply_recorded: RecordedApplier | None = None,
 ) -> Callable[[Applier], Applier]:
     """Register `apply(ctx, data) -> ack data` as the handler of `type`.
 
@@ -91,6 +98,7 @@ def command(
                 validate=validate or _accept_object,
                 exactly_once=exactly_once,
                 subscribes_to=subscribes_to,
+                apply_recorded=apply_recorded,
             )
         )
         return apply

@@ -20,15 +20,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import redis
 from channels.db import database_sync_to_async
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, connection, connections, transaction
 
 from .conf import get_settings
 from .exceptions import CommandError, IdReused, InProgress, Unavailable
@@ -232,6 +235,13 @@ def _guarded(apply: Any, user: Any, command: Command, handler: Handler, data: An
 
 def _apply(user: Any, command: Command, handler: Handler, data: Any, *, fingerprint: str | None = None) -> Outcome:
     ctx = CommandContext(user=user, command_id=command.id, type=handler.type)
+    if fingerprint is not None and handler.apply_recorded is not None:
+        # One statement is its own transaction in autocommit mode; inside a
+        # caller's transaction a savepoint keeps a unique violation local.
+        with transaction.atomic() if connection.in_atomic_block else nullcontext():
+            result = handler.apply_recorded(ctx, data, fingerprint)
+        if result is not None:
+            return Outcome(data=result, replies=ctx.replies, broadcasts=ctx.broadcasts)
     with transaction.atomic():
         result = handler.apply(ctx, data)
         if fingerprint is not None:
@@ -255,6 +265,48 @@ def _replay(stored: Stored, fingerprint: str, *, source: str) -> Outcome:
     return Outcome(data=stored.data, dup=True, source=source)
 
 
+_db_threads: ThreadPoolExecutor | None = None
+_db_thread_count = 0
+
+
+async def run_in_db_thread(func: Any, *args: Any) -> Any:
+    """Run `func(*args)` where database work runs: channels' one thread, or a pool.
+
+    With `DB_THREADS` = 0 every call of the process queues for one thread
+    (channels' thread-sensitive mode), so the round trips of all commands are
+    paid one after another. A pool of N threads, each with its own persistent
+    connection, lets N commands wait on PostgreSQL and Redis at once.
+    """
+    threads = get_settings().DB_THREADS
+    if not threads:
+        return await database_sync_to_async(func)(*args)
+    global _db_threads, _db_thread_count
+    if _db_threads is None:
+        _db_threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="messaging-db")
+        _db_thread_count = threads
+    # Still channels' wrapper: it keeps each thread's connection upkeep
+    # (CONN_MAX_AGE, broken connections) around every call.
+    return await database_sync_to_async(func, thread_sensitive=False, executor=_db_threads)(*args)
+
+
+def close_db_threads() -> None:
+    """Close the pool threads' connections and the pool (tests, shutdown)."""
+    global _db_threads
+    pool, _db_threads = _db_threads, None
+    if pool is None:
+        return
+    # One task per thread: the barrier keeps each task on a thread of its own.
+    barrier = threading.Barrier(_db_thread_count)
+
+    def close() -> None:
+        barrier.wait(timeout=10)
+        connections.close_all()
+
+    for future in [pool.submit(close) for _ in range(_db_thread_count)]:
+        future.result()
+    pool.shutdown()
+
+
 async def execute_async(user: Any, command: Command, handler: Handler, data: Any) -> Outcome:
     """`execute` from async code: one thread hop per attempt.
 
@@ -267,7 +319,7 @@ async def execute_async(user: Any, command: Command, handler: Handler, data: Any
     pause = 0.01
     while True:
         try:
-            return await database_sync_to_async(execute)(user, command, handler, data)
+            return await run_in_db_thread(execute, user, command, handler, data)
         except ClaimBusy:
             if time.monotonic() >= deadline:
                 raise InProgress() from None

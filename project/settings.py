@@ -65,12 +65,15 @@ TEMPLATES = [
 
 # Persistent connections: with CONN_MAX_AGE=0 every database_sync_to_async
 # call would open a new PostgreSQL connection, which costs more than the
-# command itself. Health checks replace a connection that died in between.
+# command itself (2.8x the acks/s, docs/PERFORMANCE.md). Health checks are
+# off: they cost a `SELECT 1` round trip per command (1.18x). Without them a
+# connection that died in between fails its next command instead, which is
+# answered `unavailable` (nothing applied, the client retries) and closed.
 DATABASES = {
     "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
 }
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=600)
-DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("CONN_HEALTH_CHECKS", default=False)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Concurrent writers wait for each other instead of failing at once.
     DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20, "transaction_mode": "IMMEDIATE"})
@@ -78,9 +81,16 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 REDIS_URL = env.str("REDIS_URL", default="")
 
 if REDIS_URL:
+    # `CHANNEL_LAYER=pubsub` picks channels-redis' Pub/Sub layer, measured in
+    # docs/PERFORMANCE.md: 2.5x the fan-out frames. Not the default: Redis
+    # Pub/Sub ignores the db number (apps sharing a server hear each other),
+    # and a socket can get a live frame published just before it joined.
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": {
+                "redis": "channels_redis.core.RedisChannelLayer",
+                "pubsub": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            }[env.str("CHANNEL_LAYER", default="redis")],
             "CONFIG": {
                 # redis-py 8 defaults to a 5 s socket timeout, the same as the
                 # layer's blocking poll: without None consumers die with 1011.
@@ -102,6 +112,9 @@ MESSAGING = {
     # The dedup window lives in Redis when there is one; without Redis the
     # database alone keeps the exactly-once guarantee.
     "REDIS_URL": REDIS_URL or None,
+    # Commands run on a pool of threads with a connection each, not on
+    # channels' single database thread: 1.4x the acks/s (docs/PERFORMANCE.md).
+    "DB_THREADS": 4,
     # /metrics answers only scrapers that send this bearer token; unset, it is off.
     "METRICS_TOKEN": env.str("METRICS_TOKEN", default="") or None,
     # Any other option as MESSAGING_<KEY>, e.g. MESSAGING_CLAIM_LEASE=2.

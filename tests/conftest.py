@@ -10,16 +10,20 @@ import redis
 from asgiref.sync import SyncToAsync
 from django.db import connection, connections
 
+from messaging.idempotency import close_db_threads
+
 from .support.servers import ROOT, Daphne
 
 
 @pytest.fixture(autouse=True)
 def _close_worker_thread_connections():
     """Async code under test reaches the database from asgiref's one worker
-    thread, which keeps persistent connections (CONN_MAX_AGE). Close them
-    after each test, or the test database cannot be flushed and dropped."""
+    thread or the app's pool of command threads, which keep persistent
+    connections (CONN_MAX_AGE). Close them after each test, or the test
+    database cannot be flushed and dropped."""
     yield
     SyncToAsync.single_thread_executor.submit(connections.close_all).result()
+    close_db_threads()
 
 
 # Real server processes, shared by the e2e, browser, fault and integration suites.

@@ -1,0 +1,1 @@
+"""The benchmark: `make bench`. Bench-only code; `project/asgi.py` never routes to it."""

@@ -1,0 +1,344 @@
+"""`python -m bench` (`make bench`): start the servers, drive them, write JSON and a plot.
+
+Every configuration runs in its own freshly started server process, and the
+configurations are interleaved in rounds, so a neighbour's noise on a shared
+machine hits them all alike; the report takes the median of the rounds.
+Traffic goes to 127.0.0.1 only; every load is bounded in count and time.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import psycopg
+import redis
+
+from tests.support.servers import ROOT
+from tests.support.wsclient import sign_in
+
+from .load import Load, Target, drive, hold_idle
+from .servers import Server
+
+SECRET = "bench-secret-not-for-production"
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    p.add_argument("--database", default="postgres://postgres@127.0.0.1:5432/messaging_bench")
+    p.add_argument("--redis", default="redis://127.0.0.1:6379/12", help="a db of the bench's own: it is flushed")
+    p.add_argument("--sockets", type=int, default=16)
+    p.add_argument("--window", type=int, default=4)
+    p.add_argument("--messages", type=int, default=150, help="commands per socket and run")
+    p.add_argument("--duplicates", type=float, default=0.1)
+    p.add_argument("--room-size", type=int, default=4)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--server", choices=["daphne", "uvicorn"], default="daphne", help="for every config")
+    p.add_argument("--idle", type=int, default=5000, help="idle sockets for the memory check (0: skip)")
+    p.add_argument("--configs", default="full,echo,tutorial",
+                   help='comma-separated; a lever rides on a config as "full+KEY=VALUE+KEY=VALUE"')
+    p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the full path's server (a lever)")
+    p.add_argument("--peak-only", action="store_true", help="skip the latency curve and the idle sockets (lever studies)")
+    p.add_argument("--profile", action="store_true", help="only profile the full path under the reference load (py-spy)")
+    p.add_argument("--out", default=str(ROOT / "artifacts" / "bench"))
+    return p.parse_args()
+
+
+class Progress:
+    """A one-line progress bar on stderr."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.last = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.last < (0.2 if sys.stderr.isatty() else 5.0) and done < total:
+            return
+        self.last = now
+        filled = int(30 * done / total)
+        sys.stderr.write(f"\r{self.label:<34} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def prepare(args: argparse.Namespace, out: Path) -> dict[str, str]:
+    """Create and migrate the bench database, empty the bench's Redis db, collect static files."""
+    url = psycopg.conninfo.conninfo_to_dict(args.database.replace("postgres://", "postgresql://", 1))
+    name = url.pop("dbname")
+    with psycopg.connect(**{**url, "dbname": "postgres"}, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+    env = {
+        "DJANGO_SETTINGS_MODULE": "bench.settings",
+        "DATABASE_URL": args.database,
+        "REDIS_URL": args.redis,
+        "DEBUG": "0",
+        "SECRET_KEY": SECRET,
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "STATIC_ROOT": str(out / "static"),
+        "LOG_LEVEL": "WARNING",
+    }
+    run_env = {**os.environ, **env}
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=run_env, check=True)
+    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=run_env, check=True)
+    with psycopg.connect(args.database) as conn:
+        conn.execute(
+            "TRUNCATE messaging_message, messaging_commandrecord, messaging_membership, messaging_room, bench_chatmessage"
+        )
+    redis.Redis.from_url(args.redis).flushdb()
+    return env
+
+
+def kind_of(config: str) -> str:
+    """A config is a kind ("full", "echo", "tutorial"), optionally with levers: "full+CHANNEL_LAYER=pubsub"."""
+    return config.split("+", 1)[0]
+
+
+def server_env(config: str, base: dict[str, str], levers: dict[str, str]) -> dict[str, str]:
+    if config == "tutorial":
+        # Django's defaults, as a tutorial leaves them: a connection per request.
+        return {**base, "CONN_MAX_AGE": "0"}
+    own = dict(kv.split("=", 1) for kv in config.split("+")[1:])
+    return {**base, **levers, **own}
+
+
+class Measured:
+    """A server process's CPU seconds and memory over one load."""
+
+    def __init__(self, servers: list[Server]) -> None:
+        self.procs = [psutil.Process(s.pid) for s in servers]
+        self.cpu0 = [self._cpu(p) for p in self.procs]
+        self.t0 = time.perf_counter()
+
+    @staticmethod
+    def _cpu(proc: psutil.Process) -> float:
+        t = proc.cpu_times()
+        return t.user + t.system
+
+    def done(self) -> dict:
+        wall = time.perf_counter() - self.t0
+        cpu = sum(self._cpu(p) - c for p, c in zip(self.procs, self.cpu0))
+        return {
+            "server_cpu_cores": round(cpu / wall, 2),
+            "server_rss_mb": round(sum(p.memory_info().rss for p in self.procs) / 2**20, 1),
+        }
+
+
+def run_load(servers: list[Server], kind: str, sessions: list[str], load: Load, label: str) -> dict:
+    measured = Measured(servers)
+    result = asyncio.run(drive(Target(kind, [s.url for s in servers]), sessions, load, Progress(label)))
+    summary = {**result.summary(), **measured.done()}
+    sys.stderr.write(f"{label}: {summary}\n")
+    return summary
+
+
+def median_of(runs: list[dict]) -> dict:
+    keys = [k for k, v in runs[0].items() if isinstance(v, (int, float)) and v is not None]
+    return {k: statistics.median(r[k] for r in runs if r.get(k) is not None) for k in keys}
+
+
+def main() -> None:
+    args = parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    base = prepare(args, out)
+    levers = dict(kv.split("=", 1) for kv in args.env)
+    configs = args.configs.split(",")
+    reference = Load(sockets=args.sockets, window=args.window, messages=args.messages,
+                     duplicates=args.duplicates, room_size=args.room_size)
+
+    def start(config: str, count: int = 1) -> list[Server]:
+        return [Server(args.server, server_env(config, base, levers), out).start() for _ in range(count)]
+
+    with_sessions = start("full")
+    try:
+        sessions = [sign_in(with_sessions[0].url, f"bench{n}") for n in range(args.sockets)]
+    finally:
+        for s in with_sessions:
+            s.stop()
+
+    if args.profile:
+        profile(start, sessions, reference, out)
+        return
+
+    rounds: dict[str, list[dict]] = {}
+    for r in range(args.rounds):
+        for config in configs:
+            servers = start(config)
+            try:
+                kind = kind_of(config)
+                rounds.setdefault(config, []).append(
+                    run_load(servers, kind, sessions, reference, f"round {r + 1} {config}")
+                )
+                if config == "full":  # the plain full path only: the duplicate and first-time shares
+                    first = Load(**{**reference.__dict__, "duplicates": 0.0})
+                    dups = Load(**{**reference.__dict__, "seed_only_duplicates": True})
+                    rounds.setdefault("full, first-time posts only", []).append(
+                        run_load(servers, kind, sessions, first, f"round {r + 1} first-time only"))
+                    rounds.setdefault("full, duplicates only", []).append(
+                        run_load(servers, kind, sessions, dups, f"round {r + 1} duplicates only"))
+            finally:
+                for s in servers:
+                    s.stop()
+        if "full" in configs:
+            servers = start("full", 2)
+            try:
+                rounds.setdefault("full, two processes", []).append(
+                    run_load(servers, "full", sessions, reference, f"round {r + 1} full x2"))
+            finally:
+                for s in servers:
+                    s.stop()
+    peak = {config: median_of(runs) for config, runs in rounds.items()}
+
+    # Latency against offered load: paced runs at fractions of each config's peak.
+    curves: dict[str, list[dict]] = {}
+    for config in [] if args.peak_only else configs:
+        servers = start(config)
+        try:
+            for fraction in (0.25, 0.5, 0.75, 1.0):
+                rate = fraction * peak[config]["acks_per_s"]
+                # About 6 s per point, whatever the rate.
+                count = max(20, min(reference.messages, int(rate * 6 / reference.sockets)))
+                paced = Load(**{**reference.__dict__, "rate": rate, "messages": count})
+                point = run_load(servers, kind_of(config), sessions, paced, f"{config} at {fraction:.0%} of peak")
+                curves.setdefault(config, []).append({"fraction": fraction, "offered_per_s": round(rate, 1), **point})
+        finally:
+            for s in servers:
+                s.stop()
+
+    idle = idle_memory(start, sessions[0], args.idle) if args.idle and not args.peak_only else None
+    report = {
+        "machine": {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg(), "shared": True},
+        "reference": reference.__dict__,
+        "server": args.server,
+        "levers": levers,
+        "rounds": rounds,
+        "median": peak,
+        "latency_vs_load": curves,
+        "idle": idle,
+        "targets": targets(peak, curves, idle),
+    }
+    (out / "results.json").write_text(json.dumps(report, indent=2))
+    if curves:
+        plot(curves, out / "latency.png")
+    print(json.dumps({"median": peak, "targets": report["targets"]}, indent=2))
+    print(f"wrote {out / 'results.json'} and {out / 'latency.png'}")
+
+
+def profile(start, sessions: list[str], load: Load, out: Path) -> None:
+    """Sample the full path's server with py-spy under the reference load; print the top frames."""
+    servers = start("full")
+    raw = out / "profile.txt"
+    try:
+        spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(servers[0].pid),
+                                "-r", "250", "-f", "raw", "-o", str(raw), "--threads", "--gil"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1)
+        run_load(servers, "full", sessions, Load(**{**load.__dict__, "messages": load.messages * 2}), "profiled full path")
+        spy.send_signal(subprocess.signal.SIGINT)
+        spy.wait(30)
+    finally:
+        for s in servers:
+            s.stop()
+    print(summarize_profile(raw))
+
+
+def summarize_profile(raw: Path, top: int = 25) -> str:
+    """Per function: the share of samples it is on the stack (inclusive) and on top (self)."""
+    inclusive: dict[str, int] = {}
+    own: dict[str, int] = {}
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        n = int(count)
+        total += n
+        frames = [f for f in stack.split(";") if not f.startswith("thread ") and not f.startswith("process ")]
+        for frame in set(frames):
+            inclusive[frame] = inclusive.get(frame, 0) + n
+        if frames:
+            own[frames[-1]] = own.get(frames[-1], 0) + n
+    rows = sorted(inclusive.items(), key=lambda kv: -kv[1])[:top]
+    lines = [f"{total} samples; inclusive %, self %, function"]
+    lines += [f"{100 * n / total:6.1f} {100 * own.get(f, 0) / total:6.1f}  {f}" for f, n in rows]
+    lines += ["", "top self:"]
+    lines += [f"{100 * n / total:6.1f}  {f}" for f, n in sorted(own.items(), key=lambda kv: -kv[1])[:top]]
+    return "\n".join(lines)
+
+
+def idle_memory(start, session: str, count: int) -> dict:
+    servers = start("full")
+    try:
+        before = psutil.Process(servers[0].pid).memory_info().rss
+
+        async def hold() -> float:
+            sockets = await hold_idle(Target("full", [servers[0].url]), session, count)
+            await asyncio.sleep(2)
+            rss = psutil.Process(servers[0].pid).memory_info().rss
+            await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
+            return rss
+
+        sys.stderr.write(f"opening {count} idle sockets...\n")
+        after = asyncio.run(hold())
+    finally:
+        for s in servers:
+            s.stop()
+    return {"sockets": count, "rss_before_mb": round(before / 2**20, 1), "rss_mb": round(after / 2**20, 1)}
+
+
+def targets(peak: dict, curves: dict, idle: dict | None) -> dict:
+    """Each target of issue 6 with its measured value and whether it was met (None: not measured)."""
+
+    def ratio(a: str, b: str) -> float | None:
+        if a in peak and b in peak and peak[b]["acks_per_s"]:
+            return round(peak[a]["acks_per_s"] / peak[b]["acks_per_s"], 2)
+        return None
+
+    half = next((p for p in curves.get("full", []) if p["fraction"] == 0.5), None)
+    measured = [
+        ("full / echo >= 0.5", ratio("full", "echo"), 0.5, True),
+        ("full / tutorial >= 5", ratio("full", "tutorial"), 5, True),
+        ("duplicates / first-time >= 2", ratio("full, duplicates only", "full, first-time posts only"), 2, True),
+        ("p99 ms at half of peak <= 25", half["p99_ms"] if half else None, 25, False),
+        # The target is stated for 5,000 sockets; a smaller --idle is no measure of it.
+        ("idle MB for 5000 sockets <= 300", idle["rss_mb"] if idle and idle["sockets"] >= 5000 else None, 300, False),
+        ("two processes / one >= 1.5", ratio("full, two processes", "full"), 1.5, True),
+    ]
+    return {
+        name: {"value": value, "met": None if value is None else (value >= limit if at_least else value <= limit)}
+        for name, value, limit, at_least in measured
+    }
+
+
+def plot(curves: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for config, points in curves.items():
+        x = [p["offered_per_s"] for p in points]
+        line, = ax.plot(x, [p["p99_ms"] for p in points], marker="o", label=f"{config} p99")
+        ax.plot(x, [p["p50_ms"] for p in points], marker=".", linestyle="--", color=line.get_color(), label=f"{config} p50")
+    ax.set_xlabel("offered load (commands/s)")
+    ax.set_ylabel("ack latency (ms)")
+    ax.set_yscale("log")
+    ax.axhline(25, color="grey", linewidth=0.8, linestyle=":")
+    ax.set_title("ack latency against offered load (16 sockets, W=4, 10% duplicates)")
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""The bench's ASGI app: the full path and the two yardsticks on one server stack.
+
+`/ws/` is the project's consumer, exactly as `project.asgi` routes it;
+`/echo/` the ceiling and `/tutorial/<room>/` the tutorial pattern. Only the
+benchmark serves this module.
+"""
+from __future__ import annotations
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
+django_asgi_app = get_asgi_application()
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.urls import path  # noqa: E402
+
+from messaging.routing import websocket_urlpatterns  # noqa: E402
+
+from .consumers import EchoConsumer, TutorialConsumer  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(
+            AuthMiddlewareStack(
+                URLRouter(
+                    [
+                        *websocket_urlpatterns,
+                        path("echo/", EchoConsumer.as_asgi()),
+                        path("tutorial/<slug:room>/", TutorialConsumer.as_asgi()),
+                    ]
+                )
+            )
+        ),
+    }
+)

@@ -1,0 +1,230 @@
+"""The load generator: C sockets, M commands each, W in flight, a share of duplicates.
+
+Every socket keeps at most W commands unacked. A duplicate re-sends an id this
+socket already had acked, with the same payload, which is what a client's
+outbox does after a lost ack. With a target rate the sends are paced (open
+loop, capped by W) and latency is measured from the moment a command was due,
+so a server that falls behind cannot hide its queue (no coordinated omission).
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import orjson
+import websockets
+
+
+@dataclass
+class Target:
+    """One endpoint: `kind` is "full", "echo" or "tutorial"; `urls` the servers, used round-robin."""
+
+    kind: str
+    urls: list[str]
+
+    def socket_url(self, n: int, room: str) -> str:
+        base = self.urls[n % len(self.urls)].replace("http", "ws", 1)
+        path = {"full": "/ws/", "echo": "/echo/", "tutorial": f"/tutorial/{room}/"}[self.kind]
+        return base + path
+
+    def origin(self, n: int) -> str:
+        return self.urls[n % len(self.urls)]
+
+
+@dataclass
+class Load:
+    sockets: int = 16
+    messages: int = 200  # commands per socket, duplicates included
+    window: int = 4
+    duplicates: float = 0.1
+    room_size: int = 4  # sockets per room: each post fans out to this many
+    rate: float | None = None  # commands per second over all sockets; None: as fast as acks come
+    seed_only_duplicates: bool = False  # post `messages` ids untimed first, then time only their duplicates
+    timeout: float = 60.0
+
+
+@dataclass
+class Result:
+    commands: int = 0  # finished: acked, refused or timed out
+    acks: int = 0
+    errors: int = 0
+    dup_acks: int = 0
+    fanout_frames: int = 0
+    seconds: float = 0.0
+    latencies_ms: list[float] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        lat = sorted(self.latencies_ms)
+
+        def pct(p: float) -> float | None:
+            return round(lat[min(len(lat) - 1, int(p / 100 * len(lat)))], 2) if lat else None
+
+        return {
+            "commands": self.commands,
+            "acks": self.acks,
+            "errors": self.errors,
+            "dup_acks": self.dup_acks,
+            "seconds": round(self.seconds, 3),
+            "acks_per_s": round(self.acks / self.seconds, 1) if self.seconds else 0.0,
+            "fanout_frames_per_s": round(self.fanout_frames / self.seconds, 1) if self.seconds else 0.0,
+            "p50_ms": pct(50),
+            "p95_ms": pct(95),
+            "p99_ms": pct(99),
+        }
+
+
+class Socket:
+    def __init__(self, ws, room: str) -> None:
+        self.ws = ws
+        self.room = room
+        self.pending: dict[str, asyncio.Future] = {}
+        self.fanout = 0
+        self.reader = asyncio.ensure_future(self._read())
+
+    async def _read(self) -> None:
+        async for text in self.ws:
+            frame = orjson.loads(text)
+            kind = frame.get("t")
+            if kind == "ack":
+                future = self.pending.pop(frame["id"], None)
+                if future is not None and not future.done():
+                    future.set_result(frame)
+            elif kind in ("msg", "status"):
+                self.fanout += 1
+
+    async def call(self, id: str, t: str, d: dict) -> dict:
+        future = asyncio.get_running_loop().create_future()
+        self.pending[id] = future
+        await self.ws.send(orjson.dumps({"id": id, "t": t, "d": d}).decode())
+        return await future
+
+    async def close(self) -> None:
+        await self.ws.close()
+        self.reader.cancel()
+
+
+async def open_sockets(target: Target, sessions: list[str], load: Load, run_tag: str) -> list[Socket]:
+    sockets = []
+    for n in range(load.sockets):
+        room = f"b{run_tag}-{n // load.room_size}"
+        ws = await websockets.connect(
+            target.socket_url(n, room),
+            additional_headers={"Cookie": f"sessionid={sessions[n % len(sessions)]}", "Origin": target.origin(n)},
+            max_size=None,
+            compression=None,
+        )
+        socket = Socket(ws, room)
+        if target.kind == "full":
+            ack = await asyncio.wait_for(socket.call(uuid.uuid4().hex, "room.join", {"room": room}), 30)
+            assert ack["ok"], ack
+        sockets.append(socket)
+    return sockets
+
+
+async def drive(target: Target, sessions: list[str], load: Load, progress=None) -> Result:
+    """Run one load against `target`; `progress(done, total)` is called as acks arrive."""
+    run_tag = uuid.uuid4().hex[:8]
+    sockets = await open_sockets(target, sessions, load, run_tag)
+    result = Result()
+    total = load.sockets * load.messages
+    rng = random.Random(run_tag)
+    try:
+        if load.seed_only_duplicates:
+            seeded = await asyncio.gather(*(_seed(s, load.messages) for s in sockets))
+        else:
+            seeded = [[] for _ in sockets]
+        for s in sockets:
+            s.fanout = 0
+        started = time.perf_counter()
+        per_socket_interval = load.sockets / load.rate if load.rate else None
+
+        async def run_socket(n: int, socket: Socket) -> None:
+            sent: list[tuple[str, dict]] = []
+            inflight: set[str] = set()
+            slots = asyncio.Semaphore(load.window)
+            tasks = []
+            due = started + rng.random() * (per_socket_interval or 0)
+            for i in range(load.messages):
+                if seeded[n]:
+                    id, d = seeded[n][i]
+                elif sent and rng.random() < load.duplicates and (pick := rng.choice(sent))[0] not in inflight:
+                    # One copy of an id in flight per socket: the client matches acks by id.
+                    id, d = pick
+                else:
+                    id, d = uuid.uuid4().hex, {"room": socket.room, "body": f"message {i} from socket {n}"}
+                if per_socket_interval:
+                    delay = due - time.perf_counter()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    origin = due
+                    due += per_socket_interval
+                else:
+                    origin = None
+                await slots.acquire()
+                inflight.add(id)
+                tasks.append(asyncio.ensure_future(one(socket, id, d, origin, slots, sent, inflight)))
+                if time.perf_counter() - started > load.timeout:
+                    break
+            await asyncio.gather(*tasks)
+
+        async def one(socket: Socket, id: str, d: dict, origin: float | None, slots: asyncio.Semaphore, sent: list,
+                  inflight: set) -> None:
+            begin = origin if origin is not None else time.perf_counter()
+            try:
+                frame = await asyncio.wait_for(socket.call(id, "room.post", d), load.timeout)
+            except asyncio.TimeoutError:
+                frame = {"ok": False}
+            finally:
+                slots.release()
+                inflight.discard(id)
+            result.commands += 1
+            if frame.get("ok"):
+                result.acks += 1
+                result.dup_acks += bool(frame.get("dup"))
+                result.latencies_ms.append((time.perf_counter() - begin) * 1000)
+                if not frame.get("dup"):
+                    sent.append((id, d))
+            else:
+                result.errors += 1
+            if progress is not None:
+                progress(result.commands, total)
+
+        await asyncio.wait_for(
+            asyncio.gather(*(run_socket(n, s) for n, s in enumerate(sockets))), load.timeout + 30
+        )
+        result.seconds = time.perf_counter() - started
+        await asyncio.sleep(0.2)  # let the last fan-out frames land
+        result.fanout_frames = sum(s.fanout for s in sockets)
+    finally:
+        await asyncio.gather(*(s.close() for s in sockets), return_exceptions=True)
+    return result
+
+
+async def _seed(socket: Socket, count: int) -> list[tuple[str, dict]]:
+    ids = []
+    for i in range(count):
+        id, d = uuid.uuid4().hex, {"room": socket.room, "body": f"seed {i}"}
+        ack = await asyncio.wait_for(socket.call(id, "room.post", d), 30)
+        assert ack["ok"], ack
+        ids.append((id, d))
+    return ids
+
+
+async def hold_idle(target: Target, session: str, count: int, connect_concurrency: int = 50) -> list:
+    """Open `count` idle sockets (signed in, nothing sent) and return them, still open."""
+    gate = asyncio.Semaphore(connect_concurrency)
+
+    async def open_one(n: int):
+        async with gate:
+            return await websockets.connect(
+                target.socket_url(n, "idle"),
+                additional_headers={"Cookie": f"sessionid={session}", "Origin": target.origin(n)},
+                open_timeout=60,
+                compression=None,
+                ping_interval=None,
+            )
+
+    return await asyncio.gather(*(open_one(n) for n in range(count)))

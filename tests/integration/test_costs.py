@@ -1,0 +1,128 @@
+"""What a command costs, counted, not timed: SQL queries and Redis round trips.
+
+The counts are the regression guard of docs/PERFORMANCE.md: the benchmark
+shows what a round trip costs, these tests keep the number of them from
+creeping up. Each ceiling is the count the hot path has today. The Redis
+count covers the exactly-once path (the claim store); fan-out is the channel
+layer's one `group_send`, outside `execute`.
+"""
+from __future__ import annotations
+
+import uuid
+from contextlib import contextmanager
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from messaging import handlers
+from messaging.idempotency import execute, get_claim_store
+from messaging.models import CommandRecord, Message
+from messaging.protocol import Command
+
+# A one-statement post (membership, seq, message and record); the claim, then the result.
+POST_QUERIES, POST_REDIS = 1, 2
+# Answered from Redis alone.
+KNOWN_DUPLICATE_QUERIES, KNOWN_DUPLICATE_REDIS = 0, 1
+# Redis forgot it: the post's statement fails on the unique constraint, the record answers, Redis learns it again.
+FORGOTTEN_DUPLICATE_QUERIES, FORGOTTEN_DUPLICATE_REDIS = 2, 2
+# Where a handler has no one-statement form: BEGIN, membership, seq, message, record, COMMIT.
+PORTABLE_POST_QUERIES = 6
+# BEGIN, lock the membership, move it, advance the message states per watermark that moved, COMMIT.
+RECEIPT_QUERIES, RECEIPT_REDIS = 6, 0
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+@contextmanager
+def counted():
+    """Count SQL queries on this thread's connection and commands sent to the claim store's Redis."""
+    client = get_claim_store().client
+    calls = []
+    send = client.execute_command
+
+    def counting(*args, **kwargs):
+        calls.append(args[0])
+        return send(*args, **kwargs)
+
+    client.execute_command = counting
+    try:
+        with CaptureQueriesContext(connection) as queries:
+            yield queries, calls
+    finally:
+        del client.execute_command
+
+
+def run(user, t: str, d: dict, id: str | None = None):
+    command = Command(id=id or uuid.uuid4().hex, t=t, d=d)
+    handler = handlers.lookup(t)
+    return execute(user, command, handler, handlers.validate(handler, d))
+
+
+@pytest.fixture
+def member(django_user_model):
+    user = django_user_model.objects.create_user(username=f"u-{uuid.uuid4().hex[:8]}")
+    run(user, "room.join", {"room": "lobby"})
+    # Warm the claim store: the first script call loads the script.
+    run(user, "room.post", {"room": "lobby", "body": "warm-up"})
+    return user
+
+
+def test_a_post_costs_one_query_and_two_redis_round_trips(member):
+    with counted() as (queries, redis_calls):
+        outcome = run(member, "room.post", {"room": "lobby", "body": "hello"}, id="p1")
+    assert outcome.data["seq"] == 2 and not outcome.dup
+    assert Message.objects.filter(client_msg_id="p1").count() == 1
+    assert CommandRecord.objects.filter(command_id="p1").count() == 1
+    assert len(queries) <= POST_QUERIES, [q["sql"] for q in queries]
+    assert len(redis_calls) <= POST_REDIS, redis_calls
+
+
+def test_a_duplicate_redis_knows_costs_no_query(member):
+    first = run(member, "room.post", {"room": "lobby", "body": "hello"}, id="d1")
+    with counted() as (queries, redis_calls):
+        again = run(member, "room.post", {"room": "lobby", "body": "hello"}, id="d1")
+    assert again.dup and again.data == first.data
+    assert len(queries) <= KNOWN_DUPLICATE_QUERIES, [q["sql"] for q in queries]
+    assert len(redis_calls) <= KNOWN_DUPLICATE_REDIS, redis_calls
+
+
+def test_a_duplicate_redis_forgot_is_answered_by_the_record(member, redis_client):
+    first = run(member, "room.post", {"room": "lobby", "body": "hello"}, id="f1")
+    redis_client.flushdb()
+    with counted() as (queries, redis_calls):
+        again = run(member, "room.post", {"room": "lobby", "body": "hello"}, id="f1")
+    assert again.dup and again.data == first.data
+    assert Message.objects.filter(client_msg_id="f1").count() == 1
+    assert len(queries) <= FORGOTTEN_DUPLICATE_QUERIES, [q["sql"] for q in queries]
+    assert len(redis_calls) <= FORGOTTEN_DUPLICATE_REDIS, redis_calls
+
+
+@pytest.fixture
+def portable_post():
+    """room.post as a handler without a one-statement form, as on databases other than PostgreSQL."""
+    post = handlers.lookup("room.post")
+    handlers.register(handlers.Handler(type="test.portable-post", apply=post.apply, validate=post.validate))
+    yield
+    handlers._registry.pop("test.portable-post")
+
+
+def test_the_portable_post_path_stays_within_its_ceiling(member, portable_post):
+    with counted() as (queries, redis_calls):
+        outcome = run(member, "test.portable-post", {"room": "lobby", "body": "hello"}, id="q1")
+    assert outcome.data["seq"] == 2
+    assert CommandRecord.objects.filter(command_id="q1").count() == 1
+    assert len(queries) <= PORTABLE_POST_QUERIES, [q["sql"] for q in queries]
+    assert len(redis_calls) <= POST_REDIS, redis_calls
+
+
+def test_a_receipt_costs_no_redis_and_a_few_queries(member, django_user_model):
+    reader = django_user_model.objects.create_user(username=f"r-{uuid.uuid4().hex[:8]}")
+    run(reader, "room.join", {"room": "lobby"})
+    run(member, "room.post", {"room": "lobby", "body": "read me"})
+    with counted() as (queries, redis_calls):
+        outcome = run(reader, "receipt", {"room": "lobby", "delivered": 2, "read": 2})
+    assert outcome.data == {"room": "lobby", "delivered": 2, "read": 2}
+    assert Message.objects.get(seq=2).state == "read"
+    assert len(queries) <= RECEIPT_QUERIES, [q["sql"] for q in queries]
+    assert len(redis_calls) <= RECEIPT_REDIS, redis_calls
