@@ -16,12 +16,15 @@ The limiters take plain arguments and never read Django settings; only
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
+import weakref
 from typing import Any, Callable
 
 import redis
+import redis.asyncio as aioredis
 
 from .conf import get_settings
 
@@ -56,9 +59,6 @@ class TokenBucket:
 class LocalWindow:
     """`limit` hits per key per fixed window of `window` seconds, in this process."""
 
-    # Whether `hit` does network I/O, so async callers run it in a thread.
-    blocking = False
-
     def __init__(self, limit: int, window: float, clock: Clock = time.time) -> None:
         if limit < 1 or window <= 0:
             raise ValueError("a window needs limit >= 1 and window > 0")
@@ -78,37 +78,52 @@ class LocalWindow:
             self.counts = {k: v for k, v in self.counts.items() if v[0] == slot}
         return self._wait(count, slot, now)
 
+    async def ahit(self, key: Any) -> float:
+        """`hit` from the event loop; subclasses that do I/O do it without blocking."""
+        return self.hit(key)
+
     def _wait(self, count: int, slot: int, now: float) -> float:
         return 0.0 if count <= self.limit else (slot + 1) * self.window - now
 
 
 class RedisWindow(LocalWindow):
-    """The same window counted in Redis; falls back to this process's count while Redis fails."""
+    """The same window counted in Redis; falls back to this process's count while Redis fails.
 
-    blocking = True
+    Asked from the event loop (`ahit`), with redis-py's asyncio client: one
+    round trip per command and no thread hop. The client belongs to the event
+    loop that made it, so there is one per loop.
+    """
 
     def __init__(self, url: str, limit: int, window: float, *, timeout: float = 0.5, cooldown: float = 1.0,
                  clock: Clock = time.time) -> None:
         super().__init__(limit, window, clock)
-        self.client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        self.url = url
+        self.timeout = timeout
         self.cooldown = cooldown
         self._down_until = 0.0
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.Redis] = weakref.WeakKeyDictionary()
 
-    def hit(self, key: Any) -> float:
+    def _client(self) -> aioredis.Redis:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = aioredis.Redis.from_url(self.url, socket_timeout=self.timeout, socket_connect_timeout=self.timeout)
+            self._clients[loop] = client
+        return client
+
+    async def ahit(self, key: Any) -> float:
         if time.monotonic() < self._down_until:
-            return super().hit(key)
+            return self.hit(key)
         now = self.clock()
         slot = math.floor(now / self.window)
         name = f"messaging:rate:{key}:{slot}"
         try:
-            pipe = self.client.pipeline()
-            pipe.incr(name)
-            pipe.expire(name, math.ceil(self.window) + 1)
-            count, _ = pipe.execute()
-        except redis.RedisError as exc:
+            async with self._client().pipeline(transaction=False) as pipe:
+                count, _ = await pipe.incr(name).expire(name, math.ceil(self.window) + 1).execute()
+        except (redis.RedisError, OSError) as exc:
             self._down_until = time.monotonic() + self.cooldown
             log.warning("redis rate limit failed, counting in this process: %s", exc)
-            return super().hit(key)
+            return self.hit(key)
         return self._wait(count, slot, now)
 
 

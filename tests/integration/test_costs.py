@@ -28,8 +28,9 @@ KNOWN_DUPLICATE_QUERIES, KNOWN_DUPLICATE_REDIS = 0, 1
 FORGOTTEN_DUPLICATE_QUERIES, FORGOTTEN_DUPLICATE_REDIS = 2, 2
 # Where a handler has no one-statement form: BEGIN, membership, seq, message, record, COMMIT.
 PORTABLE_POST_QUERIES = 6
-# BEGIN, lock the membership, move it, advance the message states per watermark that moved, COMMIT.
-RECEIPT_QUERIES, RECEIPT_REDIS = 6, 0
+# BEGIN, lock the membership, the room's state lock, move it, record the move,
+# advance the message states per watermark that moved, COMMIT.
+RECEIPT_QUERIES, RECEIPT_REDIS = 8, 0
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

@@ -63,22 +63,22 @@ async def test_a_user_is_limited_over_all_sockets(make_user, open_clients, setti
     assert len(await rows()) == 2
 
 
-def test_the_user_window_is_shared_between_processes_through_redis(settings):
+async def test_the_user_window_is_shared_between_processes_through_redis(settings):
     # Two windows on one Redis stand for two server processes.
     first = RedisWindow(settings.REDIS_URL, limit=3, window=NO_ROLLOVER)
     second = RedisWindow(settings.REDIS_URL, limit=3, window=NO_ROLLOVER)
-    assert [first.hit(7), second.hit(7), first.hit(7)] == [0, 0, 0]
-    assert second.hit(7) > 0 and first.hit(7) > 0
-    assert second.hit(8) == 0
+    assert [await first.ahit(7), await second.ahit(7), await first.ahit(7)] == [0, 0, 0]
+    assert await second.ahit(7) > 0 and await first.ahit(7) > 0
+    assert await second.ahit(8) == 0
 
 
-def test_the_user_window_counts_per_process_while_redis_is_down(own_redis):
+async def test_the_user_window_counts_per_process_while_redis_is_down(own_redis):
     window = RedisWindow(own_redis.url, limit=2, window=NO_ROLLOVER, timeout=0.2)
-    assert window.hit(1) == 0
+    assert await window.ahit(1) == 0
     own_redis.stop()
     # The Redis count is lost with it; this process's own count takes over.
-    assert [window.hit(1), window.hit(1)] == [0, 0]
-    assert window.hit(1) > 0
+    assert [await window.ahit(1), await window.ahit(1)] == [0, 0]
+    assert await window.ahit(1) > 0
 
 
 async def signed_in_socket(user, origin: str = "http://127.0.0.1") -> tuple[WebsocketCommunicator, str]:
