@@ -149,6 +149,20 @@ def test_a_refused_click_says_why_and_is_not_kept(server, new_context):
     assert stored_count(BODY) == 1
 
 
+def test_a_page_that_was_offline_catches_up_on_counts_when_back(server, new_context):
+    _, ana, bob_context, bob = ana_and_bob_with_a_message(server, new_context)
+    bob_context.set_offline(True)
+    expect(bob.locator("[data-testid=conn]")).to_have_attribute("data-state", "offline")
+    plus_one(ana).click()
+    plus_one(ana).click()
+    expect_count([ana], 2)
+    # Bob's page had the message before: its rejoin fetches it again for the count.
+    bob_context.set_offline(False)
+    expect_count([bob], 2)
+    expect(bubbles(bob, BODY)).to_have_count(1)
+    assert stored_count(BODY) == 2
+
+
 def test_the_page_in_pictures_with_reactions(server, new_context):
     ana_context, ana, _, bob = ana_and_bob_with_a_message(
         server, new_context, {"viewport": {"width": 1100, "height": 680}}

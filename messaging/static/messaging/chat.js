@@ -11,6 +11,8 @@ import { ACK_TIMEOUT_MS, backoffDelay, Connection, Outbox } from "./outbox.js";
 import { IdbStore } from "./store.js";
 
 const RECEIPT_BATCH_MS = 300;
+// A rejoin after a reconnect fetches this many shown messages again, for their reaction counts.
+const REFRESH_ON_REJOIN = 50;
 const REACTION = "reaction.add";
 const ROOM_SLUG = /^[a-z0-9][a-z0-9-]{0,63}$/;
 const RANK = { sending: 0, sent: 1, delivered: 2, read: 3 };
@@ -123,11 +125,17 @@ async function joinRoom(slug) {
   ui.composer.focus();
 }
 
-/** (Re)join with `since` when anything is shown, so the backlog is exactly what is missing. */
-function join(room) {
+/**
+ * (Re)join with `since` when anything is shown, so the backlog is exactly what
+ * is missing. `refresh` (after a reconnect) reaches back over the last
+ * REFRESH_ON_REJOIN shown messages too: the server tells reaction counts only
+ * for a join's backlog, and those may have moved while the socket was away.
+ * The repeated messages are dropped by (room, seq).
+ */
+function join(room, { refresh = false } = {}) {
   const id = crypto.randomUUID();
   const d = { room: room.slug };
-  if (room.shown !== null) d.since = room.shown;
+  if (room.shown !== null) d.since = refresh ? Math.max(0, room.shown - REFRESH_ON_REJOIN) : room.shown;
   if (connection.send({ id, t: "room.join", d })) room.joining = id;
   return id;
 }
@@ -487,7 +495,7 @@ let pendingJoins = new Set();
 let resumeTimer = null;
 
 function onOpen() {
-  pendingJoins = new Set([...rooms.values()].map(join));
+  pendingJoins = new Set([...rooms.values()].map((room) => join(room, { refresh: true })));
   // Rejoin first, then resend: a post needs the membership its join makes.
   resumeTimer = setTimeout(resume, ACK_TIMEOUT_MS);
   if (pendingJoins.size === 0) resume();
