@@ -44,7 +44,6 @@ export class Outbox {
     random = Math.random,
     mintId = () => crypto.randomUUID(),
     onChange = () => {},
-    laneOf = postLane,
   }) {
     this.store = store;
     this.transmit = transmit;
@@ -53,7 +52,6 @@ export class Outbox {
     this.random = random;
     this.mintId = mintId;
     this.onChange = onChange;
-    this.laneOf = laneOf;
     this.entries = new Map();
     this.timeouts = new Map();
     this.ready = false;
@@ -106,7 +104,7 @@ export class Outbox {
     if (!this.ready) return;
     const lanes = new Set();
     for (const entry of this.pending()) {
-      const lane = this.laneOf(entry);
+      const lane = laneOf(entry);
       if (lane !== null) {
         if (lanes.has(lane)) continue;
         lanes.add(lane);
@@ -169,8 +167,8 @@ export class Outbox {
   }
 }
 
-/** The default lanes: posts one at a time per room; anything else unordered (null). */
-export function postLane(entry) {
+/** Posts go one at a time per room; anything else has no lane (null) and is not held. */
+function laneOf(entry) {
   return entry.t === "room.post" ? `room.post:${entry.d?.room ?? ""}` : null;
 }
 
