@@ -6,6 +6,7 @@ these tests are skipped; `.ci/run` installs it.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -112,3 +113,33 @@ def poll(page, check, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"no {what} within {WAIT_MS / 1000:.0f} s")
         page.wait_for_timeout(100)
+
+
+class Relay:
+    """The page's socket, through the test: every frame the page sends is kept
+    in `sent`, and every frame the server sends reaches the page unless
+    `withhold(frame)` says otherwise; `deliver(frame)` lets one through later."""
+
+    def __init__(self, page, withhold=lambda frame: False):
+        self.sent: list[dict] = []
+        self.withhold = withhold
+        self.to_page = None
+        page.route_web_socket(re.compile(r"/ws/$"), self.route)
+
+    def route(self, ws):
+        upstream = ws.connect_to_server()
+        self.to_page = ws
+
+        def from_page(message):
+            self.sent.append(json.loads(message))
+            upstream.send(message)
+
+        def from_server(message):
+            if not self.withhold(json.loads(message)):
+                ws.send(message)
+
+        ws.on_message(from_page)
+        upstream.on_message(from_server)
+
+    def deliver(self, frame: dict) -> None:
+        self.to_page.send(json.dumps(frame))

@@ -157,6 +157,63 @@ test("rooms do not wait for each other", async () => {
   assert.deepEqual(sent.map((f) => f.d.body), ["a1", "b1"]);
 });
 
+// Reactions ("+1", reaction.add) --------------------------------------------
+
+const react = (seq, room = "lobby") => ["reaction.add", { room, seq }];
+
+test("a reaction is stored as sending before its first send, resent with its id, and leaves on its ack", async () => {
+  const { outbox, store, clock, sent, events } = makeOutbox();
+  store.put = async (entry) => {
+    assert.equal(sent.length, 0, "stored before it is sent");
+    MemoryStore.prototype.put.call(store, entry);
+  };
+  await outbox.resume();
+  const { id } = await outbox.submit(...react(3));
+  assert.deepEqual(await store.all(), [{ id, t: "reaction.add", d: { room: "lobby", seq: 3 }, state: "sending", order: clock.now() }]);
+  clock.advance(5000); // ack timeout
+  outbox.pause(); // and a reconnect
+  await outbox.resume();
+  assert.deepEqual(sent, Array(3).fill({ id, t: "reaction.add", d: { room: "lobby", seq: 3 } }));
+  const ack = { t: "ack", id, ok: true, dup: true, d: { room: "lobby", seq: 3, count: 4 } };
+  assert.equal(await outbox.handleAck(ack), true);
+  const { type, entry, ack: handed } = events.at(-1);
+  assert.deepEqual([type, entry.id, entry.d, handed], ["acked", id, { room: "lobby", seq: 3 }, ack]);
+  assert.equal(outbox.size, 0);
+  assert.deepEqual(await store.all(), []);
+  clock.advance(60000);
+  assert.equal(sent.length, 3);
+});
+
+test("reactions pending across a reload are resent with their ids", async () => {
+  const first = makeOutbox({ connected: false });
+  const ids = [];
+  for (const seq of [1, 1, 2]) ids.push((await first.outbox.submit(...react(seq))).id);
+  assert.equal(new Set(ids).size, 3, "each click its own id");
+  const second = makeOutbox({ store: first.store.copy() });
+  await second.outbox.resume();
+  assert.deepEqual(second.sent.map((f) => [f.id, f.d.seq]), [[ids[0], 1], [ids[1], 1], [ids[2], 2]]);
+});
+
+test("reactions neither wait behind a stuck post nor hold one up", async () => {
+  const { outbox, clock, sent } = makeOutbox();
+  await outbox.resume();
+  const stuck = await outbox.submit(...post("stuck"));
+  await outbox.handleAck({ t: "ack", id: stuck.id, ok: false, error: { code: "in_progress", message: "", retry: true } });
+  const clicks = [await outbox.submit(...react(1)), await outbox.submit(...react(1))];
+  // Both clicks go at once, the post's retry is not due yet.
+  assert.deepEqual(sent.map((f) => f.id), [stuck.id, clicks[0].id, clicks[1].id]);
+  const next = await outbox.submit(...post("next"));
+  assert.equal(sent.length, 3, "posts still go one at a time");
+  await outbox.handleAck(ok(stuck.id));
+  assert.deepEqual(sent.map((f) => f.id), [stuck.id, clicks[0].id, clicks[1].id, next.id]);
+  // Reactions never acked hold nothing: another post goes as soon as the last one leaves.
+  clock.advance(1);
+  await outbox.handleAck(ok(next.id));
+  const last = await outbox.submit(...post("last"));
+  assert.equal(sent.at(-1).id, last.id);
+  assert.equal(outbox.size, 3);
+});
+
 test("pause stops the ack timers: a dead socket is not written to", async () => {
   const { outbox, clock, sent } = makeOutbox();
   await outbox.resume();

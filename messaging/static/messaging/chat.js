@@ -3,12 +3,17 @@
 // Inbound messages are identified by (room, seq): repeats are dropped, they are
 // shown in seq order, and a gap makes the page rejoin the room with `since`.
 // A message of this user is one bubble from the optimistic copy to the
-// server's `msg`, keyed by its command id. User text only ever goes through
-// textContent.
+// server's `msg`, keyed by its command id. A stored message carries a "+1"
+// button whose count is the highest the server has told (acks and `reaction`
+// frames); a click is an outbox entry like a post. User text only ever goes
+// through textContent.
 import { ACK_TIMEOUT_MS, backoffDelay, Connection, Outbox } from "./outbox.js";
 import { IdbStore } from "./store.js";
 
 const RECEIPT_BATCH_MS = 300;
+// A rejoin after a reconnect fetches this many shown messages again, for their reaction counts.
+const REFRESH_ON_REJOIN = 50;
+const REACTION = "reaction.add";
 const ROOM_SLUG = /^[a-z0-9][a-z0-9-]{0,63}$/;
 const RANK = { sending: 0, sent: 1, delivered: 2, read: 3 };
 const STATE_LABEL = { sending: "Sending", sent: "Sent", delivered: "Delivered", read: "Read", failed: "Failed" };
@@ -55,6 +60,8 @@ class Room {
     this.shown = null;
     this.held = new Map(); // seq -> msg that arrived past a gap
     this.members = new Map(); // user id -> {name, delivered, read, joined_seq}
+    this.reactions = new Map(); // seq -> highest "+1" count seen
+    this.bySeq = new Map(); // seq -> Bubble
     this.joining = null; // id of the join in flight
     this.readMark = 0;
     this.reported = { delivered: 0, read: 0 };
@@ -118,11 +125,17 @@ async function joinRoom(slug) {
   ui.composer.focus();
 }
 
-/** (Re)join with `since` when anything is shown, so the backlog is exactly what is missing. */
-function join(room) {
+/**
+ * (Re)join with `since` when anything is shown, so the backlog is exactly what
+ * is missing. `refresh` (after a reconnect) reaches back over the last
+ * REFRESH_ON_REJOIN shown messages too: the server tells reaction counts only
+ * for a join's backlog, and those may have moved while the socket was away.
+ * The repeated messages are dropped by (room, seq).
+ */
+function join(room, { refresh = false } = {}) {
   const id = crypto.randomUUID();
   const d = { room: room.slug };
-  if (room.shown !== null) d.since = room.shown;
+  if (room.shown !== null) d.since = refresh ? Math.max(0, room.shown - REFRESH_ON_REJOIN) : room.shown;
   if (connection.send({ id, t: "room.join", d })) room.joining = id;
   return id;
 }
@@ -162,10 +175,19 @@ class Bubble {
     meta.append(this.time);
     this.node.append(meta, el("p", "body", body));
     const foot = el("div", "foot");
+    // "+1", shown once the message has a seq to react to.
+    this.reactButton = el("button", "react", "+1");
+    this.reactButton.type = "button";
+    this.reactButton.dataset.testid = "react";
+    this.reactButton.hidden = true;
+    this.reactionCount = el("span", "count");
+    this.reactionCount.dataset.testid = "reaction-count";
+    this.reactButton.append(this.reactionCount);
+    this.reactionError = null;
     this.stateButton = el("button", "state");
     this.stateButton.type = "button";
     this.stateButton.setAttribute("aria-expanded", "false");
-    foot.append(this.stateButton);
+    foot.append(this.reactButton, this.stateButton);
     this.node.append(foot);
     this.readersLine = el("p", "readers");
     this.readersLine.hidden = true;
@@ -178,6 +200,11 @@ class Bubble {
     this.stateButton.addEventListener("click", (event) => {
       event.stopPropagation();
       this.toggleReaders();
+    });
+    this.reactButton.addEventListener("click", (event) => {
+      event.stopPropagation();
+      this.reactionError = null;
+      outbox.submit(REACTION, { room: this.room, seq: this.seq });
     });
   }
 
@@ -201,6 +228,8 @@ class Bubble {
   stored(seq, at) {
     this.seq = seq;
     this.node.dataset.seq = String(seq);
+    rooms.get(this.room).bySeq.set(seq, this);
+    this.showReactions();
     if (at) {
       this.time.dateTime = at;
       this.time.textContent = new Date(at).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
@@ -223,6 +252,22 @@ class Bubble {
     }
     const names = rooms.get(this.room).readers(this.seq, this.senderId);
     this.readersLine.textContent = names.length ? `Read by ${names.join(", ")}` : "Not read by anyone yet.";
+  }
+
+  /** The server's count, never one of ours added ahead of it; our clicks on their way show as pending. */
+  showReactions() {
+    const count = rooms.get(this.room).reactions.get(this.seq) ?? 0;
+    const waiting = outbox.pending().filter((e) => e.t === REACTION && e.d.room === this.room && e.d.seq === this.seq).length;
+    this.reactionCount.textContent = String(count);
+    this.reactionCount.hidden = count === 0;
+    this.reactButton.toggleAttribute("data-pending", waiting > 0);
+    this.reactButton.toggleAttribute("data-failed", this.reactionError !== null);
+    let label = `+1 reaction, ${count || "none"} so far`;
+    if (waiting) label += `, ${waiting} of yours on the way`;
+    if (this.reactionError) label += `; your last one was not counted: ${this.reactionError}`;
+    this.reactButton.setAttribute("aria-label", label);
+    this.reactButton.title = label;
+    this.reactButton.hidden = false;
   }
 
   failed(entry) {
@@ -324,6 +369,13 @@ function show(room, d) {
   bubble.stored(d.seq, d.at);
   bubble.place();
   if (room === current && (atEnd || own)) scrollToEnd();
+}
+
+/** Counts only grow: the highest seen is the latest, whatever order acks and frames came in. */
+function countReaction(room, seq, count) {
+  if (!Number.isInteger(count) || count <= (room.reactions.get(seq) ?? 0)) return;
+  room.reactions.set(seq, count);
+  room.bySeq.get(seq)?.showReactions();
 }
 
 function onJoined(room, ack) {
@@ -443,7 +495,7 @@ let pendingJoins = new Set();
 let resumeTimer = null;
 
 function onOpen() {
-  pendingJoins = new Set([...rooms.values()].map(join));
+  pendingJoins = new Set([...rooms.values()].map((room) => join(room, { refresh: true })));
   // Rejoin first, then resend: a post needs the membership its join makes.
   resumeTimer = setTimeout(resume, ACK_TIMEOUT_MS);
   if (pendingJoins.size === 0) resume();
@@ -478,10 +530,16 @@ async function onAck(frame) {
   if (pendingJoins.delete(frame.id) && pendingJoins.size === 0) resume();
 }
 
+function onReaction(d) {
+  const room = rooms.get(d.room);
+  if (room) countReaction(room, d.seq, d.count);
+}
+
 const handlers = {
   ack: onAck,
   msg: (frame) => onMsg(frame.d),
   status: (frame) => onStatus(frame.d),
+  reaction: (frame) => onReaction(frame.d),
   error: (frame) => console.warn("server refused a frame:", frame.error),
 };
 
@@ -494,7 +552,8 @@ function onFrame(frame) {
 }
 
 function onOutboxChange({ type, entry, ack }) {
-  if (type === "pending") ownBubble(entry);
+  if (entry.t === REACTION) onReactionChange({ type, entry, ack });
+  else if (type === "pending") ownBubble(entry);
   else if (type === "acked") {
     // Stored: the ack's seq places the bubble (it may be older than the
     // backlog a reload fetched). If the msg broadcast went missing, a rejoin
@@ -506,9 +565,30 @@ function onOutboxChange({ type, entry, ack }) {
       setTimeout(() => catchUp(rooms.get(entry.d.room), ack.d.seq), ACK_TIMEOUT_MS);
     } else bubble.advance("sent");
   } else if (type === "failed") ownBubble(entry).failed(entry);
-  const count = outbox.size;
-  ui.pending.hidden = count === 0;
-  ui.pending.textContent = count === 1 ? "1 message waiting to be sent" : `${count} messages waiting to be sent`;
+  showWaiting();
+}
+
+function onReactionChange({ type, entry, ack }) {
+  // A refused click is not kept: there is nothing to retry from, the next click is a new one.
+  if (type === "failed") store.forget(entry.id);
+  const room = rooms.get(entry.d.room);
+  if (!room) return;
+  const bubble = room.bySeq.get(entry.d.seq);
+  if (type === "acked") countReaction(room, entry.d.seq, ack.d?.count);
+  else if (type === "failed" && bubble) bubble.reactionError = entry.error.message || entry.error.code;
+  bubble?.showReactions();
+}
+
+const counted = (n, noun) => `${n} ${noun}${n === 1 ? "" : "s"}`;
+
+function showWaiting() {
+  const pending = outbox.pending();
+  const reactions = pending.filter((e) => e.t === REACTION).length;
+  const parts = [];
+  if (pending.length > reactions) parts.push(counted(pending.length - reactions, "message"));
+  if (reactions) parts.push(counted(reactions, "reaction"));
+  ui.pending.hidden = parts.length === 0;
+  ui.pending.textContent = `${parts.join(" and ")} waiting to be sent`;
 }
 
 // Connection indicator ---------------------------------------------------------
@@ -599,7 +679,10 @@ async function start() {
   });
   outbox = new Outbox({ store, transmit: (frame) => connection.send(frame), onChange: onOutboxChange });
   for (const slug of await store.rooms()) roomFor(slug);
-  for (const entry of await store.failed()) ownBubble(entry).failed(entry);
+  for (const entry of await store.failed()) {
+    if (entry.t === REACTION) store.forget(entry.id); // a page closed before it could
+    else ownBubble(entry).failed(entry);
+  }
   await outbox.load();
   const last = rooms.get(localStorage.getItem(`messaging:${me}:room`)) ?? [...rooms.values()][0];
   if (last) select(last);

@@ -27,10 +27,13 @@ export function backoffDelay(attempt, { base = BACKOFF_BASE_MS, cap = BACKOFF_CA
  * leaves on an `ok` ack or a refusal with `retry: false`. The store is the
  * source of truth across reloads and tabs; the map here mirrors it in order.
  *
- * Commands for one room go one at a time, in order: the next is sent when the
- * one before it has left. Pipelined, a later post could take its seq while an
- * earlier one is refused with `in_progress` (a claim left by a server that
- * died) or `unavailable`, and the room would show them out of order.
+ * Entries of one lane go one at a time, in order: the next is sent when the
+ * one before it has left. Posts have a lane per room: pipelined, a later post
+ * could take its seq while an earlier one is refused with `in_progress` (a
+ * claim left by a server that died) or `unavailable`, and the room would show
+ * them out of order. Other commands (a "+1" reaction) have no lane: what they
+ * add up to does not depend on their order, so they go at once, neither
+ * waiting behind a stuck post nor holding one up.
  */
 export class Outbox {
   constructor({
@@ -93,14 +96,19 @@ export class Outbox {
     this.pump();
   }
 
-  /** Send the oldest entry of each room, unless it is already waiting for its ack or a retry. */
+  /**
+   * Send the oldest entry of each lane and every entry without one, unless it
+   * is already waiting for its ack or a retry.
+   */
   pump() {
     if (!this.ready) return;
     const lanes = new Set();
     for (const entry of this.pending()) {
-      const lane = entry.d?.room ?? "";
-      if (lanes.has(lane)) continue;
-      lanes.add(lane);
+      const lane = laneOf(entry);
+      if (lane !== null) {
+        if (lanes.has(lane)) continue;
+        lanes.add(lane);
+      }
       if (!this.timeouts.has(entry.id)) this.send(entry.id);
     }
   }
@@ -157,6 +165,11 @@ export class Outbox {
     }
     return true;
   }
+}
+
+/** Posts go one at a time per room; anything else has no lane (null) and is not held. */
+function laneOf(entry) {
+  return entry.t === "room.post" ? `room.post:${entry.d?.room ?? ""}` : null;
 }
 
 function strip({ attempts, ...entry }) {
