@@ -91,8 +91,10 @@ def prepare(args: argparse.Namespace, out: Path) -> dict[str, str]:
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=run_env, check=True)
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=run_env, check=True)
     with psycopg.connect(args.database) as conn:
+        # CASCADE: every table that refers to these (reactions, watermark moves) goes too.
         conn.execute(
             "TRUNCATE messaging_message, messaging_commandrecord, messaging_membership, messaging_room, bench_chatmessage"
+            " CASCADE"
         )
     redis.Redis.from_url(args.redis).flushdb()
     return env
