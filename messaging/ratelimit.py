@@ -3,8 +3,8 @@
 * **Per socket, a token bucket**: `burst` commands at once, refilled at `rate`
   per second. Kept in the consumer, no I/O.
 * **Per user, a fixed window** of `limit` commands per `window` seconds,
-  counted in Redis (`INCR` on a key per window) so that one user's sockets on
-  several server processes share one budget. Without Redis, or while it fails,
+  counted in Redis (`INCRBY` on a key per window, in batches: `RedisWindow`)
+  so that one user's sockets on several server processes share one budget. Without Redis, or while it fails,
   each process counts on its own: the limit then holds per process.
 
 A check answers how long to wait before trying again, 0 when the command may
@@ -89,19 +89,32 @@ class LocalWindow:
 class RedisWindow(LocalWindow):
     """The same window counted in Redis; falls back to this process's count while Redis fails.
 
-    Asked from the event loop (`ahit`), with redis-py's asyncio client: one
-    round trip per command and no thread hop. The client belongs to the event
-    loop that made it, so there is one per loop.
+    Asked from the event loop (`ahit`), without a Redis round trip per
+    command: each process counts a user's hits locally and adds them to the
+    shared count in Redis in batches (one pipelined `INCRBY` per user with
+    hits, at most every `flush_interval` seconds, in the background). Once a
+    user's count as this process knows it reaches half the limit, every hit
+    of that user asks Redis at once (with the hits not yet sent), so the
+    refusal near the limit is decided on the shared count. The approximation:
+    another process's hits reach this one up to `flush_interval` late, and
+    hits batched when Redis fails are lost with its count.
+    The client belongs to the event loop that made it, so there is one per loop.
     """
 
     def __init__(self, url: str, limit: int, window: float, *, timeout: float = 0.5, cooldown: float = 1.0,
-                 clock: Clock = time.time) -> None:
+                 flush_interval: float = 0.25, clock: Clock = time.time) -> None:
         super().__init__(limit, window, clock)
         self.url = url
         self.timeout = timeout
         self.cooldown = cooldown
+        self.flush_interval = flush_interval
         self._down_until = 0.0
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.Redis] = weakref.WeakKeyDictionary()
+        # Hits not yet in Redis, and the shared count Redis last answered, per key: (slot, n).
+        self._pending: dict[Any, tuple[int, int]] = {}
+        self._known: dict[Any, tuple[int, int]] = {}
+        self._flushed_at = 0.0
+        self._flushes: set[asyncio.Task] = set()
 
     def _client(self) -> aioredis.Redis:
         loop = asyncio.get_running_loop()
@@ -116,15 +129,53 @@ class RedisWindow(LocalWindow):
             return self.hit(key)
         now = self.clock()
         slot = math.floor(now / self.window)
-        name = f"messaging:rate:{key}:{slot}"
+        seen_slot, pending = self._pending.get(key, (slot, 0))
+        pending = pending + 1 if seen_slot == slot else 1
+        self._pending[key] = (slot, pending)
+        known_slot, known = self._known.get(key, (slot, 0))
+        if known_slot != slot:
+            known = 0
+        if known + pending >= max(1, self.limit // 2):
+            counts = await self._flush([key])
+            if counts is None:
+                return self.hit(key)
+            return self._wait(counts.get(key, known + pending), slot, now)
+        if time.monotonic() - self._flushed_at >= self.flush_interval:
+            self._flushed_at = time.monotonic()
+            task = asyncio.ensure_future(self._flush(None))
+            self._flushes.add(task)
+            task.add_done_callback(self._flushes.discard)
+        return 0.0
+
+    async def _flush(self, keys: list[Any] | None) -> dict[Any, int] | None:
+        """Add the pending hits of `keys` (None: all) to Redis; the shared counts, or None if Redis failed."""
+        if keys is None:
+            batch, self._pending = self._pending, {}
+        else:
+            batch = {key: self._pending.pop(key) for key in keys if key in self._pending}
+        if not batch:
+            return {}
         try:
             async with self._client().pipeline(transaction=False) as pipe:
-                count, _ = await pipe.incr(name).expire(name, math.ceil(self.window) + 1).execute()
+                for key, (slot, n) in batch.items():
+                    name = f"messaging:rate:{key}:{slot}"
+                    pipe.incrby(name, n).expire(name, math.ceil(self.window) + 1)
+                replies = await pipe.execute()
         except (redis.RedisError, OSError) as exc:
+            # The batch is lost to Redis; this process's own count still holds.
             self._down_until = time.monotonic() + self.cooldown
             log.warning("redis rate limit failed, counting in this process: %s", exc)
-            return self.hit(key)
-        return self._wait(count, slot, now)
+            return None
+        counts = {}
+        for (key, (slot, _)), count in zip(batch.items(), replies[::2]):
+            known_slot, known = self._known.get(key, (slot, 0))
+            # Replies may land out of order: keep the highest count of the newest slot.
+            self._known[key] = (slot, max(count, known) if known_slot == slot else count)
+            counts[key] = self._known[key][1]
+        if len(self._known) > 10_000:
+            slot = math.floor(self.clock() / self.window)
+            self._known = {k: v for k, v in self._known.items() if v[0] == slot}
+        return counts
 
 
 _user_limiter: tuple[Any, LocalWindow] | None = None
