@@ -47,12 +47,26 @@ OPEN_SOCKETS = Gauge(
 )
 
 
+# The labelled children per (type, outcome, source): `.labels()` validates and
+# locks on every call; the label values are bounded (handler types, outcomes).
+_children: dict[tuple[str, str, str | None], tuple] = {}
+
+
 def command_answered(type: str, outcome: str, seconds: float, *, source: str | None = None) -> None:
     """Count one answered command. `outcome` is `ok`, `dup` or an error code."""
-    COMMANDS.labels(type, outcome).inc()
-    if source is not None:
-        DUPLICATES.labels(type, source).inc()
-    ACK_LATENCY.labels(type).observe(seconds)
+    key = (type, outcome, source)
+    children = _children.get(key)
+    if children is None:
+        children = _children[key] = (
+            COMMANDS.labels(type, outcome),
+            DUPLICATES.labels(type, source) if source is not None else None,
+            ACK_LATENCY.labels(type),
+        )
+    commands, duplicates, latency = children
+    commands.inc()
+    if duplicates is not None:
+        duplicates.inc()
+    latency.observe(seconds)
 
 
 def multiprocess_dir() -> str | None:
