@@ -52,6 +52,61 @@ def resilient(receive: Callable[[], Awaitable[dict]]) -> Callable[[], Awaitable[
     return receive_until_it_works
 
 
+class SessionWatch:
+    """One periodic check of a session for all the sockets it signed in.
+
+    Every socket of a session (a browser's tabs, reconnects) shares one task,
+    so a process reads each session once per interval, however many sockets
+    it holds: 5,000 sockets of one session cost one read per interval, not
+    5,000 reads on the database thread that also serves sign-ins. Once the
+    session stops signing the user in (logout elsewhere), every socket of it
+    is closed with 4401, within the interval plus one check.
+    """
+
+    _watches: dict[tuple[str, Any], "SessionWatch"] = {}
+
+    def __init__(self, key: tuple[str, Any], user: Any, interval: float) -> None:
+        self.key = key
+        self.user = user
+        self.interval = interval
+        self.sockets: set[ChatConsumer] = set()
+        self.task = asyncio.create_task(self.run())
+
+    @classmethod
+    def join(cls, socket: "ChatConsumer", session_key: str, interval: float) -> "SessionWatch":
+        key = (session_key, socket.user.pk)
+        watch = cls._watches.get(key)
+        if watch is None or watch.task.done() or watch.task.get_loop() is not asyncio.get_running_loop():
+            watch = cls._watches[key] = cls(key, socket.user, interval)
+        watch.sockets.add(socket)
+        return watch
+
+    def leave(self, socket: "ChatConsumer") -> None:
+        self.sockets.discard(socket)
+        if not self.sockets:
+            self.task.cancel()
+            if self._watches.get(self.key) is self:
+                del self._watches[self.key]
+
+    async def run(self) -> None:
+        # Jitter spreads the checks of sessions that connected together.
+        await asyncio.sleep(random.uniform(0, self.interval))
+        while True:
+            try:
+                valid = await database_sync_to_async(session_still_signs_in)(self.key[0], self.user)
+            except Exception:
+                # A storage outage is not a logout: keep the sockets, ask again later.
+                log.warning("session check failed for user %s", self.user.pk, exc_info=True)
+                valid = True
+            if not valid:
+                if self._watches.get(self.key) is self:
+                    del self._watches[self.key]
+                for socket in list(self.sockets):
+                    await socket.close(code=CLOSE_UNAUTHENTICATED)
+                return
+            await asyncio.sleep(self.interval)
+
+
 class ChatConsumer(AsyncWebsocketConsumer):
     # Channels assigns `channel_receive` in `__call__` and hands it to its
     # dispatch loop right away; wrapping it on assignment is the one hook.
@@ -78,7 +133,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.user = self.scope.get("user")
         self.rooms: set[str] = set()
         self.bad_frames = 0
-        self.session_watch: asyncio.Task | None = None
+        self.session_watch: SessionWatch | None = None
         await self.accept()
         metrics.OPEN_SOCKETS.inc()
         self.counted = True
@@ -90,33 +145,17 @@ class ChatConsumer(AsyncWebsocketConsumer):
         session = self.scope.get("session")
         session_key = getattr(session, "session_key", None)
         if session_key and conf.SESSION_CHECK_INTERVAL > 0:
-            self.session_watch = asyncio.create_task(self.watch_session(session_key, conf.SESSION_CHECK_INTERVAL))
+            self.session_watch = SessionWatch.join(self, session_key, conf.SESSION_CHECK_INTERVAL)
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "counted", False):
             metrics.OPEN_SOCKETS.dec()
             self.counted = False
         if self.session_watch is not None:
-            self.session_watch.cancel()
+            self.session_watch.leave(self)
+            self.session_watch = None
         for room in list(self.rooms):
             await self.unsubscribe(room)
-
-    async def watch_session(self, session_key: str, interval: float) -> None:
-        """Close the socket with 4401 once its session stops signing the user
-        in (logout elsewhere), within `interval` seconds plus one check."""
-        # Jitter spreads the checks of sockets that connected together.
-        await asyncio.sleep(random.uniform(0, interval))
-        while True:
-            try:
-                valid = await database_sync_to_async(session_still_signs_in)(session_key, self.user)
-            except Exception:
-                # A storage outage is not a logout: keep the socket, ask again later.
-                log.warning("session check failed for user %s", self.user.pk, exc_info=True)
-                valid = True
-            if not valid:
-                await self.close(code=CLOSE_UNAUTHENTICATED)
-                return
-            await asyncio.sleep(interval)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.user is None or not self.user.is_authenticated:
