@@ -112,7 +112,9 @@ def lookup(command_type: Any) -> Handler:
     try:
         return _registry[command_type]
     except KeyError:
-        raise UnknownType(f"no handler for {command_type[:64]!r}") from None
+        # Bounded after escaping: a repr of 64 characters can be 640 long.
+        shown = repr(command_type[:64])
+        raise UnknownType(f"no handler for {shown if len(shown) <= 80 else shown[:77] + '...'}") from None
 
 
 def validate(handler: Handler, data: Any) -> Any:
