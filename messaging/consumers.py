@@ -28,6 +28,8 @@ CLOSE_UNSUPPORTED = 1003
 CLOSE_POLICY = 1008
 CLOSE_TOO_BIG = 1009
 CLOSE_UNAUTHENTICATED = 4401
+# Broadcasts one socket may have queued before its next command waits for them.
+FANOUT_BACKLOG = 64
 
 
 def room_group(room: str) -> str:
@@ -134,6 +136,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.rooms: set[str] = set()
         self.bad_frames = 0
         self.session_watch: SessionWatch | None = None
+        self.fanout: asyncio.Queue | None = None
+        self.fanout_task: asyncio.Task | None = None
         await self.accept()
         metrics.OPEN_SOCKETS.inc()
         self.counted = True
@@ -154,6 +158,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if self.session_watch is not None:
             self.session_watch.leave(self)
             self.session_watch = None
+        if getattr(self, "fanout", None) is not None:
+            self.fanout.put_nowait(None)  # the task ends after what is queued
         for room in list(self.rooms):
             await self.unsubscribe(room)
 
@@ -256,12 +262,37 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 log.exception("unsubscribing from room %s failed", room)
 
     async def broadcast(self, room: str, frame: dict) -> None:
-        # The effect is committed and acked: a failed fan-out loses nothing,
-        # since clients catch up with room.join and `since`.
-        try:
-            await self.channel_layer.group_send(room_group(room), {"type": "room.frame", "text": encode(frame)})
-        except Exception:
-            log.exception("broadcast to room %s failed", room)
+        """Hand the frame to this socket's fan-out task, in order, and return.
+
+        The socket's next command does not wait for the channel layer's round
+        trips (the largest item of the server's profile): the command is
+        committed and acked already. One task per socket sends its broadcasts
+        one at a time, so they leave in the order they had before; past
+        `FANOUT_BACKLOG` queued the command waits, so a slow layer slows the
+        socket instead of growing memory.
+        """
+        if self.fanout is None:
+            self.fanout = asyncio.Queue()
+            self.fanout_task = asyncio.create_task(self.send_fanout(self.fanout))
+        if self.fanout.qsize() >= FANOUT_BACKLOG:
+            await self.fanout.join()
+        self.fanout.put_nowait((room, encode(frame)))
+
+    async def send_fanout(self, queue: asyncio.Queue) -> None:
+        while True:
+            item = await queue.get()
+            try:
+                if item is None:  # the socket closed; everything queued before went out
+                    return
+                room, text = item
+                # The effect is committed and acked: a failed fan-out loses
+                # nothing, since clients catch up with room.join and `since`.
+                try:
+                    await self.channel_layer.group_send(room_group(room), {"type": "room.frame", "text": text})
+                except Exception:
+                    log.exception("broadcast to room %s failed", room)
+            finally:
+                queue.task_done()
 
     async def room_frame(self, event: dict[str, Any]) -> None:
         await self.send(text_data=event["text"])
