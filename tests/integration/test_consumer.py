@@ -164,3 +164,18 @@ async def test_join_acks_members_then_sends_the_backlog(make_user, open_clients)
     assert since["ok"] and [m["joined_seq"] for m in since["d"]["members"]] == [0, 3]
     assert [m["d"]["seq"] for m in await bob.frames("msg", 1)] == [3]
     assert await bob.nothing_more()
+
+
+async def test_broadcasts_leave_each_socket_in_seq_order(make_user, open_clients):
+    # Fan-out runs in a task of its own per socket, off the command path: the
+    # order of one sender's posts must survive it, for everyone in the room.
+    ana, bob = await open_clients(await make_user("ana")), await open_clients(await make_user("bob"))
+    await ana.join("lobby")
+    await bob.join("lobby")
+    ids = [await ana.send("room.post", {"room": "lobby", "body": f"m{n}"}) for n in range(30)]
+    acks = [await ana.ack(id) for id in ids]
+    assert [a["d"]["seq"] for a in acks] == list(range(1, 31))
+    for client in (ana, bob):
+        frames = await client.frames("msg", 30)
+        assert [f["d"]["seq"] for f in frames] == list(range(1, 31))
+        assert [f["d"]["id"] for f in frames] == ids
