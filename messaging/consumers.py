@@ -10,13 +10,12 @@ from typing import Any, Awaitable, Callable
 
 import redis
 from channels.consumer import get_handler_name
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from . import handlers, metrics
 from .conf import get_settings
 from .exceptions import BadFrame, CommandError, RateLimited, Unavailable
-from .idempotency import execute_async
+from .idempotency import execute_async, run_in_db_thread
 from .logcontext import command_scope
 from .protocol import Command, ack_error, ack_ok, bad_frame, encode, parse_command
 from .ratelimit import TokenBucket, user_limiter
@@ -95,7 +94,9 @@ class SessionWatch:
         await asyncio.sleep(random.uniform(0, self.interval))
         while True:
             try:
-                valid = await database_sync_to_async(session_still_signs_in)(self.key[0], self.user)
+                # On the commands' threads: channels' one database thread also
+                # signs in every new socket, and must not queue behind checks.
+                valid = await run_in_db_thread(session_still_signs_in, self.key[0], self.user)
             except Exception:
                 # A storage outage is not a logout: keep the sockets, ask again later.
                 log.warning("session check failed for user %s", self.user.pk, exc_info=True)
