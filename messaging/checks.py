@@ -9,7 +9,7 @@ Each has a stable id (`messaging.E…` errors stop `manage.py check` and
 | `messaging.E001` | `settings.MESSAGING` has unknown keys |
 | `messaging.E002` | the Redis channel layer's socket timeout can fire during its blocking poll |
 | `messaging.E003` | `PROMETHEUS_MULTIPROC_DIR` is not a writable directory |
-| `messaging.W001` | the in-memory channel layer with `DEBUG` off |
+| `messaging.W001` | no `MESSAGING['REDIS_URL']` with `DEBUG` off: live frames stay in their process |
 | `messaging.W002` | a cache that swallows Redis errors (`IGNORE_EXCEPTIONS`) |
 | `messaging.W003` | `CONN_MAX_AGE = 0` on a server database |
 """
@@ -26,7 +26,6 @@ from django.core.exceptions import ImproperlyConfigured
 from .conf import get_settings
 
 TAG = "messaging"
-IN_MEMORY_LAYER = "channels.layers.InMemoryChannelLayer"
 REDIS_LAYER = "channels_redis.core.RedisChannelLayer"
 # channels_redis.core.RedisChannelLayer.brpop_timeout, and redis-py's default
 # socket timeout, which applies when a host does not set one.
@@ -56,20 +55,29 @@ def _socket_timeout(host: Any) -> float | None:
 
 
 @register(TAG)
+def check_fanout(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    try:
+        redis_url = get_settings().REDIS_URL
+    except ImproperlyConfigured:
+        return []  # E001 says why
+    if redis_url or settings.DEBUG:
+        return []
+    return [
+        Warning(
+            "MESSAGING['REDIS_URL'] is not set with DEBUG off.",
+            hint="Live frames then reach only sockets of the same process (messaging/fanout.py): with several "
+            "server processes a room's messages reach some members live and others only on their next join, "
+            "and duplicates are answered from the database alone. Set REDIS_URL.",
+            id="messaging.W001",
+        )
+    ]
+
+
+@register(TAG)
 def check_channel_layers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     found: list[CheckMessage] = []
     for alias, layer in getattr(settings, "CHANNEL_LAYERS", {}).items():
         backend = layer.get("BACKEND")
-        if backend == IN_MEMORY_LAYER and not settings.DEBUG:
-            found.append(
-                Warning(
-                    f"CHANNEL_LAYERS[{alias!r}] is the in-memory layer with DEBUG off.",
-                    hint="It reaches only sockets of the same process: with several server processes a "
-                    "room's messages reach some members live and others only on their next join. "
-                    "Use channels_redis.core.RedisChannelLayer.",
-                    id="messaging.W001",
-                )
-            )
         if backend == REDIS_LAYER:
             for host in layer.get("CONFIG", {}).get("hosts") or [{}]:
                 timeout = _socket_timeout(host)

@@ -15,6 +15,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from . import handlers, metrics
 from .conf import get_settings
 from .exceptions import BadFrame, CommandError, RateLimited, Unavailable
+from .fanout import get_hub
 from .idempotency import execute_async, run_in_db_thread
 from .logcontext import command_scope
 from .protocol import Command, ack_error, ack_ok, bad_frame, encode, parse_command
@@ -27,12 +28,6 @@ CLOSE_UNSUPPORTED = 1003
 CLOSE_POLICY = 1008
 CLOSE_TOO_BIG = 1009
 CLOSE_UNAUTHENTICATED = 4401
-# Broadcasts one socket may have queued before its next command waits for them.
-FANOUT_BACKLOG = 64
-
-
-def room_group(room: str) -> str:
-    return f"messaging.room.{room}"
 
 
 def resilient(receive: Callable[[], Awaitable[dict]]) -> Callable[[], Awaitable[dict]]:
@@ -137,8 +132,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.rooms: set[str] = set()
         self.bad_frames = 0
         self.session_watch: SessionWatch | None = None
-        self.fanout: asyncio.Queue | None = None
-        self.fanout_task: asyncio.Task | None = None
+        # Live frames of a room held back while this socket joins it, and the
+        # room's seq up to which the join's backlog covers its messages.
+        self.held: dict[str, list[tuple[int | None, str]]] = {}
+        self.live_after: dict[str, int] = {}
         await self.accept()
         metrics.OPEN_SOCKETS.inc()
         self.counted = True
@@ -159,9 +156,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if self.session_watch is not None:
             self.session_watch.leave(self)
             self.session_watch = None
-        if getattr(self, "fanout", None) is not None:
-            self.fanout.put_nowait(None)  # the task ends after what is queued
-        for room in list(self.rooms):
+        for room in list(getattr(self, "rooms", ())):
             await self.unsubscribe(room)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
@@ -201,14 +196,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def run(self, command: Command) -> None:
         started = time.perf_counter()
         handler = None
-        subscribed = None
+        joining = subscribed = None
         with command_scope(command.id, command.t, self.user.pk):
             try:
                 await self.check_rate()
                 handler = handlers.lookup(command.t)
                 data = handlers.validate(handler, command.d)
                 if handler.subscribes_to is not None:
-                    subscribed = await self.subscribe(handler.subscribes_to(data))
+                    joining = handler.subscribes_to(data)
+                    self.held[joining] = []
+                    subscribed = await self.subscribe(joining)
                 outcome = await execute_async(self.user, command, handler, data)
             except CommandError as exc:
                 error = exc
@@ -221,13 +218,19 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 await self.unsubscribe(subscribed)
                 await self.send(text_data=encode(ack_error(command.id, error.as_error())))
                 self.answered(handler, error.code, started)
+                await self.release_held(joining)
                 return
             await self.send(text_data=encode(ack_ok(command.id, outcome.data, dup=outcome.dup)))
             self.answered(handler, "dup" if outcome.dup else "ok", started, source=outcome.source)
             for frame in outcome.replies:
                 await self.send(text_data=encode(frame))
+            if joining is not None:
+                last_seq = outcome.data.get("last_seq")
+                if isinstance(last_seq, int):
+                    self.live_after[joining] = last_seq
+                await self.release_held(joining)
             for room, frame in outcome.broadcasts:
-                await self.broadcast(room, frame)
+                self.broadcast(room, frame)
 
     def answered(self, handler: handlers.Handler | None, outcome: str, started: float, *, source: str | None = None) -> None:
         """Count and log one ack, the one place where every command's outcome is known."""
@@ -241,11 +244,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
         )
 
     async def subscribe(self, room: str) -> str | None:
-        """Join the room's group; returns the room if this call added it."""
+        """Add this socket to the room's live frames; returns the room if this call added it."""
         if room in self.rooms:
             return None
         try:
-            await self.channel_layer.group_add(room_group(room), self.channel_name)
+            await get_hub().join(room, self)
         except Exception:
             # Live fan-out is best effort; the join itself (membership and
             # backlog) does not depend on it. A later join tries again.
@@ -257,43 +260,35 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def unsubscribe(self, room: str | None) -> None:
         if room is not None:
             self.rooms.discard(room)
+            self.live_after.pop(room, None)
             try:
-                await self.channel_layer.group_discard(room_group(room), self.channel_name)
+                await get_hub().leave(room, self)
             except Exception:
                 log.exception("unsubscribing from room %s failed", room)
 
-    async def broadcast(self, room: str, frame: dict) -> None:
-        """Hand the frame to this socket's fan-out task, in order, and return.
+    def broadcast(self, room: str, frame: dict) -> None:
+        """Queue a committed and acked effect's frame for everyone in the room.
 
-        The socket's next command does not wait for the channel layer's round
-        trips (the largest item of the server's profile): the command is
-        committed and acked already. One task per socket sends its broadcasts
-        one at a time, so they leave in the order they had before; past
-        `FANOUT_BACKLOG` queued the command waits, so a slow layer slows the
-        socket instead of growing memory.
+        The socket's next command does not wait for it; the hub publishes
+        frames in the order they were queued (messaging/fanout.py).
         """
-        if self.fanout is None:
-            self.fanout = asyncio.Queue()
-            self.fanout_task = asyncio.create_task(self.send_fanout(self.fanout))
-        if self.fanout.qsize() >= FANOUT_BACKLOG:
-            await self.fanout.join()
-        self.fanout.put_nowait((room, encode(frame)))
+        seq = frame["d"].get("seq") if frame.get("t") == "msg" else None
+        get_hub().publish(room, seq, encode(frame))
 
-    async def send_fanout(self, queue: asyncio.Queue) -> None:
-        while True:
-            item = await queue.get()
-            try:
-                if item is None:  # the socket closed; everything queued before went out
-                    return
-                room, text = item
-                # The effect is committed and acked: a failed fan-out loses
-                # nothing, since clients catch up with room.join and `since`.
-                try:
-                    await self.channel_layer.group_send(room_group(room), {"type": "room.frame", "text": text})
-                except Exception:
-                    log.exception("broadcast to room %s failed", room)
-            finally:
-                queue.task_done()
+    async def live(self, room: str, seq: int | None, text: str) -> None:
+        """One live frame of a joined room, from the hub."""
+        held = self.held.get(room)
+        if held is not None:
+            # A join of this room is running: its ack and backlog go first.
+            held.append((seq, text))
+        elif seq is None or seq > self.live_after.get(room, 0):
+            # A message at or below the join's last seq was in its backlog
+            # (or beyond its replay limit, for the client to fetch by seq).
+            await self.send(text_data=text)
 
-    async def room_frame(self, event: dict[str, Any]) -> None:
-        await self.send(text_data=event["text"])
+    async def release_held(self, room: str | None) -> None:
+        """After a join's ack and backlog: send what the room published meanwhile."""
+        held = self.held.pop(room, None) if room is not None else None
+        if held and room in self.rooms:
+            for seq, text in held:
+                await self.live(room, seq, text)

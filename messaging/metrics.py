@@ -45,6 +45,12 @@ OPEN_SOCKETS = Gauge(
     # Summed over live processes: a killed process's sockets are gone too.
     multiprocess_mode="livesum",
 )
+FANOUT_FRAMES = Counter(
+    "messaging_fanout_frames",
+    "Live frames (msg, status, reaction) by what became of them: published to the room; lost (the "
+    "publish failed) or dropped (the publish queue was full). Clients catch up on lost ones by seq.",
+    ["outcome"],
+)
 
 
 # The labelled children per (type, outcome, source): `.labels()` validates and

@@ -37,10 +37,17 @@ def test_unknown_messaging_keys(sound):
     assert message.id == "messaging.E001" and "DEDUP_WINDOWS" in message.msg
 
 
-def test_in_memory_layer_with_debug_off(sound):
-    sound.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+def test_fanout_without_redis_with_debug_off(sound):
+    # Room fan-out goes through the app's own Redis (messaging/fanout.py), not
+    # the channel layer: without it live frames stay in their process.
+    sound.MESSAGING = {}
     assert ids() == ["messaging.W001"]
     sound.DEBUG = True
+    assert ids() == []
+
+
+def test_in_memory_channel_layer_is_not_a_fanout_problem(sound):
+    sound.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     assert ids() == []
 
 

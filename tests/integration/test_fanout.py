@@ -1,0 +1,176 @@
+"""Live fan-out through the hub (messaging/fanout.py), on real Redis."""
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+import redis
+
+from messaging import consumers
+from messaging.fanout import Hub, RedisHub, get_hub
+from messaging.idempotency import reset_claim_store
+
+from .conftest import rows
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+class Recorder:
+    """A hub member that keeps what it hears."""
+
+    def __init__(self) -> None:
+        self.frames: list[tuple[str, int | None, str]] = []
+        self.heard = asyncio.Event()
+
+    async def live(self, room: str, seq: int | None, text: str) -> None:
+        self.frames.append((room, seq, text))
+        self.heard.set()
+
+    async def next(self, timeout: float = 10) -> tuple[str, int | None, str]:
+        await asyncio.wait_for(self.heard.wait(), timeout)
+        self.heard.clear()
+        return self.frames[-1]
+
+
+def other_db(url: str) -> str:
+    base, _, db = url.rpartition("/")
+    return f"{base}/{(int(db or 0) + 1) % 16}"
+
+
+async def until(predicate, timeout: float = 10, what: str = "a condition") -> None:
+    """Wait for `predicate`; a precondition's deadline, never a timing assertion."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+async def test_a_room_costs_one_subscription_per_process_however_many_sockets(make_user, open_clients, redis_client):
+    clients = [await open_clients(await make_user()) for _ in range(3)]
+    for client in clients:
+        await client.join("lobby")
+    hub = get_hub()
+    channel = hub.channel("lobby")
+    assert redis_client.pubsub_numsub(channel) == [(channel, 1)]
+    id = await clients[0].send("room.post", {"room": "lobby", "body": "hi"})
+    assert (await clients[0].ack(id))["ok"]
+    for client in clients:
+        [frame] = await client.frames("msg", 1)
+        assert frame["d"]["id"] == id
+        assert await client.nothing_more()
+    for client in clients:
+        await client.close()
+    await until(lambda: redis_client.pubsub_numsub(channel) == [(channel, 0)], what="the subscription to end")
+    assert hub.pubsub is None and hub.listener is None
+
+
+async def test_frames_published_during_a_join_follow_its_ack_and_backlog(make_user, open_clients, monkeypatch):
+    ana, bob = await make_user("ana"), await make_user("bob")
+    poster = await open_clients(ana)
+    await poster.join("lobby")
+    for n in range(2):
+        assert (await poster.call("room.post", {"room": "lobby", "body": f"m{n}"}))["ok"]
+    reader = await open_clients(bob)
+    real = consumers.execute_async
+
+    async def join_while_the_room_moves(user, command, handler, data):
+        outcome = await real(user, command, handler, data)
+        if command.t == "room.join" and user == bob:
+            # Published after bob subscribed and read his backlog (seqs 1-2):
+            # a late copy of seq 2, which the backlog had, and a new seq 3.
+            hub = get_hub()
+            hub.publish("lobby", 2, '{"t":"msg","d":{"room":"lobby","seq":2,"late":true}}')
+            hub.publish("lobby", 3, '{"t":"msg","d":{"room":"lobby","seq":3}}')
+            socket = next(m for m in hub.members["lobby"] if m.user == bob)
+            await until(lambda: len(socket.held.get("lobby", ())) == 2, what="the frames to reach bob's socket")
+        return outcome
+
+    monkeypatch.setattr(consumers, "execute_async", join_while_the_room_moves)
+    id = await reader.send("room.join", {"room": "lobby"})
+    order = [await reader.receive() for _ in range(4)]
+    assert [(f["t"], f.get("id") or f["d"]["seq"]) for f in order] == [("ack", id), ("msg", 1), ("msg", 2), ("msg", 3)]
+    assert "late" not in order[2]["d"]
+    assert await reader.nothing_more()
+
+
+async def test_live_frames_reach_the_hubs_of_one_redis_db_only():
+    url = os.environ["REDIS_URL"]
+    publisher, same_db, elsewhere = RedisHub(url, timeout=1), RedisHub(url, timeout=1), RedisHub(other_db(url), timeout=1)
+    here, there = Recorder(), Recorder()
+    await same_db.join("lobby", here)
+    await elsewhere.join("lobby", there)
+    try:
+        publisher.publish("lobby", 7, '{"t":"msg"}')
+        publisher.publish("lobby", None, '{"t":"status"}')
+        await until(lambda: len(here.frames) == 2, what="the frames to arrive")
+        assert here.frames == [("lobby", 7, '{"t":"msg"}'), ("lobby", None, '{"t":"status"}')]
+        publisher.publish("other-room", 8, '{"t":"msg"}')
+        await asyncio.sleep(0.3)
+        assert len(here.frames) == 2 and there.frames == []
+    finally:
+        await same_db.leave("lobby", here)
+        await elsewhere.leave("lobby", there)
+
+
+async def test_the_subscription_comes_back_after_redis_restarts(own_redis, caplog):
+    hub, member = RedisHub(own_redis.url, timeout=0.5), Recorder()
+    await hub.join("lobby", member)
+    try:
+        hub.publish("lobby", 1, "before")
+        assert await member.next() == ("lobby", 1, "before")
+        own_redis.stop()
+        hub.publish("lobby", 2, "while down")  # lost: counted and logged, nothing raised
+        await until(lambda: hub.pump.done(), what="the failed publish")
+        assert "live frames lost" in caplog.text
+        own_redis.start()
+        # redis-py reconnects the subscription and subscribes again; until it
+        # has, publishes reach no one, so keep publishing.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 20
+        while not any(text == "after" for _, _, text in member.frames):
+            assert loop.time() < deadline, "the subscription did not come back"
+            hub.publish("lobby", 3, "after")
+            await asyncio.sleep(0.2)
+        assert all(text != "while down" for _, _, text in member.frames)
+    finally:
+        await hub.leave("lobby", member)
+
+
+async def test_without_redis_frames_reach_the_sockets_of_the_process(make_user, open_clients, settings):
+    settings.MESSAGING = {**settings.MESSAGING, "REDIS_URL": None}
+    reset_claim_store()
+    assert type(get_hub()) is Hub
+    ana, bob = await open_clients(await make_user("ana")), await open_clients(await make_user("bob"))
+    await ana.join("lobby")
+    await bob.join("lobby")
+    id = await ana.send("room.post", {"room": "lobby", "body": "local"})
+    assert (await ana.ack(id))["ok"]
+    for client in (ana, bob):
+        [frame] = await client.frames("msg", 1)
+        assert frame["d"]["id"] == id
+    assert [r["client_msg_id"] for r in await rows()] == [id]
+
+
+async def test_a_publish_that_fails_costs_the_frame_not_the_ack(make_user, open_clients, monkeypatch):
+    ana, bob = await open_clients(await make_user("ana")), await open_clients(await make_user("bob"))
+    await ana.join("lobby")
+    await bob.join("lobby")
+    hub = get_hub()
+
+    def broken_pipeline(*args, **kwargs):
+        raise redis.ConnectionError("publish refused")
+
+    monkeypatch.setattr(hub.client, "pipeline", broken_pipeline)
+    ack = await ana.call("room.post", {"room": "lobby", "body": "kept"})
+    assert ack["ok"] and ack["d"]["seq"] == 1
+    assert await bob.nothing_more()
+    monkeypatch.undo()
+    # The room goes on, and a client that saw a gap catches up by seq.
+    assert (await ana.call("room.post", {"room": "lobby", "body": "next"}))["ok"]
+    [frame] = await bob.frames("msg", 1)
+    assert frame["d"]["seq"] == 2
+    await bob.join("lobby", since=0)
+    assert [f["d"]["seq"] for f in await bob.frames("msg", 2)] == [1, 2]
