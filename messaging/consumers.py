@@ -11,6 +11,7 @@ from typing import Any, Awaitable, Callable
 import redis
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.utils.functional import LazyObject, empty
 
 from . import handlers, metrics
 from .conf import get_settings
@@ -105,6 +106,17 @@ class SessionWatch:
             await asyncio.sleep(self.interval)
 
 
+def resolved(user: Any) -> Any:
+    """The user behind channels' lazy `scope["user"]`, once AuthMiddleware resolved it.
+
+    Every attribute read through the proxy is a Python call; the consumer
+    reads the user on every frame.
+    """
+    if isinstance(user, LazyObject) and user._wrapped is not empty:
+        return user._wrapped
+    return user
+
+
 class ChatConsumer(AsyncWebsocketConsumer):
     # Channels assigns `channel_receive` in `__call__` and hands it to its
     # dispatch loop right away; wrapping it on assignment is the one hook.
@@ -128,7 +140,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await handler(message)
 
     async def connect(self) -> None:
-        self.user = self.scope.get("user")
+        self.user = resolved(self.scope.get("user"))
+        self.hub = get_hub()
         self.rooms: set[str] = set()
         self.bad_frames = 0
         self.session_watch: SessionWatch | None = None
@@ -136,10 +149,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # room's seq up to which the join's backlog covers its messages.
         self.held: dict[str, list[tuple[int | None, str]]] = {}
         self.live_after: dict[str, int] = {}
+        self.signed_in = self.user is not None and self.user.is_authenticated
         await self.accept()
         metrics.OPEN_SOCKETS.inc()
         self.counted = True
-        if self.user is None or not self.user.is_authenticated:
+        if not self.signed_in:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         conf = get_settings()
@@ -160,7 +174,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.unsubscribe(room)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if self.user is None or not self.user.is_authenticated:
+        if not self.signed_in:
             return
         if text_data is None:
             await self.close(code=CLOSE_UNSUPPORTED)
@@ -248,7 +262,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if room in self.rooms:
             return None
         try:
-            await get_hub().join(room, self)
+            await self.hub.join(room, self)
         except Exception:
             # Live fan-out is best effort; the join itself (membership and
             # backlog) does not depend on it. A later join tries again.
@@ -262,7 +276,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             self.rooms.discard(room)
             self.live_after.pop(room, None)
             try:
-                await get_hub().leave(room, self)
+                await self.hub.leave(room, self)
             except Exception:
                 log.exception("unsubscribing from room %s failed", room)
 
@@ -273,7 +287,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         frames in the order they were queued (messaging/fanout.py).
         """
         seq = frame["d"].get("seq") if frame.get("t") == "msg" else None
-        get_hub().publish(room, seq, encode(frame))
+        self.hub.publish(room, seq, encode(frame))
 
     async def live(self, room: str, seq: int | None, text: str) -> None:
         """One live frame of a joined room, from the hub."""
