@@ -118,6 +118,12 @@ def resolved(user: Any) -> Any:
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
+    # Rooms' live frames come through the app's own hub (messaging/fanout.py),
+    # so a socket does not listen on the channel layer: no channel, no
+    # receive task and no Redis poll per socket. A host's subclass that wants
+    # channel-layer events for its sockets names its layer here.
+    channel_layer_alias: str | None = None
+
     # Channels assigns `channel_receive` in `__call__` and hands it to its
     # dispatch loop right away; wrapping it on assignment is the one hook.
     @property
