@@ -92,12 +92,13 @@ class RedisWindow(LocalWindow):
     Asked from the event loop (`ahit`), without a Redis round trip per
     command: each process counts a user's hits locally and adds them to the
     shared count in Redis in batches (one pipelined `INCRBY` per user with
-    hits, at most every `flush_interval` seconds, in the background). Once a
-    user's count as this process knows it reaches half the limit, every hit
-    of that user asks Redis at once (with the hits not yet sent), so the
-    refusal near the limit is decided on the shared count. The approximation:
-    another process's hits reach this one up to `flush_interval` late, and
-    hits batched when Redis fails are lost with its count.
+    hits, every `flush_interval` seconds while there are hits, in the
+    background). Once a user's count as this process knows it reaches half
+    the limit, every hit of that user asks Redis at once (with the hits not
+    yet sent), so the refusal near the limit is decided on the shared count.
+    The approximation: another process's hits reach this one up to
+    `flush_interval` late, and hits batched when Redis fails are lost with
+    its count.
     The client belongs to the event loop that made it, so there is one per loop.
     """
 
@@ -114,6 +115,7 @@ class RedisWindow(LocalWindow):
         self._pending: dict[Any, tuple[int, int]] = {}
         self._known: dict[Any, tuple[int, int]] = {}
         self._flushed_at = 0.0
+        self._next_flush: asyncio.Task | None = None
         self._flushes: set[asyncio.Task] = set()
 
     def _client(self) -> aioredis.Redis:
@@ -140,12 +142,22 @@ class RedisWindow(LocalWindow):
             if counts is None:
                 return self.hit(key)
             return self._wait(counts.get(key, known + pending), slot, now)
-        if time.monotonic() - self._flushed_at >= self.flush_interval:
-            self._flushed_at = time.monotonic()
-            task = asyncio.ensure_future(self._flush(None))
+        task = self._next_flush
+        if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
+            # A hit with none to follow must reach Redis too: the next batch is
+            # due `flush_interval` after the last one, whether more hits come or not.
+            delay = max(0.0, self._flushed_at + self.flush_interval - time.monotonic())
+            task = self._next_flush = asyncio.ensure_future(self._flush_later(delay))
             self._flushes.add(task)
             task.add_done_callback(self._flushes.discard)
         return 0.0
+
+    async def _flush_later(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        # Hits from here on wait for the batch after this one.
+        self._next_flush = None
+        self._flushed_at = time.monotonic()
+        await self._flush(None)
 
     async def _flush(self, keys: list[Any] | None) -> dict[Any, int] | None:
         """Add the pending hits of `keys` (None: all) to Redis; the shared counts, or None if Redis failed."""
