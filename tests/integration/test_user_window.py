@@ -172,6 +172,21 @@ async def test_a_refused_command_runs_once_the_socket_waited_retry_after(make_us
     assert again["ok"] and again["dup"] is False
 
 
+async def test_while_redis_is_down_a_process_admits_the_limit_and_refuses_the_rest(caplog):
+    # Down for the whole window: "each process counts on its own (up to the
+    # limit times the number of processes)". Hits go on past several cooldowns,
+    # each of which ends with another try of Redis.
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    window = RedisWindow(dead, limit=10, window=NO_ROLLOVER, timeout=0.2, cooldown=0.05)
+    answers = []
+    for _ in range(60):
+        answers.append(await window.ahit(USER))
+        await asyncio.sleep(0.01)
+    assert sum(wait == 0 for wait in answers) == 10
+    assert answers[:10] == [0] * 10, "nobody is refused below the limit"
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
 async def test_after_an_outage_the_shared_count_resumes(own_redis, tmp_path):
     window = RedisWindow(own_redis.url, limit=10, window=NO_ROLLOVER, timeout=0.2, cooldown=0.3)
     assert await window.ahit(USER) == 0
