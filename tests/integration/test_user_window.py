@@ -1,10 +1,11 @@
 """The batched per-user window (`RedisWindow`) against real Redis.
 
 Each process counts a user's hits locally and adds them to Redis in the
-background, one pipelined `INCRBY` per user at most every `flush_interval`;
-from half the limit on every hit asks Redis, so refusals near the limit are
-decided on the shared count (docs/RELIABILITY.md, "Rate limits are
-approximate"). Two `RedisWindow`s on one Redis stand for two server processes.
+background, one pipelined `INCRBY` per user every `flush_interval` while
+there are hits; from half the limit on every hit asks Redis, so refusals near
+the limit are decided on the shared count (docs/RELIABILITY.md, "Rate limits
+are approximate"). Two `RedisWindow`s on one Redis stand for two server
+processes.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from redis.asyncio.client import Pipeline
 from messaging.ratelimit import RedisWindow
 
 from ..support.servers import RedisServer, free_port
+from ..support.waiting import wait_for
 
 # A window so long that it never rolls over during a test.
 NO_ROLLOVER = 10**7
@@ -34,15 +36,6 @@ USER = 7
 def shared_count(client, user=USER) -> int:
     """The user's count in Redis, over the windows it has keys for."""
     return sum(int(client.get(key) or 0) for key in client.keys(f"messaging:rate:{user}:*"))
-
-
-async def wait_for(predicate, timeout: float = 5, what: str = "a condition") -> None:
-    """Poll `predicate` from the event loop, which keeps running meanwhile; the timeout only bounds a wait."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 def idle() -> bool:
