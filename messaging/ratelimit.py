@@ -70,13 +70,19 @@ class LocalWindow:
     def hit(self, key: Any) -> float:
         now = self.clock()
         slot = math.floor(now / self.window)
+        return self._wait(self._count(key, slot, 1), slot, now)
+
+    def _count(self, key: Any, slot: int, n: int) -> int:
+        """Add `n` hits in window `slot` to this process's count of `key`; that window's count."""
         seen_slot, count = self.counts.get(key, (slot, 0))
-        count = count + 1 if seen_slot == slot else 1
+        if seen_slot > slot:  # hits of a window that is over
+            return n
+        count = count + n if seen_slot == slot else n
         self.counts[key] = (slot, count)
         if len(self.counts) > 10_000:
             # Bounded memory: drop every key of an earlier window.
             self.counts = {k: v for k, v in self.counts.items() if v[0] == slot}
-        return self._wait(count, slot, now)
+        return count
 
     async def ahit(self, key: Any) -> float:
         """`hit` from the event loop; subclasses that do I/O do it without blocking."""
@@ -86,18 +92,25 @@ class LocalWindow:
         return 0.0 if count <= self.limit else (slot + 1) * self.window - now
 
 
+def in_slot(counts: dict[Any, tuple[int, int]], key: Any, slot: int) -> int:
+    """The count of `key` in window `slot`, from a dict of (slot, count) per key."""
+    seen_slot, count = counts.get(key, (slot, 0))
+    return count if seen_slot == slot else 0
+
+
 class RedisWindow(LocalWindow):
     """The same window counted in Redis; falls back to this process's count while Redis fails.
 
     Asked from the event loop (`ahit`), without a Redis round trip per
     command: each process counts a user's hits locally and adds them to the
     shared count in Redis in batches (one pipelined `INCRBY` per user with
-    hits, at most every `flush_interval` seconds, in the background). Once a
-    user's count as this process knows it reaches half the limit, every hit
-    of that user asks Redis at once (with the hits not yet sent), so the
-    refusal near the limit is decided on the shared count. The approximation:
-    another process's hits reach this one up to `flush_interval` late, and
-    hits batched when Redis fails are lost with its count.
+    hits, every `flush_interval` seconds while there are hits, in the
+    background). Once a user's count as this process knows it reaches half
+    the limit, every hit of that user asks Redis at once (with the hits not
+    yet sent), so the refusal near the limit is decided on the shared count.
+    The approximation: another process's hits reach this one up to
+    `flush_interval` late, and hits batched when Redis fails are lost to the
+    shared count (this process still counts them).
     The client belongs to the event loop that made it, so there is one per loop.
     """
 
@@ -114,6 +127,7 @@ class RedisWindow(LocalWindow):
         self._pending: dict[Any, tuple[int, int]] = {}
         self._known: dict[Any, tuple[int, int]] = {}
         self._flushed_at = 0.0
+        self._next_flush: asyncio.Task | None = None
         self._flushes: set[asyncio.Task] = set()
 
     def _client(self) -> aioredis.Redis:
@@ -132,20 +146,31 @@ class RedisWindow(LocalWindow):
         seen_slot, pending = self._pending.get(key, (slot, 0))
         pending = pending + 1 if seen_slot == slot else 1
         self._pending[key] = (slot, pending)
-        known_slot, known = self._known.get(key, (slot, 0))
-        if known_slot != slot:
-            known = 0
-        if known + pending >= max(1, self.limit // 2):
+        known = in_slot(self._known, key, slot)
+        # Hits of this window that Redis lost (it failed meanwhile) still count here.
+        lost = in_slot(self.counts, key, slot)
+        if known + lost + pending >= max(1, self.limit // 2):
             counts = await self._flush([key])
             if counts is None:
-                return self.hit(key)
-            return self._wait(counts.get(key, known + pending), slot, now)
-        if time.monotonic() - self._flushed_at >= self.flush_interval:
-            self._flushed_at = time.monotonic()
-            task = asyncio.ensure_future(self._flush(None))
+                # This hit was in the failed batch, so among the lost ones now.
+                return self._wait(in_slot(self.counts, key, slot), slot, now)
+            return self._wait(counts.get(key, known + pending) + lost, slot, now)
+        task = self._next_flush
+        if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
+            # A hit with none to follow must reach Redis too: the next batch is
+            # due `flush_interval` after the last one, whether more hits come or not.
+            delay = max(0.0, self._flushed_at + self.flush_interval - time.monotonic())
+            task = self._next_flush = asyncio.ensure_future(self._flush_later(delay))
             self._flushes.add(task)
             task.add_done_callback(self._flushes.discard)
         return 0.0
+
+    async def _flush_later(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        # Hits from here on wait for the batch after this one.
+        self._next_flush = None
+        self._flushed_at = time.monotonic()
+        await self._flush(None)
 
     async def _flush(self, keys: list[Any] | None) -> dict[Any, int] | None:
         """Add the pending hits of `keys` (None: all) to Redis; the shared counts, or None if Redis failed."""
@@ -162,7 +187,10 @@ class RedisWindow(LocalWindow):
                     pipe.incrby(name, n).expire(name, math.ceil(self.window) + 1)
                 replies = await pipe.execute()
         except (redis.RedisError, OSError) as exc:
-            # The batch is lost to Redis; this process's own count still holds.
+            # The batch is lost to Redis, not to this process: its own count
+            # takes the hits, or each cooldown would let half the limit more in.
+            for key, (slot, n) in batch.items():
+                self._count(key, slot, n)
             self._down_until = time.monotonic() + self.cooldown
             log.warning("redis rate limit failed, counting in this process: %s", exc)
             return None
