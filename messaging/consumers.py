@@ -101,7 +101,12 @@ class SessionWatch:
                 if self._watches.get(self.key) is self:
                     del self._watches[self.key]
                 for socket in list(self.sockets):
-                    await socket.close(code=CLOSE_UNAUTHENTICATED)
+                    try:
+                        await socket.close(code=CLOSE_UNAUTHENTICATED)
+                    except Exception:
+                        # A socket whose client is already gone (uvicorn raises
+                        # then) must not keep the session's other sockets open.
+                        log.warning("closing a socket of user %s failed", self.user.pk, exc_info=True)
                 return
             await asyncio.sleep(self.interval)
 

@@ -188,11 +188,6 @@ def gone_at_first_close(app):
     return serve
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug in SessionWatch.run (consumers.py): the first socket whose close raises ends the watch's "
-    "task, so the other sockets of the logged-out session stay open and are never checked again",
-)
 async def test_a_socket_that_fails_to_close_leaves_no_other_socket_of_the_session_open(make_user, sockets):
     key = await log_in(await make_user())
     tabs = await sockets(key, 3, app=gone_at_first_close(application))
