@@ -174,3 +174,18 @@ async def test_a_publish_that_fails_costs_the_frame_not_the_ack(make_user, open_
     assert frame["d"]["seq"] == 2
     await bob.join("lobby", since=0)
     assert [f["d"]["seq"] for f in await bob.frames("msg", 2)] == [1, 2]
+
+
+async def test_a_publish_queue_past_its_bound_drops_the_oldest_frames():
+    from messaging import fanout, metrics
+
+    hub, member = Hub(), Recorder()
+    await hub.join("lobby", member)
+    dropped = metrics.FANOUT_FRAMES.labels("dropped")
+    before = dropped._value.get()
+    # Published faster than the pump can run (no await in between).
+    for n in range(fanout.PUBLISH_BACKLOG + 3):
+        hub.publish("lobby", n, str(n))
+    await until(lambda: hub.pump.done(), what="the queue to drain")
+    assert dropped._value.get() - before == 3
+    assert [seq for _, seq, _ in member.frames] == list(range(3, fanout.PUBLISH_BACKLOG + 3))
