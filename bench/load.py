@@ -54,6 +54,10 @@ class Result:
     dup_acks: int = 0
     fanout_frames: int = 0
     seconds: float = 0.0
+    # The load generator's own cost over the timed part: its CPU seconds, and the frames it received
+    # meanwhile (an ack per command, the fan-out so far).
+    client_cpu_s: float = 0.0
+    frames: int = 0
     latencies_ms: list[float] = field(default_factory=list)
 
     def summary(self) -> dict:
@@ -70,6 +74,9 @@ class Result:
             "seconds": round(self.seconds, 3),
             "acks_per_s": round(self.acks / self.seconds, 1) if self.seconds else 0.0,
             "fanout_frames_per_s": round(self.fanout_frames / self.seconds, 1) if self.seconds else 0.0,
+            # The load generator shares the cores with the server it measures: its own cost.
+            "client_cpu_cores": round(self.client_cpu_s / self.seconds, 2) if self.seconds else None,
+            "client_cpu_us_per_frame": round(self.client_cpu_s / self.frames * 1e6, 1) if self.frames else None,
             "p50_ms": pct(50),
             "p95_ms": pct(95),
             "p99_ms": pct(99),
@@ -139,6 +146,7 @@ async def drive(target: Target, sessions: list[str], load: Load, progress=None) 
         for s in sockets:
             s.fanout = 0
         started = time.perf_counter()
+        cpu_started = time.process_time()
         per_socket_interval = load.sockets / load.rate if load.rate else None
 
         async def run_socket(n: int, socket: Socket) -> None:
@@ -196,6 +204,8 @@ async def drive(target: Target, sessions: list[str], load: Load, progress=None) 
             asyncio.gather(*(run_socket(n, s) for n, s in enumerate(sockets))), load.timeout + 30
         )
         result.seconds = time.perf_counter() - started
+        result.client_cpu_s = time.process_time() - cpu_started
+        result.frames = result.commands + sum(s.fanout for s in sockets)
         await asyncio.sleep(0.2)  # let the last fan-out frames land
         result.fanout_frames = sum(s.fanout for s in sockets)
     finally:
