@@ -5,17 +5,37 @@ socket already had acked, with the same payload, which is what a client's
 outbox does after a lost ack. With a target rate the sends are paced (open
 loop, capped by W) and latency is measured from the moment a command was due,
 so a server that falls behind cannot hide its queue (no coordinated omission).
+
+The client transport is picows (a Cython WebSocket client with a callback per
+frame, no reader task): the load generator runs on the same cores as the
+server it measures, so its CPU per frame is kept as low as a Python client's
+can be. Fan-out frames are only counted, so they are classified by their first
+bytes (see `FANOUT`); acks are parsed in full.
 """
 from __future__ import annotations
 
 import asyncio
 import random
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
 
 import orjson
 import websockets
+from picows import WSCloseCode, WSListener, WSMsgType, WSTransport, ws_connect
+
+TEXT = WSMsgType.TEXT
+CLOSE = WSMsgType.CLOSE
+CONTINUATION = WSMsgType.CONTINUATION
+
+# The first bytes of the frames counted as fan-out. The project's server
+# encodes every frame with orjson (`messaging.protocol.encode`: compact, keys
+# in insertion order) from dicts that put "t" first (`msg_frame`, the receipt
+# `status` frame); the tutorial consumer uses `json.dumps` (", " and ": "). A
+# frame that starts with one of these is that kind, exactly; any other frame
+# (acks, errors, ...) is parsed in full.
+FANOUT = (b'{"t":"msg",', b'{"t":"status",', b'{"t": "msg",', b'{"t": "status",')
 
 
 @dataclass
@@ -83,47 +103,85 @@ class Result:
         }
 
 
-class Socket:
-    def __init__(self, ws, room: str) -> None:
-        self.ws = ws
+class Socket(WSListener):
+    """One WebSocket, as picows' listener: acks resolve `call`'s futures, fan-out frames are counted."""
+
+    def __init__(self, room: str) -> None:
+        super().__init__()
         self.room = room
+        self.transport: WSTransport | None = None
         self.pending: dict[str, asyncio.Future] = {}
         self.fanout = 0
-        self.reader = asyncio.ensure_future(self._read())
+        self.parts: list[bytes] | None = None  # a fragmented message's frames so far
 
-    async def _read(self) -> None:
-        async for text in self.ws:
-            frame = orjson.loads(text)
-            kind = frame.get("t")
-            if kind == "ack":
-                future = self.pending.pop(frame["id"], None)
-                if future is not None and not future.done():
-                    future.set_result(frame)
-            elif kind in ("msg", "status"):
-                self.fanout += 1
+    def on_ws_connected(self, transport: WSTransport) -> None:
+        self.transport = transport
+
+    def on_ws_frame(self, transport: WSTransport, frame) -> None:
+        kind = frame.msg_type
+        if kind == TEXT:
+            text = frame.get_payload_as_bytes()
+            if not frame.fin:
+                self.parts = [text]
+                return
+        elif kind == CONTINUATION and self.parts is not None:
+            self.parts.append(frame.get_payload_as_bytes())
+            if not frame.fin:
+                return
+            text = b"".join(self.parts)
+            self.parts = None
+        elif kind == CLOSE:
+            # The close handshake: answer the peer's CLOSE (if we did not start it), then drop TCP.
+            code = frame.get_close_code()
+            transport.send_close(WSCloseCode.OK if code == WSCloseCode.NO_INFO else code)
+            transport.disconnect()
+            return
+        else:
+            return
+        if text.startswith(FANOUT):
+            self.fanout += 1
+            return
+        parsed = orjson.loads(text)
+        t = parsed.get("t")
+        if t == "ack":
+            future = self.pending.pop(parsed["id"], None)
+            if future is not None and not future.done():
+                future.set_result(parsed)
+        elif t in ("msg", "status"):
+            self.fanout += 1
 
     async def call(self, id: str, t: str, d: dict) -> dict:
+        if self.transport.is_close_frame_sent or self.transport.is_disconnected:
+            raise ConnectionError("the socket is closed")
         future = asyncio.get_running_loop().create_future()
         self.pending[id] = future
-        await self.ws.send(orjson.dumps({"id": id, "t": t, "d": d}).decode())
+        self.transport.send(TEXT, orjson.dumps({"id": id, "t": t, "d": d}))
         return await future
 
     async def close(self) -> None:
-        await self.ws.close()
-        self.reader.cancel()
+        transport = self.transport
+        if not transport.is_disconnected:
+            transport.send_close(WSCloseCode.OK)
+            try:
+                await asyncio.wait_for(transport.wait_disconnected(), 10)
+            except asyncio.TimeoutError:
+                transport.disconnect(graceful=False)
+                await transport.wait_disconnected()
 
 
 async def open_sockets(target: Target, sessions: list[str], load: Load, run_tag: str) -> list[Socket]:
     sockets = []
     for n in range(load.sockets):
         room = f"b{run_tag}-{n // load.room_size}"
-        ws = await websockets.connect(
+        # No extension offered: no compression. No frame size limit. No auto-ping (websockets' default
+        # pinged every 20 s; a run is shorter than that and the server does not need it).
+        _, socket = await ws_connect(
+            lambda room=room: Socket(room),
             target.socket_url(n, room),
-            additional_headers={"Cookie": f"sessionid={sessions[n % len(sessions)]}", "Origin": target.origin(n)},
-            max_size=None,
-            compression=None,
+            extra_headers={"Cookie": f"sessionid={sessions[n % len(sessions)]}", "Origin": target.origin(n)},
+            max_frame_size=sys.maxsize,
+            websocket_handshake_timeout=10,  # websockets' open_timeout
         )
-        socket = Socket(ws, room)
         if target.kind == "full":
             ack = await asyncio.wait_for(socket.call(uuid.uuid4().hex, "room.join", {"room": room}), 30)
             assert ack["ok"], ack
