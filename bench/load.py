@@ -15,6 +15,7 @@ bytes (see `FANOUT`); acks are parsed in full.
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import sys
 import time
@@ -150,13 +151,17 @@ class Socket(WSListener):
         elif t in ("msg", "status"):
             self.fanout += 1
 
-    async def call(self, id: str, t: str, d: dict) -> dict:
+    def request(self, id: str, t: str, d: dict) -> asyncio.Future:
+        """Send a command; the future gets its ack (the parsed frame)."""
         if self.transport.is_close_frame_sent or self.transport.is_disconnected:
             raise ConnectionError("the socket is closed")
         future = asyncio.get_running_loop().create_future()
         self.pending[id] = future
         self.transport.send(TEXT, orjson.dumps({"id": id, "t": t, "d": d}))
-        return await future
+        return future
+
+    async def call(self, id: str, t: str, d: dict) -> dict:
+        return await self.request(id, t, d)
 
     async def close(self) -> None:
         transport = self.transport
@@ -206,12 +211,43 @@ async def drive(target: Target, sessions: list[str], load: Load, progress=None) 
         started = time.perf_counter()
         cpu_started = time.process_time()
         per_socket_interval = load.sockets / load.rate if load.rate else None
+        loop = asyncio.get_running_loop()
 
         async def run_socket(n: int, socket: Socket) -> None:
             sent: list[tuple[str, dict]] = []
             inflight: set[str] = set()
             slots = asyncio.Semaphore(load.window)
-            tasks = []
+            # A command is a future and a callback, not a task: the generator's CPU goes to the load.
+            outstanding = 0
+            idle = loop.create_future()  # set when the last command has finished
+            issued_all = False
+
+            def finished(id: str, d: dict, begin: float, timer: asyncio.TimerHandle, future: asyncio.Future) -> None:
+                nonlocal outstanding
+                timer.cancel()
+                slots.release()
+                inflight.discard(id)
+                outstanding -= 1
+                try:
+                    frame = {"ok": False} if future.cancelled() else future.result()  # cancelled: timed out
+                    result.commands += 1
+                    if frame.get("ok"):
+                        result.acks += 1
+                        result.dup_acks += bool(frame.get("dup"))
+                        result.latencies_ms.append((time.perf_counter() - begin) * 1000)
+                        if not frame.get("dup"):
+                            sent.append((id, d))
+                    else:
+                        result.errors += 1
+                    if progress is not None:
+                        progress(result.commands, total)
+                except Exception as exc:  # a callback's exception would only be logged: fail the run with it
+                    if not idle.done():
+                        idle.set_exception(exc)
+                    return
+                if issued_all and not outstanding and not idle.done():
+                    idle.set_result(None)
+
             due = started + rng.random() * (per_socket_interval or 0)
             for i in range(load.messages):
                 if seeded[n]:
@@ -231,32 +267,16 @@ async def drive(target: Target, sessions: list[str], load: Load, progress=None) 
                     origin = None
                 await slots.acquire()
                 inflight.add(id)
-                tasks.append(asyncio.ensure_future(one(socket, id, d, origin, slots, sent, inflight)))
+                begin = origin if origin is not None else time.perf_counter()
+                future = socket.request(id, "room.post", d)
+                timer = loop.call_at(loop.time() + load.timeout, future.cancel)
+                future.add_done_callback(functools.partial(finished, id, d, begin, timer))
+                outstanding += 1
                 if time.perf_counter() - started > load.timeout:
                     break
-            await asyncio.gather(*tasks)
-
-        async def one(socket: Socket, id: str, d: dict, origin: float | None, slots: asyncio.Semaphore, sent: list,
-                  inflight: set) -> None:
-            begin = origin if origin is not None else time.perf_counter()
-            try:
-                frame = await asyncio.wait_for(socket.call(id, "room.post", d), load.timeout)
-            except asyncio.TimeoutError:
-                frame = {"ok": False}
-            finally:
-                slots.release()
-                inflight.discard(id)
-            result.commands += 1
-            if frame.get("ok"):
-                result.acks += 1
-                result.dup_acks += bool(frame.get("dup"))
-                result.latencies_ms.append((time.perf_counter() - begin) * 1000)
-                if not frame.get("dup"):
-                    sent.append((id, d))
-            else:
-                result.errors += 1
-            if progress is not None:
-                progress(result.commands, total)
+            issued_all = True
+            if outstanding or idle.done():
+                await idle
 
         await asyncio.wait_for(
             asyncio.gather(*(run_socket(n, s) for n, s in enumerate(sockets))), load.timeout + 30
