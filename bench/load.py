@@ -5,17 +5,38 @@ socket already had acked, with the same payload, which is what a client's
 outbox does after a lost ack. With a target rate the sends are paced (open
 loop, capped by W) and latency is measured from the moment a command was due,
 so a server that falls behind cannot hide its queue (no coordinated omission).
+
+The client transport is picows (a Cython WebSocket client with a callback per
+frame, no reader task): the load generator runs on the same cores as the
+server it measures, so its CPU per frame is kept as low as a Python client's
+can be. Fan-out frames are only counted, so they are classified by their first
+bytes (see `FANOUT`); acks are parsed in full.
 """
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
 
 import orjson
 import websockets
+from picows import WSCloseCode, WSListener, WSMsgType, WSTransport, ws_connect
+
+TEXT = WSMsgType.TEXT
+CLOSE = WSMsgType.CLOSE
+CONTINUATION = WSMsgType.CONTINUATION
+
+# The first bytes of the frames counted as fan-out. The project's server
+# encodes every frame with orjson (`messaging.protocol.encode`: compact, keys
+# in insertion order) from dicts that put "t" first (`msg_frame`, the receipt
+# `status` frame); the tutorial consumer uses `json.dumps` (", " and ": "). A
+# frame that starts with one of these is that kind, exactly; any other frame
+# (acks, errors, ...) is parsed in full.
+FANOUT = (b'{"t":"msg",', b'{"t":"status",', b'{"t": "msg",', b'{"t": "status",')
 
 
 @dataclass
@@ -54,6 +75,10 @@ class Result:
     dup_acks: int = 0
     fanout_frames: int = 0
     seconds: float = 0.0
+    # The load generator's own cost over the timed part: its CPU seconds, and the frames it received
+    # meanwhile (an ack per command, the fan-out so far).
+    client_cpu_s: float = 0.0
+    frames: int = 0
     latencies_ms: list[float] = field(default_factory=list)
 
     def summary(self) -> dict:
@@ -70,53 +95,98 @@ class Result:
             "seconds": round(self.seconds, 3),
             "acks_per_s": round(self.acks / self.seconds, 1) if self.seconds else 0.0,
             "fanout_frames_per_s": round(self.fanout_frames / self.seconds, 1) if self.seconds else 0.0,
+            # The load generator shares the cores with the server it measures: its own cost.
+            "client_cpu_cores": round(self.client_cpu_s / self.seconds, 2) if self.seconds else None,
+            "client_cpu_us_per_frame": round(self.client_cpu_s / self.frames * 1e6, 1) if self.frames else None,
             "p50_ms": pct(50),
             "p95_ms": pct(95),
             "p99_ms": pct(99),
         }
 
 
-class Socket:
-    def __init__(self, ws, room: str) -> None:
-        self.ws = ws
+class Socket(WSListener):
+    """One WebSocket, as picows' listener: acks resolve `call`'s futures, fan-out frames are counted."""
+
+    def __init__(self, room: str) -> None:
+        super().__init__()
         self.room = room
+        self.transport: WSTransport | None = None
         self.pending: dict[str, asyncio.Future] = {}
         self.fanout = 0
-        self.reader = asyncio.ensure_future(self._read())
+        self.parts: list[bytes] | None = None  # a fragmented message's frames so far
 
-    async def _read(self) -> None:
-        async for text in self.ws:
-            frame = orjson.loads(text)
-            kind = frame.get("t")
-            if kind == "ack":
-                future = self.pending.pop(frame["id"], None)
-                if future is not None and not future.done():
-                    future.set_result(frame)
-            elif kind in ("msg", "status"):
-                self.fanout += 1
+    def on_ws_connected(self, transport: WSTransport) -> None:
+        self.transport = transport
 
-    async def call(self, id: str, t: str, d: dict) -> dict:
+    def on_ws_frame(self, transport: WSTransport, frame) -> None:
+        kind = frame.msg_type
+        if kind == TEXT:
+            text = frame.get_payload_as_bytes()
+            if not frame.fin:
+                self.parts = [text]
+                return
+        elif kind == CONTINUATION and self.parts is not None:
+            self.parts.append(frame.get_payload_as_bytes())
+            if not frame.fin:
+                return
+            text = b"".join(self.parts)
+            self.parts = None
+        elif kind == CLOSE:
+            # The close handshake: answer the peer's CLOSE (if we did not start it), then drop TCP.
+            code = frame.get_close_code()
+            transport.send_close(WSCloseCode.OK if code == WSCloseCode.NO_INFO else code)
+            transport.disconnect()
+            return
+        else:
+            return
+        if text.startswith(FANOUT):
+            self.fanout += 1
+            return
+        parsed = orjson.loads(text)
+        t = parsed.get("t")
+        if t == "ack":
+            future = self.pending.pop(parsed["id"], None)
+            if future is not None and not future.done():
+                future.set_result(parsed)
+        elif t in ("msg", "status"):
+            self.fanout += 1
+
+    def request(self, id: str, t: str, d: dict) -> asyncio.Future:
+        """Send a command; the future gets its ack (the parsed frame)."""
+        if self.transport.is_close_frame_sent or self.transport.is_disconnected:
+            raise ConnectionError("the socket is closed")
         future = asyncio.get_running_loop().create_future()
         self.pending[id] = future
-        await self.ws.send(orjson.dumps({"id": id, "t": t, "d": d}).decode())
-        return await future
+        self.transport.send(TEXT, orjson.dumps({"id": id, "t": t, "d": d}))
+        return future
+
+    async def call(self, id: str, t: str, d: dict) -> dict:
+        return await self.request(id, t, d)
 
     async def close(self) -> None:
-        await self.ws.close()
-        self.reader.cancel()
+        transport = self.transport
+        if not transport.is_disconnected:
+            transport.send_close(WSCloseCode.OK)
+            try:
+                await asyncio.wait_for(transport.wait_disconnected(), 10)
+            except asyncio.TimeoutError:
+                transport.disconnect(graceful=False)
+                await transport.wait_disconnected()
 
 
 async def open_sockets(target: Target, sessions: list[str], load: Load, run_tag: str) -> list[Socket]:
     sockets = []
     for n in range(load.sockets):
         room = f"b{run_tag}-{n // load.room_size}"
-        ws = await websockets.connect(
+        # No extension offered: no compression. No frame size limit. No auto-ping (websockets' default
+        # pinged every 20 s; a run is shorter than that and the server does not need it).
+        _, socket = await ws_connect(
+            lambda room=room: Socket(room),
             target.socket_url(n, room),
-            additional_headers={"Cookie": f"sessionid={sessions[n % len(sessions)]}", "Origin": target.origin(n)},
-            max_size=None,
-            compression=None,
+            extra_headers={"Cookie": f"sessionid={sessions[n % len(sessions)]}", "Origin": target.origin(n)},
+            max_frame_size=sys.maxsize,
+            websocket_handshake_timeout=10,  # websockets' open_timeout
         )
-        socket = Socket(ws, room)
         if target.kind == "full":
             ack = await asyncio.wait_for(socket.call(uuid.uuid4().hex, "room.join", {"room": room}), 30)
             assert ack["ok"], ack
@@ -139,13 +209,45 @@ async def drive(target: Target, sessions: list[str], load: Load, progress=None) 
         for s in sockets:
             s.fanout = 0
         started = time.perf_counter()
+        cpu_started = time.process_time()
         per_socket_interval = load.sockets / load.rate if load.rate else None
+        loop = asyncio.get_running_loop()
 
         async def run_socket(n: int, socket: Socket) -> None:
             sent: list[tuple[str, dict]] = []
             inflight: set[str] = set()
             slots = asyncio.Semaphore(load.window)
-            tasks = []
+            # A command is a future and a callback, not a task: the generator's CPU goes to the load.
+            outstanding = 0
+            idle = loop.create_future()  # set when the last command has finished
+            issued_all = False
+
+            def finished(id: str, d: dict, begin: float, timer: asyncio.TimerHandle, future: asyncio.Future) -> None:
+                nonlocal outstanding
+                timer.cancel()
+                slots.release()
+                inflight.discard(id)
+                outstanding -= 1
+                try:
+                    frame = {"ok": False} if future.cancelled() else future.result()  # cancelled: timed out
+                    result.commands += 1
+                    if frame.get("ok"):
+                        result.acks += 1
+                        result.dup_acks += bool(frame.get("dup"))
+                        result.latencies_ms.append((time.perf_counter() - begin) * 1000)
+                        if not frame.get("dup"):
+                            sent.append((id, d))
+                    else:
+                        result.errors += 1
+                    if progress is not None:
+                        progress(result.commands, total)
+                except Exception as exc:  # a callback's exception would only be logged: fail the run with it
+                    if not idle.done():
+                        idle.set_exception(exc)
+                    return
+                if issued_all and not outstanding and not idle.done():
+                    idle.set_result(None)
+
             due = started + rng.random() * (per_socket_interval or 0)
             for i in range(load.messages):
                 if seeded[n]:
@@ -165,37 +267,23 @@ async def drive(target: Target, sessions: list[str], load: Load, progress=None) 
                     origin = None
                 await slots.acquire()
                 inflight.add(id)
-                tasks.append(asyncio.ensure_future(one(socket, id, d, origin, slots, sent, inflight)))
+                begin = origin if origin is not None else time.perf_counter()
+                future = socket.request(id, "room.post", d)
+                timer = loop.call_at(loop.time() + load.timeout, future.cancel)
+                future.add_done_callback(functools.partial(finished, id, d, begin, timer))
+                outstanding += 1
                 if time.perf_counter() - started > load.timeout:
                     break
-            await asyncio.gather(*tasks)
-
-        async def one(socket: Socket, id: str, d: dict, origin: float | None, slots: asyncio.Semaphore, sent: list,
-                  inflight: set) -> None:
-            begin = origin if origin is not None else time.perf_counter()
-            try:
-                frame = await asyncio.wait_for(socket.call(id, "room.post", d), load.timeout)
-            except asyncio.TimeoutError:
-                frame = {"ok": False}
-            finally:
-                slots.release()
-                inflight.discard(id)
-            result.commands += 1
-            if frame.get("ok"):
-                result.acks += 1
-                result.dup_acks += bool(frame.get("dup"))
-                result.latencies_ms.append((time.perf_counter() - begin) * 1000)
-                if not frame.get("dup"):
-                    sent.append((id, d))
-            else:
-                result.errors += 1
-            if progress is not None:
-                progress(result.commands, total)
+            issued_all = True
+            if outstanding or idle.done():
+                await idle
 
         await asyncio.wait_for(
             asyncio.gather(*(run_socket(n, s) for n, s in enumerate(sockets))), load.timeout + 30
         )
         result.seconds = time.perf_counter() - started
+        result.client_cpu_s = time.process_time() - cpu_started
+        result.frames = result.commands + sum(s.fanout for s in sockets)
         await asyncio.sleep(0.2)  # let the last fan-out frames land
         result.fanout_frames = sum(s.fanout for s in sockets)
     finally:
