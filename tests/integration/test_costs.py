@@ -37,21 +37,36 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 @contextmanager
 def counted():
-    """Count SQL queries on this thread's connection and commands sent to the claim store's Redis."""
+    """Count SQL queries on this thread's connection and round trips to the claim store's Redis:
+    a command sent alone is one, a pipeline of commands is one."""
     client = get_claim_store().client
     calls = []
     send = client.execute_command
+    pipeline = client.pipeline
 
     def counting(*args, **kwargs):
         calls.append(args[0])
         return send(*args, **kwargs)
 
+    def counting_pipeline(*args, **kwargs):
+        pipe = pipeline(*args, **kwargs)
+        execute = pipe.execute
+
+        def counting_execute(*args, **kwargs):
+            calls.append(" ".join(str(command[0][0]) for command in pipe.command_stack))
+            return execute(*args, **kwargs)
+
+        pipe.execute = counting_execute
+        return pipe
+
     client.execute_command = counting
+    client.pipeline = counting_pipeline
     try:
         with CaptureQueriesContext(connection) as queries:
             yield queries, calls
     finally:
         del client.execute_command
+        del client.pipeline
 
 
 def run(user, t: str, d: dict, id: str | None = None):
