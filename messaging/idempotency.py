@@ -15,6 +15,10 @@ Two layers keep a command's effect single:
 
 Redis failing is never taken for "already claimed": every Redis error falls
 through to the database path, which alone still guarantees exactly-once.
+
+Several commands can run as one batch (`execute_many`): one Redis round
+trip for all claims, the handlers, and one round trip for all results and
+releases. Each command keeps its own outcome.
 """
 from __future__ import annotations
 
@@ -24,14 +28,16 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import orjson
 import redis
 from channels.db import database_sync_to_async
 from django.db import DatabaseError, IntegrityError, connection, connections, transaction
+from redis.commands.core import Script
 
 from .conf import get_settings
 from .exceptions import CommandError, IdReused, InProgress, Unavailable
@@ -84,15 +90,20 @@ class Stored:
 class ClaimStore:
     """The fast window. The base class knows nothing: every command goes to the database."""
 
+    def claim_many(self, keys: list[str], owner: str) -> list[Stored | bool | None]:
+        """Per key: True, claimed for `owner`; a `Stored`, the result; False, someone else's claim; None, unknown."""
+        return [None] * len(keys)
+
     def claim(self, key: str, owner: str) -> Stored | bool | None:
-        """True: claimed. A `Stored`: the result. False: someone else's claim. None: unknown."""
-        return None
+        return self.claim_many([key], owner)[0]
 
-    def store(self, key: str, stored: Stored) -> None:
-        pass
+    def finish(self, results: list[tuple[str, Stored]], releases: list[str], owner: str) -> None:
+        """Keep each `(key, result)` for the window; release each claim of `releases` that `owner` still holds."""
 
-    def release(self, key: str, owner: str) -> None:
-        pass
+
+# One call of a batch's round trip: a script with its key and arguments, or
+# (None, key, (result,)) to keep a result for the window.
+Call = tuple["Script | None", str, tuple]
 
 
 class RedisClaimStore(ClaimStore):
@@ -120,37 +131,73 @@ class RedisClaimStore(ClaimStore):
         self._down_until = time.monotonic() + self.cooldown
         log.warning("redis %s failed, using the database path: %s", action, exc)
 
-    def claim(self, key: str, owner: str) -> Stored | bool | None:
-        if not self._available():
-            return None
+    def claim_many(self, keys: list[str], owner: str) -> list[Stored | bool | None]:
+        if not keys or not self._available():
+            return [None] * len(keys)
+        claim = CLAIM_PREFIX + owner.encode()
         try:
-            current = self._claim(keys=[key], args=[CLAIM_PREFIX + owner.encode(), self.lease_ms])
+            replies = self._send([(self._claim, key, (claim, self.lease_ms)) for key in keys])
         except redis.RedisError as exc:
             self._failed("claim", exc)
-            return None
-        if current is None:
-            return True
-        if current.startswith(RESULT_PREFIX):
-            fingerprint, data = orjson.loads(current[len(RESULT_PREFIX):])
-            return Stored(fingerprint, data)
-        return False
+            return [None] * len(keys)
+        results: list[Stored | bool | None] = []
+        for current in replies:
+            if isinstance(current, Exception):
+                results.append(None)
+            elif current is None:
+                results.append(True)
+            elif current.startswith(RESULT_PREFIX):
+                fingerprint, data = orjson.loads(current[len(RESULT_PREFIX):])
+                results.append(Stored(fingerprint, data))
+            else:
+                results.append(False)
+        error = next((reply for reply in replies if isinstance(reply, Exception)), None)
+        if error is not None:
+            self._failed("claim", error)
+        return results
 
-    def store(self, key: str, stored: Stored) -> None:
-        # Written whatever claim is there now: the result is committed, so it
-        # is the truth for every attempt, the owner's or a newer one's.
-        if not self._available():
+    def finish(self, results: list[tuple[str, Stored]], releases: list[str], owner: str) -> None:
+        calls: list[Call] = []
+        if self._available():
+            # Written whatever claim is there now: the result is committed, so
+            # it is the truth for every attempt, the owner's or a newer one's.
+            calls += [(None, key, (RESULT_PREFIX + orjson.dumps([s.fingerprint, s.data]),)) for key, s in results]
+        calls += [(self._release, key, (CLAIM_PREFIX + owner.encode(),)) for key in releases]
+        if not calls:
             return
         try:
-            self.client.set(key, RESULT_PREFIX + orjson.dumps([stored.fingerprint, stored.data]), ex=self.window)
+            replies = self._send(calls)
         except redis.RedisError as exc:
+            # An unreleased claim frees its id when the lease runs out.
             self._failed("store", exc)
+            return
+        error = next((reply for reply in replies if isinstance(reply, Exception)), None)
+        if error is not None:
+            self._failed("store", error)
 
-    def release(self, key: str, owner: str) -> None:
-        try:
-            self._release(keys=[key], args=[CLAIM_PREFIX + owner.encode()])
-        except redis.RedisError as exc:
-            # The lease frees the id when it runs out.
-            self._failed("release", exc)
+    def _send(self, calls: list[Call]) -> list[Any]:
+        """Send `calls` in one round trip; per call its reply, or the error Redis answered it with.
+
+        A script Redis does not know (restarted, flushed) is loaded, and the
+        calls that needed it are sent again.
+        """
+        replies = self._pipeline(calls)
+        missing = [i for i, reply in enumerate(replies) if isinstance(reply, redis.exceptions.NoScriptError)]
+        if missing:
+            for script in {calls[i][0] for i in missing}:
+                script.sha = self.client.script_load(script.script)
+            for i, reply in zip(missing, self._pipeline([calls[i] for i in missing])):
+                replies[i] = reply
+        return replies
+
+    def _pipeline(self, calls: list[Call]) -> list[Any]:
+        pipe = self.client.pipeline(transaction=False)
+        for script, key, args in calls:
+            if script is None:
+                pipe.set(key, args[0], ex=self.window)
+            else:
+                pipe.evalsha(script.sha, 1, key, *args)
+        return pipe.execute(raise_on_error=False)
 
 
 _store: ClaimStore | None = None
@@ -179,6 +226,24 @@ def claim_key(user_id: Any, command_id: str) -> str:
     return f"messaging:cmd:{user_id}:{command_id}"
 
 
+@dataclass
+class Delivery:
+    """One delivery of an exactly-once command, as a batch carries it."""
+
+    user: Any
+    command: Command
+    handler: Handler
+    data: Any
+
+    @cached_property
+    def key(self) -> str:
+        return claim_key(self.user.pk, self.command.id)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        return self.command.fingerprint
+
+
 def execute(user: Any, command: Command, handler: Handler, data: Any) -> Outcome:
     """Apply one delivery of `command` (already validated into `data`), at most once.
 
@@ -187,36 +252,80 @@ def execute(user: Any, command: Command, handler: Handler, data: Any) -> Outcome
     """
     if not handler.exactly_once:
         return _guarded(_apply, user, command, handler, data)
+    (result,) = execute_many([Delivery(user, command, handler, data)])
+    if isinstance(result, Exception):
+        raise result
+    return result
 
+
+def execute_many(deliveries: list[Delivery]) -> list[Outcome | Exception]:
+    """`execute` for a batch of exactly-once deliveries: per delivery, in order,
+    its `Outcome` or the exception `execute` would raise for it.
+
+    One Redis round trip claims them all; the claimed ones (and those Redis
+    could not answer for) are applied; one more round trip keeps their
+    results and releases the claims of those that failed.
+    """
     store = get_claim_store()
-    key = claim_key(user.pk, command.id)
-    fingerprint = command.fingerprint
+    # One owner for the batch's claims: each is still released only by the
+    # attempt that took it, and a second copy of a command in the same batch
+    # finds the first one's claim.
     owner = uuid.uuid4().hex
-    claimed = store.claim(key, owner)
-    if isinstance(claimed, Stored):
-        return _replay(claimed, fingerprint, source="redis")
-    if claimed is False:
-        raise ClaimBusy()
-
+    claims = store.claim_many([d.key for d in deliveries], owner)
+    results: list[Outcome | Exception | None] = [None] * len(deliveries)
+    claimed: list[int] = []
+    for i, (delivery, claim) in enumerate(zip(deliveries, claims)):
+        if isinstance(claim, Stored):
+            results[i] = _replay_or_refuse(claim, delivery.fingerprint, source="redis")
+        elif claim is False:
+            results[i] = ClaimBusy()
+        else:
+            claimed.append(i)
+    applied: dict[int, tuple[Outcome | Exception, Stored | None]] = {}
     try:
-        outcome = _guarded(_apply, user, command, handler, data, fingerprint=fingerprint)
+        _apply_claimed(deliveries, claimed, applied)
+    finally:
+        # Redis learns each applied delivery's result (or its record's); the
+        # others (refused, failed, interrupted) give back their claims.
+        learned = {i: stored for i, (_, stored) in applied.items() if stored is not None}
+        releases = [deliveries[i].key for i in claimed if claims[i] is True and i not in learned]
+        store.finish([(deliveries[i].key, stored) for i, stored in learned.items()], releases, owner)
+    for i, (result, _) in applied.items():
+        results[i] = result
+    return results  # type: ignore[return-value]
+
+
+def _apply_claimed(deliveries: list[Delivery], claimed: list[int], applied: dict) -> None:
+    """Apply the claimed deliveries into `applied` (index: result, what Redis learns), as each is done."""
+    for i in claimed:
+        applied[i] = _apply_alone(deliveries[i])
+
+
+def _apply_alone(delivery: Delivery) -> tuple[Outcome | Exception, Stored | None]:
+    """One claimed delivery on its own: its result, and what Redis should learn of it."""
+    user, command, fingerprint = delivery.user, delivery.command, delivery.fingerprint
+    try:
+        outcome = _guarded(_apply, user, command, delivery.handler, delivery.data, fingerprint=fingerprint)
     except IntegrityError:
         # Applied before, where Redis does not remember it: the durable
         # record answers, and the rollback took our attempt's effect back.
-        stored = _recall(user, command.id)
+        try:
+            stored = _recall(user, command.id)
+        except Unavailable as exc:
+            return exc, None
         if stored is None:
-            if claimed:
-                store.release(key, owner)
             log.exception("integrity error without a record for %s %s", command.t, command.id)
-            raise Unavailable() from None
-        store.store(key, stored)
-        return _replay(stored, fingerprint, source="database")
-    except BaseException:
-        if claimed:
-            store.release(key, owner)
-        raise
-    store.store(key, Stored(fingerprint, outcome.data))
-    return outcome
+            return Unavailable(), None
+        return _replay_or_refuse(stored, fingerprint, source="database"), stored
+    except CommandError as exc:
+        return exc, None
+    return outcome, Stored(fingerprint, outcome.data)
+
+
+def _one_statement() -> AbstractContextManager:
+    """One statement is its own transaction in autocommit mode; inside a
+    caller's transaction a savepoint keeps a unique violation local."""
+    return transaction.atomic() if connection.in_atomic_block else nullcontext()
 
 
 def _guarded(apply: Any, user: Any, command: Command, handler: Handler, data: Any, **kwargs: Any) -> Outcome:
@@ -236,9 +345,7 @@ def _guarded(apply: Any, user: Any, command: Command, handler: Handler, data: An
 def _apply(user: Any, command: Command, handler: Handler, data: Any, *, fingerprint: str | None = None) -> Outcome:
     ctx = CommandContext(user=user, command_id=command.id, type=handler.type)
     if fingerprint is not None and handler.apply_recorded is not None:
-        # One statement is its own transaction in autocommit mode; inside a
-        # caller's transaction a savepoint keeps a unique violation local.
-        with transaction.atomic() if connection.in_atomic_block else nullcontext():
+        with _one_statement():
             result = handler.apply_recorded(ctx, data, fingerprint)
         if result is not None:
             return Outcome(data=result, replies=ctx.replies, broadcasts=ctx.broadcasts)
@@ -259,9 +366,9 @@ def _recall(user: Any, command_id: str) -> Stored | None:
     return Stored(*row) if row else None
 
 
-def _replay(stored: Stored, fingerprint: str, *, source: str) -> Outcome:
+def _replay_or_refuse(stored: Stored, fingerprint: str, *, source: str) -> Outcome | IdReused:
     if stored.fingerprint != fingerprint:
-        raise IdReused()
+        return IdReused()
     return Outcome(data=stored.data, dup=True, source=source)
 
 
