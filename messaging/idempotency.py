@@ -17,7 +17,8 @@ Redis failing is never taken for "already claimed": every Redis error falls
 through to the database path, which alone still guarantees exactly-once.
 
 Several commands can run as one batch (`execute_many`): one Redis round
-trip for all claims, the handlers, and one round trip for all results and
+trip for all claims, the handlers (one statement for all commands of a type
+with `apply_recorded_many`), and one round trip for all results and
 releases. Each command keeps its own outcome.
 """
 from __future__ import annotations
@@ -31,7 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from itertools import groupby
+from typing import Any, Iterator
 
 import orjson
 import redis
@@ -244,6 +246,11 @@ class Delivery:
         return self.command.fingerprint
 
 
+# What applying a claimed delivery came to: its outcome (or the exception for
+# its caller), and the result Redis learns for it (None: release its claim).
+Applied = tuple[Outcome | Exception, Stored | None]
+
+
 def execute(user: Any, command: Command, handler: Handler, data: Any) -> Outcome:
     """Apply one delivery of `command` (already validated into `data`), at most once.
 
@@ -281,9 +288,10 @@ def execute_many(deliveries: list[Delivery]) -> list[Outcome | Exception]:
             results[i] = ClaimBusy()
         else:
             claimed.append(i)
-    applied: dict[int, tuple[Outcome | Exception, Stored | None]] = {}
+    applied: dict[int, Applied] = {}
     try:
-        _apply_claimed(deliveries, claimed, applied)
+        for i, done in _apply_claimed(deliveries, claimed):
+            applied[i] = done
     finally:
         # Redis learns each applied delivery's result (or its record's); the
         # others (refused, failed, interrupted) give back their claims.
@@ -295,13 +303,24 @@ def execute_many(deliveries: list[Delivery]) -> list[Outcome | Exception]:
     return results  # type: ignore[return-value]
 
 
-def _apply_claimed(deliveries: list[Delivery], claimed: list[int], applied: dict) -> None:
-    """Apply the claimed deliveries into `applied` (index: result, what Redis learns), as each is done."""
-    for i in claimed:
-        applied[i] = _apply_alone(deliveries[i])
+def _apply_claimed(deliveries: list[Delivery], claimed: list[int]) -> Iterator[tuple[int, Applied]]:
+    """Apply the claimed deliveries, yielding each one's index as it is done: each
+    type's in one statement where the type has a batch form, else one by one."""
+    by_type = sorted(claimed, key=lambda i: deliveries[i].handler.type)
+    for _, group in groupby(by_type, key=lambda i: deliveries[i].handler.type):
+        indexes = list(group)
+        handler = deliveries[indexes[0]].handler
+        batch = None
+        if len(indexes) > 1 and handler.apply_recorded_many is not None:
+            batch = _apply_batch(handler, [deliveries[i] for i in indexes])
+        if batch is not None:
+            yield from zip(indexes, batch)
+            continue
+        for i in indexes:
+            yield i, _apply_alone(deliveries[i])
 
 
-def _apply_alone(delivery: Delivery) -> tuple[Outcome | Exception, Stored | None]:
+def _apply_alone(delivery: Delivery) -> Applied:
     """One claimed delivery on its own: its result, and what Redis should learn of it."""
     user, command, fingerprint = delivery.user, delivery.command, delivery.fingerprint
     try:
@@ -320,6 +339,37 @@ def _apply_alone(delivery: Delivery) -> tuple[Outcome | Exception, Stored | None
     except CommandError as exc:
         return exc, None
     return outcome, Stored(fingerprint, outcome.data)
+
+
+def _apply_batch(handler: Handler, deliveries: list[Delivery]) -> list[Applied] | None:
+    """Several claimed deliveries of one type through its `apply_recorded_many`; None where it has no batch form.
+
+    A duplicate among them (one Redis forgot, or two copies of one command)
+    fails the whole statement on a unique constraint: then each delivery runs
+    alone, where the record answers a duplicate.
+    """
+    assert handler.apply_recorded_many is not None
+    contexts = [CommandContext(user=d.user, command_id=d.command.id, type=handler.type) for d in deliveries]
+    try:
+        with _one_statement():
+            results = handler.apply_recorded_many([(ctx, d.data, d.fingerprint) for ctx, d in zip(contexts, deliveries)])
+    except IntegrityError:
+        return [_apply_alone(d) for d in deliveries]
+    except DatabaseError as exc:
+        log.warning("storage failed for a batch of %d %s: %s", len(deliveries), handler.type, exc)
+        return [(Unavailable(), None) for _ in deliveries]
+    except Exception:
+        log.exception("handler failed for a batch of %d %s", len(deliveries), handler.type)
+        return [(Unavailable(), None) for _ in deliveries]
+    if results is None:
+        return None
+    applied: list[Applied] = []
+    for ctx, d, result in zip(contexts, deliveries, results, strict=True):
+        if isinstance(result, CommandError):
+            applied.append((result, None))
+        else:
+            applied.append((Outcome(data=result, replies=ctx.replies, broadcasts=ctx.broadcasts), Stored(d.fingerprint, result)))
+    return applied
 
 
 def _one_statement() -> AbstractContextManager:

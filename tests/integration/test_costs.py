@@ -30,6 +30,8 @@ FORGOTTEN_DUPLICATE_QUERIES, FORGOTTEN_DUPLICATE_REDIS = 2, 2
 PORTABLE_POST_QUERIES = 6
 # A batch of commands (execute_many): one round trip for all claims, one for all results.
 BATCH = 10
+# Posts: one statement for all of them.
+BATCH_POST_QUERIES, BATCH_POST_REDIS = 1, 2
 # Duplicates Redis knows: the claims' round trip answers them all.
 BATCH_KNOWN_DUPLICATE_QUERIES, BATCH_KNOWN_DUPLICATE_REDIS = 0, 1
 # BEGIN, lock the membership, the room's state lock, move it, record the move,
@@ -137,6 +139,17 @@ def posts(users, t: str = "room.post", count: int = BATCH) -> list[Delivery]:
         Delivery(*parts(users[n % len(users)], t, {"room": ("lobby", "side")[n % 2], "body": f"m{n}"}))
         for n in range(count)
     ]
+
+
+def test_a_batch_of_posts_costs_one_query_and_two_redis_round_trips(members):
+    batch = posts(members)
+    with counted() as (queries, redis_calls):
+        outcomes = execute_many(batch)
+    assert [o.dup for o in outcomes] == [False] * BATCH
+    assert sorted(o.data["seq"] for o in outcomes if o.data["room"] == "side") == list(range(1, BATCH // 2 + 1))
+    assert CommandRecord.objects.filter(command_id__in=[d.command.id for d in batch]).count() == BATCH
+    assert len(queries) <= BATCH_POST_QUERIES, [q["sql"] for q in queries]
+    assert len(redis_calls) <= BATCH_POST_REDIS, redis_calls
 
 
 def test_a_batch_of_duplicates_redis_knows_costs_one_round_trip(members):
