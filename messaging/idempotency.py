@@ -16,24 +16,27 @@ Two layers keep a command's effect single:
 Redis failing is never taken for "already claimed": every Redis error falls
 through to the database path, which alone still guarantees exactly-once.
 
-Several commands can run as one batch (`execute_many`): one Redis round
-trip for all claims, the handlers (one statement for all commands of a type
-with `apply_recorded_many`), and one round trip for all results and
-releases. Each command keeps its own outcome.
+Commands that arrive together in one process run as one batch
+(`execute_async`, `batches`): one thread hop, one Redis round trip for all
+claims, the handlers (one statement for all commands of a type with
+`apply_recorded_many`), and one round trip for all results and releases.
+Each command keeps its own outcome.
 """
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import threading
 import time
 import uuid
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import groupby
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import orjson
 import redis
@@ -41,6 +44,8 @@ from channels.db import database_sync_to_async
 from django.db import DatabaseError, IntegrityError, connection, connections, transaction
 from redis.commands.core import Script
 
+from . import metrics
+from .batches import Batcher
 from .conf import get_settings
 from .exceptions import CommandError, IdReused, InProgress, Unavailable
 from .handlers import CommandContext, Handler
@@ -236,6 +241,9 @@ class Delivery:
     command: Command
     handler: Handler
     data: Any
+    # The caller's context variables (the command's log scope), for the work
+    # done for this delivery alone on the batch's thread.
+    context: contextvars.Context | None = None
 
     @cached_property
     def key(self) -> str:
@@ -244,6 +252,9 @@ class Delivery:
     @cached_property
     def fingerprint(self) -> str:
         return self.command.fingerprint
+
+    def run(self, func: Callable[..., Any], *args: Any) -> Any:
+        return func(*args) if self.context is None else self.context.run(func, *args)
 
 
 # What applying a claimed delivery came to: its outcome (or the exception for
@@ -317,7 +328,7 @@ def _apply_claimed(deliveries: list[Delivery], claimed: list[int]) -> Iterator[t
             yield from zip(indexes, batch)
             continue
         for i in indexes:
-            yield i, _apply_alone(deliveries[i])
+            yield i, deliveries[i].run(_apply_alone, deliveries[i])
 
 
 def _apply_alone(delivery: Delivery) -> Applied:
@@ -354,7 +365,7 @@ def _apply_batch(handler: Handler, deliveries: list[Delivery]) -> list[Applied] 
         with _one_statement():
             results = handler.apply_recorded_many([(ctx, d.data, d.fingerprint) for ctx, d in zip(contexts, deliveries)])
     except IntegrityError:
-        return [_apply_alone(d) for d in deliveries]
+        return [d.run(_apply_alone, d) for d in deliveries]
     except DatabaseError as exc:
         log.warning("storage failed for a batch of %d %s: %s", len(deliveries), handler.type, exc)
         return [(Unavailable(), None) for _ in deliveries]
@@ -464,19 +475,45 @@ def close_db_threads() -> None:
     pool.shutdown()
 
 
-async def execute_async(user: Any, command: Command, handler: Handler, data: Any) -> Outcome:
-    """`execute` from async code: one thread hop per attempt.
+# Most commands one batch carries: the statement of a batch grows with it.
+BATCH_LIMIT = 64
 
-    A duplicate that finds the first attempt still running polls for its
-    result for up to `IN_PROGRESS_WAIT` seconds, then gets `in_progress`. Each
-    poll is a full attempt, so if the first one failed and released its
-    claim, this delivery takes over and applies the command itself.
+_batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Batcher[Delivery]] = weakref.WeakKeyDictionary()
+
+
+def _batcher() -> Batcher[Delivery]:
+    """This event loop's batcher: as many batches at once as there are database threads."""
+    loop = asyncio.get_running_loop()
+    batcher = _batchers.get(loop)
+    if batcher is None:
+        runners = max(1, get_settings().DB_THREADS)
+        batcher = _batchers[loop] = Batcher(_run_batch, runners=runners, limit=BATCH_LIMIT)
+    return batcher
+
+
+async def _run_batch(deliveries: list[Delivery]) -> list[Outcome | Exception]:
+    metrics.BATCH_SIZE.observe(len(deliveries))
+    return await run_in_db_thread(execute_many, deliveries)
+
+
+async def execute_async(user: Any, command: Command, handler: Handler, data: Any) -> Outcome:
+    """`execute` from async code.
+
+    Exactly-once commands that arrive together run as one batch on one thread
+    hop (`execute_many`); other commands take a hop each. A duplicate that
+    finds the first attempt still running polls for its result for up to
+    `IN_PROGRESS_WAIT` seconds, then gets `in_progress`. Each poll is a full
+    attempt, so if the first one failed and released its claim, this delivery
+    takes over and applies the command itself.
     """
+    if not handler.exactly_once:
+        return await run_in_db_thread(execute, user, command, handler, data)
+    batcher = _batcher()
     deadline = time.monotonic() + get_settings().IN_PROGRESS_WAIT
     pause = 0.01
     while True:
         try:
-            return await run_in_db_thread(execute, user, command, handler, data)
+            return await batcher.submit(Delivery(user, command, handler, data, contextvars.copy_context()))
         except ClaimBusy:
             if time.monotonic() >= deadline:
                 raise InProgress() from None

@@ -1,6 +1,7 @@
 """Group commit: exactly-once commands that arrive together run as one batch, each with its own outcome."""
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 
@@ -8,11 +9,12 @@ import pytest
 import redis
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
+from prometheus_client import REGISTRY
 
 from messaging import commands, handlers
 from messaging.exceptions import Forbidden, IdReused, Unavailable
 from messaging.handlers import CommandContext
-from messaging.idempotency import ClaimBusy, Delivery, claim_key, execute_many, reset_claim_store
+from messaging.idempotency import ClaimBusy, Delivery, claim_key, execute_async, execute_many, reset_claim_store
 from messaging.models import CommandRecord, Message, Room
 from messaging.protocol import Command
 
@@ -224,6 +226,50 @@ def test_batches_over_the_same_rooms_in_opposite_orders_do_not_deadlock(django_u
         )
 
 
+class BatchSizes:
+    """The process's batch-size histogram, as deltas since the test started."""
+
+    def __init__(self) -> None:
+        self.count0, self.sum0 = self.read()
+
+    @staticmethod
+    def read() -> tuple[float, float]:
+        return tuple(REGISTRY.get_sample_value(f"messaging_command_batch_size_{kind}") or 0.0 for kind in ("count", "sum"))
+
+    def delta(self) -> tuple[float, float]:
+        count, total = self.read()
+        return count - self.count0, total - self.sum0
+
+
+async def test_commands_that_arrive_together_run_in_batches_each_with_its_own_outcome(users):
+    ana, bob, cid = users
+    sizes = BatchSizes()
+    posts = [(user, room, f"{user.username} {n}") for n in range(8) for user, room in ((ana, "b"), (bob, "a"), (cid, "a"))]
+    deliveries = [delivery(user, room, body) for user, room, body in posts]
+    # Each command sent twice at once: one applies, the other gets its ack.
+    calls = [execute_async(d.user, d.command, d.handler, d.data) for d in deliveries for _ in range(2)]
+    calls.append(execute_async(cid, *_post_parts(cid, "b", "not a member")))
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+
+    refused = outcomes.pop()
+    assert isinstance(refused, Forbidden)
+    batches, commands_run = sizes.delta()
+    assert commands_run >= len(calls) and batches < commands_run, "some batches carried more than one command"
+
+    for n, d in enumerate(deliveries):
+        pair = outcomes[2 * n: 2 * n + 2]
+        assert sorted(o.dup for o in pair) == [False, True], pair
+        assert pair[0].data == pair[1].data and pair[0].data["room"] == d.data.room
+    for room in "ab":
+        seqs = sorted(o.data["seq"] for o in outcomes if not o.dup and o.data["room"] == room)
+        assert seqs == list(range(1, len(seqs) + 1))
+
+
+def _post_parts(user, room: str, body: str) -> tuple:
+    d = delivery(user, room, body)
+    return d.command, d.handler, d.data
+
+
 def test_claims_still_work_after_redis_forgets_its_scripts(users, own_redis, settings):
     ana, bob, _ = users
     settings.MESSAGING = {**settings.MESSAGING, "REDIS_URL": own_redis.url}
@@ -234,3 +280,13 @@ def test_claims_still_work_after_redis_forgets_its_scripts(users, own_redis, set
     assert again[0].dup and again[0].source == "redis" and again[0].data == first[0].data
     assert not again[1].dup and again[1].data["seq"] == 3
     reset_claim_store()
+
+
+async def test_on_channels_one_database_thread_commands_still_run_in_batches(users, settings):
+    settings.MESSAGING = {**settings.MESSAGING, "DB_THREADS": 0}
+    sizes = BatchSizes()
+    deliveries = [delivery(user, "a", f"m{n}") for n in range(5) for user in users]
+    outcomes = await asyncio.gather(*(execute_async(d.user, d.command, d.handler, d.data) for d in deliveries))
+    # The first alone, at once; the others queued meanwhile, together.
+    assert sizes.delta() == (2, 15)
+    assert [o.data["seq"] for o in outcomes] == list(range(1, 16))
