@@ -282,11 +282,14 @@ def test_claims_still_work_after_redis_forgets_its_scripts(users, own_redis, set
     reset_claim_store()
 
 
-async def test_on_channels_one_database_thread_commands_still_run_in_batches(users, settings):
-    settings.MESSAGING = {**settings.MESSAGING, "DB_THREADS": 0}
+@pytest.mark.parametrize("threads, runners", [(0, 1), (4, 2)])
+async def test_at_most_half_the_database_threads_run_batches_at_once(users, settings, threads, runners):
+    settings.MESSAGING = {**settings.MESSAGING, "DB_THREADS": threads}
     sizes = BatchSizes()
     deliveries = [delivery(user, "a", f"m{n}") for n in range(5) for user in users]
     outcomes = await asyncio.gather(*(execute_async(d.user, d.command, d.handler, d.data) for d in deliveries))
-    # The first alone, at once; the others queued meanwhile, together.
-    assert sizes.delta() == (2, 15)
-    assert [o.data["seq"] for o in outcomes] == list(range(1, 16))
+    # The first `runners` alone, at once; the others queued meanwhile, together.
+    assert sizes.delta() == (runners + 1, 15)
+    seqs = [o.data["seq"] for o in outcomes]
+    assert sorted(seqs[:runners]) == list(range(1, runners + 1))
+    assert seqs[runners:] == list(range(runners + 1, 16))
