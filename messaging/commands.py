@@ -138,16 +138,20 @@ SELECT seq, sent_at FROM message
 """
 
 
+def with_tables(sql: str) -> str:
+    """`sql` with the app's table names in place of {membership}, {room}, {message} and {record}."""
+    return sql.format(
+        membership=Membership._meta.db_table, room=Room._meta.db_table,
+        message=Message._meta.db_table, record=CommandRecord._meta.db_table,
+    )
+
+
 def post_and_record(ctx: CommandContext, post: Post, fingerprint: str) -> dict | None:
     """`room.post` and its `CommandRecord` in one statement, on PostgreSQL; None elsewhere."""
     if connection.vendor != "postgresql":
         return None
-    sql = POST_AND_RECORD.format(
-        membership=Membership._meta.db_table, room=Room._meta.db_table,
-        message=Message._meta.db_table, record=CommandRecord._meta.db_table,
-    )
     with connection.cursor() as cursor:
-        cursor.execute(sql, {
+        cursor.execute(with_tables(POST_AND_RECORD), {
             "room": post.room, "user": ctx.user.pk, "id": ctx.command_id, "body": post.body,
             "state": MessageState.SENT, "type": ctx.type, "fingerprint": fingerprint,
         })
@@ -213,12 +217,8 @@ def posts_and_records(entries: list[tuple[CommandContext, Post, str]]) -> list[d
     """
     if connection.vendor != "postgresql":
         return None
-    sql = POSTS_AND_RECORDS.format(
-        membership=Membership._meta.db_table, room=Room._meta.db_table,
-        message=Message._meta.db_table, record=CommandRecord._meta.db_table,
-    )
     with connection.cursor() as cursor:
-        cursor.execute(sql, {
+        cursor.execute(with_tables(POSTS_AND_RECORDS), {
             "rooms": [post.room for _, post, _ in entries],
             "users": [ctx.user.pk for ctx, _, _ in entries],
             "ids": [ctx.command_id for ctx, _, _ in entries],

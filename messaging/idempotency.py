@@ -361,9 +361,10 @@ def _apply_batch(handler: Handler, deliveries: list[Delivery]) -> list[Applied] 
     """
     assert handler.apply_recorded_many is not None
     contexts = [CommandContext(user=d.user, command_id=d.command.id, type=handler.type) for d in deliveries]
+    entries = [(ctx, d.data, d.fingerprint) for ctx, d in zip(contexts, deliveries)]
     try:
         with _one_statement():
-            results = handler.apply_recorded_many([(ctx, d.data, d.fingerprint) for ctx, d in zip(contexts, deliveries)])
+            results = handler.apply_recorded_many(entries)
     except IntegrityError:
         return [d.run(_apply_alone, d) for d in deliveries]
     except DatabaseError as exc:
@@ -375,11 +376,12 @@ def _apply_batch(handler: Handler, deliveries: list[Delivery]) -> list[Applied] 
     if results is None:
         return None
     applied: list[Applied] = []
-    for ctx, d, result in zip(contexts, deliveries, results, strict=True):
+    for (ctx, _, fingerprint), result in zip(entries, results, strict=True):
         if isinstance(result, CommandError):
             applied.append((result, None))
         else:
-            applied.append((Outcome(data=result, replies=ctx.replies, broadcasts=ctx.broadcasts), Stored(d.fingerprint, result)))
+            outcome = Outcome(data=result, replies=ctx.replies, broadcasts=ctx.broadcasts)
+            applied.append((outcome, Stored(fingerprint, result)))
     return applied
 
 

@@ -26,7 +26,8 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 def delivery(user, room: str, body: str, id: str | None = None) -> Delivery:
     d = {"room": room, "body": body}
     handler = handlers.lookup("room.post")
-    return Delivery(user, Command(id=id or uuid.uuid4().hex, t="room.post", d=d), handler, handlers.validate(handler, d))
+    command = Command(id=id or uuid.uuid4().hex, t="room.post", d=d)
+    return Delivery(user, command, handler, handlers.validate(handler, d))
 
 
 @pytest.fixture
@@ -154,7 +155,9 @@ def test_a_failed_batch_releases_every_claim_and_answers_unavailable(users, redi
 
     monkeypatch.undo()
     retried = execute_many(batch)
-    assert [(r.dup, r.data["room"], r.data["seq"]) for r in retried] == [(False, "a", 1), (False, "b", 1), (False, "a", 2)]
+    assert [(r.dup, r.data["room"], r.data["seq"]) for r in retried] == [
+        (False, "a", 1), (False, "b", 1), (False, "a", 2)
+    ]
 
 
 def test_batches_over_the_same_rooms_in_opposite_orders_do_not_deadlock(django_user_model):
@@ -198,14 +201,15 @@ def test_batches_over_the_same_rooms_in_opposite_orders_do_not_deadlock(django_u
     # Locking in batch order, the second batch would take the last room and
     # stop at the second too, and both would deadlock once it is let go.
     blocker = connection.get_new_connection(connection.get_connection_params())
-    blocker.autocommit = False
-    blocker.execute("SELECT 1 FROM messaging_room WHERE slug = 'r1' FOR UPDATE")
+    blocker.autocommit = False  # its lock is held until it closes
     threads = [threading.Thread(target=run, args=(order,)) for order in (slugs, slugs[::-1])]
-    for thread in threads:
-        thread.start()
-    wait_until(lambda: waiting_on_locks() == 2, timeout=10, what="both batches waiting on room locks")
-    blocker.commit()
-    blocker.close()
+    try:
+        blocker.execute("SELECT 1 FROM messaging_room WHERE slug = 'r1' FOR UPDATE")
+        for thread in threads:
+            thread.start()
+        wait_until(lambda: waiting_on_locks() == 2 or errors, timeout=10, what="both batches waiting on room locks")
+    finally:
+        blocker.close()  # lets the first batch go on
     for thread in threads:
         thread.join(timeout=30)
     assert errors == []
@@ -234,7 +238,8 @@ class BatchSizes:
 
     @staticmethod
     def read() -> tuple[float, float]:
-        return tuple(REGISTRY.get_sample_value(f"messaging_command_batch_size_{kind}") or 0.0 for kind in ("count", "sum"))
+        count, total = (REGISTRY.get_sample_value(f"messaging_command_batch_size_{kind}") for kind in ("count", "sum"))
+        return count or 0.0, total or 0.0
 
     def delta(self) -> tuple[float, float]:
         count, total = self.read()
@@ -244,8 +249,9 @@ class BatchSizes:
 async def test_commands_that_arrive_together_run_in_batches_each_with_its_own_outcome(users):
     ana, bob, cid = users
     sizes = BatchSizes()
-    posts = [(user, room, f"{user.username} {n}") for n in range(8) for user, room in ((ana, "b"), (bob, "a"), (cid, "a"))]
-    deliveries = [delivery(user, room, body) for user, room, body in posts]
+    deliveries = [
+        delivery(user, room, f"{user.username} {n}") for n in range(8) for user, room in ((ana, "b"), (bob, "a"), (cid, "a"))
+    ]
     # Each command sent twice at once: one applies, the other gets its ack.
     calls = [execute_async(d.user, d.command, d.handler, d.data) for d in deliveries for _ in range(2)]
     calls.append(execute_async(cid, *_post_parts(cid, "b", "not a member")))
