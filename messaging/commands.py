@@ -138,16 +138,20 @@ SELECT seq, sent_at FROM message
 """
 
 
+def with_tables(sql: str) -> str:
+    """`sql` with the app's table names in place of {membership}, {room}, {message} and {record}."""
+    return sql.format(
+        membership=Membership._meta.db_table, room=Room._meta.db_table,
+        message=Message._meta.db_table, record=CommandRecord._meta.db_table,
+    )
+
+
 def post_and_record(ctx: CommandContext, post: Post, fingerprint: str) -> dict | None:
     """`room.post` and its `CommandRecord` in one statement, on PostgreSQL; None elsewhere."""
     if connection.vendor != "postgresql":
         return None
-    sql = POST_AND_RECORD.format(
-        membership=Membership._meta.db_table, room=Room._meta.db_table,
-        message=Message._meta.db_table, record=CommandRecord._meta.db_table,
-    )
     with connection.cursor() as cursor:
-        cursor.execute(sql, {
+        cursor.execute(with_tables(POST_AND_RECORD), {
             "room": post.room, "user": ctx.user.pk, "id": ctx.command_id, "body": post.body,
             "state": MessageState.SENT, "type": ctx.type, "fingerprint": fingerprint,
         })
@@ -159,7 +163,82 @@ def post_and_record(ctx: CommandContext, post: Post, fingerprint: str) -> dict |
     return post_result(post.room, seq, sent_at)
 
 
-@command("room.post", validate=validate_post, apply_recorded=post_and_record)
+# Every post of a batch in one statement: per post the membership check, per
+# room the next seqs in batch order, then the messages and the records. The
+# rooms' row locks are taken by `locked`, a SELECT ... ORDER BY id FOR UPDATE
+# of its own: PostgreSQL sorts first and then locks the rows one by one as
+# they are pulled, so every batch locks its rooms in id order and two batches
+# over the same rooms queue instead of deadlocking (a plain UPDATE ... FROM
+# locks in whatever order its plan visits the rows). The UPDATE only touches
+# rows `locked` has produced, so it never takes a lock out of that order.
+# `stamp` is read once, after the last lock (its count(*) over `taken` waits
+# for every update): later than any message committed before in these rooms,
+# so sent_at never goes backwards against seq. The insert of a duplicate
+# (Redis forgot it, or it comes twice) fails the whole statement.
+POSTS_AND_RECORDS = """
+WITH item AS (
+    SELECT * FROM unnest(%(rooms)s::text[], %(users)s::bigint[], %(ids)s::text[], %(bodies)s::text[],
+                         %(fingerprints)s::text[]) WITH ORDINALITY AS i(room, user_id, command_id, body, fingerprint, n)
+), member AS (
+    SELECT i.n, m.room_id FROM item i
+    JOIN {room} r ON r.slug = i.room
+    JOIN {membership} m ON m.room_id = r.id AND m.user_id = i.user_id
+), locked AS MATERIALIZED (
+    SELECT r.id, c.posts FROM {room} r
+    JOIN (SELECT room_id, count(*) AS posts FROM member GROUP BY room_id) c ON c.room_id = r.id
+    ORDER BY r.id FOR UPDATE OF r
+), taken AS (
+    UPDATE {room} r SET last_seq = r.last_seq + l.posts FROM locked l WHERE r.id = l.id
+    RETURNING r.id, r.last_seq - l.posts AS before
+), stamp AS MATERIALIZED (
+    SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM taken) t
+), post AS (
+    SELECT m.n, m.room_id, t.before + row_number() OVER (PARTITION BY m.room_id ORDER BY m.n) AS seq
+    FROM member m JOIN taken t ON t.id = m.room_id
+), message AS (
+    INSERT INTO {message} (room_id, seq, sender_id, client_msg_id, body, state, sent_at)
+    SELECT p.room_id, p.seq, i.user_id, i.command_id, i.body, %(state)s, s.at FROM post p JOIN item i USING (n), stamp s
+), record AS (
+    INSERT INTO {record} (user_id, command_id, type, fingerprint, result, created_at)
+    SELECT i.user_id, i.command_id, %(type)s, i.fingerprint, jsonb_build_object(
+        'room', i.room, 'seq', p.seq,
+        'at', to_char(s.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+    ), s.at
+    FROM post p JOIN item i USING (n), stamp s
+)
+SELECT p.n, p.seq, s.at FROM post p, stamp s
+"""
+
+
+def posts_and_records(entries: list[tuple[CommandContext, Post, str]]) -> list[dict | Forbidden] | None:
+    """Several `room.post`s and their `CommandRecord`s in one statement, on PostgreSQL; None elsewhere.
+
+    Posts by non-members are refused with `Forbidden`; the others are stored.
+    """
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(with_tables(POSTS_AND_RECORDS), {
+            "rooms": [post.room for _, post, _ in entries],
+            "users": [ctx.user.pk for ctx, _, _ in entries],
+            "ids": [ctx.command_id for ctx, _, _ in entries],
+            "bodies": [post.body for _, post, _ in entries],
+            "fingerprints": [fingerprint for _, _, fingerprint in entries],
+            "state": MessageState.SENT, "type": entries[0][0].type,
+        })
+        stored = {n: (seq, sent_at) for n, seq, sent_at in cursor.fetchall()}
+    results: list[dict | Forbidden] = []
+    for n, (ctx, post, _) in enumerate(entries, start=1):
+        if n not in stored:
+            results.append(Forbidden("join the room first"))
+            continue
+        seq, sent_at = stored[n]
+        post_message_frame(ctx, post, seq, sent_at)
+        results.append(post_result(post.room, seq, sent_at))
+    return results
+
+
+@command("room.post", validate=validate_post, apply_recorded=post_and_record, apply_recorded_many=posts_and_records)
 def post_message(ctx: CommandContext, post: Post) -> dict:
     room_id = joined_room_id(ctx.user, post.room)
     seq = next_seq(room_id)

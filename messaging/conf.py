@@ -21,7 +21,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `USER_RATE_LIMIT` | 600 | commands one user may send per `USER_RATE_WINDOW`, over all sockets and processes |
 | `USER_RATE_WINDOW` | 10.0 | seconds of the per-user window (counted in Redis; per process without it) |
 | `SESSION_CHECK_INTERVAL` | 5.0 | seconds between checks that a socket's session is still valid; 0 turns them off |
-| `DB_THREADS` | 0 | threads that run commands, each with its own database connection; 0: channels' one thread |
+| `DB_THREADS` | 0 | threads that run commands, each with its own database connection; 0: channels' one thread. Exactly-once commands that arrive together run as one batch, at most `DB_THREADS // 2` (at least 1) batches at once |
 
 A host project may also give each option in the environment as
 `MESSAGING_<KEY>` (see `options_from_environ`), e.g. `MESSAGING_CLAIM_LEASE=2`.

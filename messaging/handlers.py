@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .exceptions import Invalid, UnknownType
+from .exceptions import CommandError, Invalid, UnknownType
 from .protocol import require_object
 
 
@@ -45,6 +45,9 @@ Applier = Callable[[CommandContext, Any], dict]
 # Applies the command and writes its durable record for the given fingerprint
 # in one atomic statement; returns None where the database has no such form.
 RecordedApplier = Callable[[CommandContext, Any, str], "dict | None"]
+# The same for several commands of the type at once: `(ctx, data, fingerprint)`
+# per command in, per command out its ack data or the `CommandError` refusing it.
+RecordedBatchApplier = Callable[[list[tuple[CommandContext, Any, str]]], "list[dict | CommandError] | None"]
 
 
 def _accept_object(data: dict) -> dict:
@@ -64,6 +67,8 @@ class Handler:
     # Optional fast path of an exactly-once type: effect and record in one
     # round trip instead of a transaction of several (see idempotency._apply).
     apply_recorded: RecordedApplier | None = None
+    # Its batch form, for commands of the type that arrive together (see `command`).
+    apply_recorded_many: RecordedBatchApplier | None = None
 
 
 _registry: dict[str, Handler] = {}
@@ -83,11 +88,27 @@ def command(
     exactly_once: bool = True,
     subscribes_to: Callable[[Any], str] | None = None,
     apply_recorded: RecordedApplier | None = None,
+    apply_recorded_many: RecordedBatchApplier | None = None,
 ) -> Callable[[Applier], Applier]:
     """Register `apply(ctx, data) -> ack data` as the handler of `type`.
 
     `validate(d)` gets the command's `d` (already known to be an object) and
     returns what `apply` receives; it raises `messaging.exceptions.Invalid`.
+
+    An exactly-once type may add faster forms that write its effect and its
+    `CommandRecord` in one atomic statement, each returning None where the
+    database has no such form (then `apply` runs in a transaction):
+
+    - `apply_recorded(ctx, data, fingerprint)` returns the ack data of one
+      command;
+    - `apply_recorded_many([(ctx, data, fingerprint), ...])`, for commands of
+      the type that arrive together, returns per command, in the given order,
+      its ack data or the `CommandError` that refuses it (nothing of a
+      refused command may be stored), and leaves replies and broadcasts on
+      each command's `ctx`. It raises `IntegrityError` if any command was
+      applied before or comes twice: the whole statement is undone and each
+      command runs alone, where its record answers a duplicate. Any other
+      error fails every command of the batch with `unavailable`.
     """
 
     def decorate(apply: Applier) -> Applier:
@@ -99,6 +120,7 @@ def command(
                 exactly_once=exactly_once,
                 subscribes_to=subscribes_to,
                 apply_recorded=apply_recorded,
+                apply_recorded_many=apply_recorded_many,
             )
         )
         return apply

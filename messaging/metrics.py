@@ -39,6 +39,11 @@ ACK_LATENCY = Histogram(
     ["type"],
     buckets=(0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
 )
+BATCH_SIZE = Histogram(
+    "messaging_command_batch_size",
+    "Exactly-once commands run together as one batch (one thread hop, one claim round trip, one statement per type).",
+    buckets=(1, 2, 4, 8, 16, 32, 64),
+)
 OPEN_SOCKETS = Gauge(
     "messaging_open_sockets",
     "Open WebSockets.",

@@ -16,7 +16,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from messaging import handlers
-from messaging.idempotency import execute, get_claim_store
+from messaging.idempotency import Delivery, execute, execute_many, get_claim_store
 from messaging.models import CommandRecord, Message
 from messaging.protocol import Command
 
@@ -28,6 +28,12 @@ KNOWN_DUPLICATE_QUERIES, KNOWN_DUPLICATE_REDIS = 0, 1
 FORGOTTEN_DUPLICATE_QUERIES, FORGOTTEN_DUPLICATE_REDIS = 2, 2
 # Where a handler has no one-statement form: BEGIN, membership, seq, message, record, COMMIT.
 PORTABLE_POST_QUERIES = 6
+# A batch of commands (execute_many): one round trip for all claims, one for all results.
+BATCH = 10
+# Posts: one statement for all of them.
+BATCH_POST_QUERIES, BATCH_POST_REDIS = 1, 2
+# Duplicates Redis knows: the claims' round trip answers them all.
+BATCH_KNOWN_DUPLICATE_QUERIES, BATCH_KNOWN_DUPLICATE_REDIS = 0, 1
 # BEGIN, lock the membership, the room's state lock, move it, record the move,
 # advance the message states per watermark that moved, COMMIT.
 RECEIPT_QUERIES, RECEIPT_REDIS = 8, 0
@@ -37,27 +43,46 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 @contextmanager
 def counted():
-    """Count SQL queries on this thread's connection and commands sent to the claim store's Redis."""
+    """Count SQL queries on this thread's connection and round trips to the claim store's Redis:
+    a command sent alone is one, a pipeline of commands is one."""
     client = get_claim_store().client
     calls = []
     send = client.execute_command
+    pipeline = client.pipeline
 
     def counting(*args, **kwargs):
         calls.append(args[0])
         return send(*args, **kwargs)
 
+    def counting_pipeline(*args, **kwargs):
+        pipe = pipeline(*args, **kwargs)
+        execute = pipe.execute
+
+        def counting_execute(*args, **kwargs):
+            calls.append(" ".join(str(command[0][0]) for command in pipe.command_stack))
+            return execute(*args, **kwargs)
+
+        pipe.execute = counting_execute
+        return pipe
+
     client.execute_command = counting
+    client.pipeline = counting_pipeline
     try:
         with CaptureQueriesContext(connection) as queries:
             yield queries, calls
     finally:
         del client.execute_command
+        del client.pipeline
 
 
 def run(user, t: str, d: dict, id: str | None = None):
+    return execute(*parts(user, t, d, id))
+
+
+def parts(user, t: str, d: dict, id: str | None = None) -> tuple:
     command = Command(id=id or uuid.uuid4().hex, t=t, d=d)
     handler = handlers.lookup(t)
-    return execute(user, command, handler, handlers.validate(handler, d))
+    return user, command, handler, handlers.validate(handler, d)
 
 
 @pytest.fixture
@@ -100,6 +125,45 @@ def test_a_duplicate_redis_forgot_is_answered_by_the_record(member, redis_client
 
 
 @pytest.fixture
+def members(member, django_user_model):
+    """Three users in `lobby` and `side`."""
+    users = [member, *(django_user_model.objects.create_user(username=f"u-{uuid.uuid4().hex[:8]}") for _ in range(2))]
+    for user in users:
+        for room in ("lobby", "side"):
+            run(user, "room.join", {"room": room})
+    return users
+
+
+def posts(users, t: str = "room.post", count: int = BATCH) -> list[Delivery]:
+    return [
+        Delivery(*parts(users[n % len(users)], t, {"room": ("lobby", "side")[n % 2], "body": f"m{n}"}))
+        for n in range(count)
+    ]
+
+
+def test_a_batch_of_posts_costs_one_query_and_two_redis_round_trips(members):
+    batch = posts(members)
+    with counted() as (queries, redis_calls):
+        outcomes = execute_many(batch)
+    assert [o.dup for o in outcomes] == [False] * BATCH
+    assert sorted(o.data["seq"] for o in outcomes if o.data["room"] == "side") == list(range(1, BATCH // 2 + 1))
+    assert CommandRecord.objects.filter(command_id__in=[d.command.id for d in batch]).count() == BATCH
+    assert len(queries) <= BATCH_POST_QUERIES, [q["sql"] for q in queries]
+    assert len(redis_calls) <= BATCH_POST_REDIS, redis_calls
+
+
+def test_a_batch_of_duplicates_redis_knows_costs_one_round_trip(members):
+    batch = posts(members)
+    first = execute_many(batch)
+    with counted() as (queries, redis_calls):
+        again = execute_many(batch)
+    assert all(o.dup and o.source == "redis" for o in again)
+    assert [o.data for o in again] == [o.data for o in first]
+    assert len(queries) <= BATCH_KNOWN_DUPLICATE_QUERIES, [q["sql"] for q in queries]
+    assert len(redis_calls) <= BATCH_KNOWN_DUPLICATE_REDIS, redis_calls
+
+
+@pytest.fixture
 def portable_post():
     """room.post as a handler without a one-statement form, as on databases other than PostgreSQL."""
     post = handlers.lookup("room.post")
@@ -114,6 +178,15 @@ def test_the_portable_post_path_stays_within_its_ceiling(member, portable_post):
     assert outcome.data["seq"] == 2
     assert CommandRecord.objects.filter(command_id="q1").count() == 1
     assert len(queries) <= PORTABLE_POST_QUERIES, [q["sql"] for q in queries]
+    assert len(redis_calls) <= POST_REDIS, redis_calls
+
+
+def test_a_batch_without_a_batch_form_runs_one_by_one_within_the_two_round_trips(members, portable_post):
+    batch = posts(members, "test.portable-post", count=4)
+    with counted() as (queries, redis_calls):
+        outcomes = execute_many(batch)
+    assert [o.dup for o in outcomes] == [False] * 4
+    assert len(queries) <= 4 * PORTABLE_POST_QUERIES, [q["sql"] for q in queries]
     assert len(redis_calls) <= POST_REDIS, redis_calls
 
 

@@ -1,0 +1,82 @@
+"""Group commit without waiting: calls that arrive together run as one batch.
+
+A batch starts as soon as one of `runners` is free, with everything queued
+(at most `limit` items); while every runner is busy, new items queue and the
+next batch to start takes them. Nothing waits for company: at low load each
+batch is a single item, so latency does not grow, and under load the fixed
+costs of a batch (a thread hop, round trips) are shared by all its items.
+
+No Django here: `run` is any coroutine function that takes a list of items and
+returns one result per item, in order; an exception in that list is raised to
+that item's caller alone.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections import deque
+from typing import Any, Awaitable, Callable, Generic, TypeVar
+
+Item = TypeVar("Item")
+
+
+class Batcher(Generic[Item]):
+    """Collects the items submitted on one event loop and runs them in batches."""
+
+    def __init__(self, run: Callable[[list[Item]], Awaitable[list[Any]]], *, runners: int, limit: int) -> None:
+        if runners < 1 or limit < 1:
+            raise ValueError("a batcher needs at least one runner and a limit of at least one item")
+        self.run = run
+        self.runners = runners
+        self.limit = limit
+        self.busy = 0
+        self.queue: deque[tuple[Item, asyncio.Future]] = deque()
+        # Strong references: the event loop keeps only weak ones to its tasks.
+        self.tasks: set[asyncio.Task] = set()
+
+    async def submit(self, item: Item) -> Any:
+        """Queue `item`; once its batch has run, return its result or raise its exception."""
+        future = asyncio.get_running_loop().create_future()
+        self.queue.append((item, future))
+        if self.busy < self.runners:
+            self._start()
+        return await future
+
+    def _start(self) -> None:
+        batch = []
+        while self.queue and len(batch) < self.limit:
+            item, future = self.queue.popleft()
+            # A caller that stopped waiting (its socket closed) is not run at all.
+            if not future.cancelled():
+                batch.append((item, future))
+        if not batch:
+            return
+        self.busy += 1
+        # A context of its own: the batch belongs to none of its callers.
+        task = asyncio.get_running_loop().create_task(self._run(batch), context=contextvars.Context())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _run(self, batch: list[tuple[Item, asyncio.Future]]) -> None:
+        try:
+            try:
+                results = await self.run([item for item, _ in batch])
+                if len(results) != len(batch):
+                    raise RuntimeError(f"a batch of {len(batch)} items returned {len(results)} results")
+            except asyncio.CancelledError:
+                for _, future in batch:
+                    future.cancel()
+                raise
+            except Exception as exc:
+                results = [exc] * len(batch)
+            for (_, future), result in zip(batch, results):
+                if future.done():
+                    continue
+                if isinstance(result, BaseException):
+                    future.set_exception(result)
+                else:
+                    future.set_result(result)
+        finally:
+            self.busy -= 1
+            if self.queue:
+                self._start()

@@ -1,0 +1,301 @@
+"""Group commit: exactly-once commands that arrive together run as one batch, each with its own outcome."""
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+
+import pytest
+import redis
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
+from prometheus_client import REGISTRY
+
+from messaging import commands, handlers
+from messaging.exceptions import Forbidden, IdReused, Unavailable
+from messaging.handlers import CommandContext
+from messaging.idempotency import ClaimBusy, Delivery, claim_key, execute_async, execute_many, reset_claim_store
+from messaging.models import CommandRecord, Message, Room
+from messaging.protocol import Command
+
+from .conftest import apply_command, wait_until
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+def delivery(user, room: str, body: str, id: str | None = None) -> Delivery:
+    d = {"room": room, "body": body}
+    handler = handlers.lookup("room.post")
+    command = Command(id=id or uuid.uuid4().hex, t="room.post", d=d)
+    return Delivery(user, command, handler, handlers.validate(handler, d))
+
+
+@pytest.fixture
+def users(django_user_model):
+    """Three users; ana and bob in rooms `a` and `b`, cid in `a` only."""
+    ana, bob, cid = (django_user_model.objects.create_user(username=f"{n}-{uuid.uuid4().hex[:6]}") for n in "abc")
+    for user, rooms in [(ana, "ab"), (bob, "ab"), (cid, "a")]:
+        for room in rooms:
+            apply_command(user, "room.join", {"room": room})
+    return ana, bob, cid
+
+
+def test_a_batch_numbers_each_room_in_batch_order_and_answers_each_post(users, redis_client):
+    ana, bob, cid = users
+    known = apply_command(ana, "room.post", {"room": "a", "body": "earlier"}, id="known")
+    batch = [
+        delivery(ana, "b", "b1"),
+        delivery(bob, "a", "a2"),
+        delivery(cid, "b", "not a member"),
+        delivery(ana, "a", "earlier", id="known"),
+        delivery(cid, "a", "a3"),
+        delivery(bob, "b", "b2"),
+        delivery(ana, "a", "a4"),
+    ]
+    results = execute_many(batch)
+
+    forbidden = results[2]
+    assert isinstance(forbidden, Forbidden)
+    dup = results[3]
+    assert dup.dup and dup.source == "redis" and dup.data == known.data
+    fresh = [0, 1, 4, 5, 6]
+    applied = [results[i] for i in fresh]
+    assert all(not r.dup and r.source is None for r in applied)
+    assert [(r.data["room"], r.data["seq"]) for r in applied] == [("b", 1), ("a", 2), ("a", 3), ("b", 2), ("a", 4)]
+    # Each applied post broadcasts its own message, with its own seq.
+    assert [r.broadcasts[0][1]["d"]["body"] for r in applied] == ["b1", "a2", "a3", "b2", "a4"]
+    assert all(r.broadcasts[0][1]["d"]["seq"] == r.data["seq"] for r in applied)
+
+    assert not Message.objects.filter(body="not a member").exists()
+    assert not CommandRecord.objects.filter(command_id=batch[2].command.id).exists()
+    assert redis_client.get(claim_key(cid.pk, batch[2].command.id)) is None, "a refusal is not remembered"
+    for i in fresh:
+        d = batch[i]
+        assert CommandRecord.objects.get(user=d.user, command_id=d.command.id).result == results[i].data
+        assert redis_client.get(d.key).startswith(b"r:")
+    assert dict(Room.objects.values_list("slug", "last_seq")) == {"a": 4, "b": 2}
+    for room in "ab":
+        sent = list(Message.objects.filter(room__slug=room).order_by("seq").values_list("seq", "sent_at"))
+        assert [seq for seq, _ in sent] == list(range(1, len(sent) + 1))
+        assert [at for _, at in sent] == sorted(at for _, at in sent), "sent_at never goes backwards against seq"
+
+
+def test_the_second_copy_of_a_command_in_a_batch_waits_for_the_first(users, redis_client):
+    ana, _, _ = users
+    first, second = execute_many([delivery(ana, "a", "twice", id="same"), delivery(ana, "a", "twice", id="same")])
+    assert not first.dup and isinstance(second, ClaimBusy)
+    (again,) = execute_many([delivery(ana, "a", "twice", id="same")])
+    assert again.dup and again.source == "redis" and again.data == first.data
+    assert Message.objects.filter(client_msg_id="same").count() == 1
+
+
+@pytest.fixture
+def redis_down(settings):
+    """The claim store's Redis does not answer: every claim is "unknown"."""
+    settings.MESSAGING = {**settings.MESSAGING, "REDIS_URL": "redis://127.0.0.1:1/0"}
+    reset_claim_store()
+    yield
+    reset_claim_store()
+
+
+def test_two_copies_of_one_command_in_a_batch_apply_once_with_redis_down(users, redis_down):
+    ana, bob, _ = users
+    results = execute_many([
+        delivery(ana, "a", "twice", id="same"),
+        delivery(bob, "a", "other"),
+        delivery(ana, "a", "twice", id="same"),
+    ])
+    first, other, second = results
+    assert not first.dup and not other.dup
+    assert second.dup and second.source == "database" and second.data == first.data
+    assert Message.objects.filter(client_msg_id="same").count() == 1
+    assert sorted([first.data["seq"], other.data["seq"]]) == [1, 2]
+    assert Room.objects.get(slug="a").last_seq == 2, "the undone attempt used up no seq"
+
+
+def test_a_duplicate_redis_forgot_in_a_batch_is_answered_by_its_record(users, redis_client):
+    ana, bob, _ = users
+    before = apply_command(ana, "room.post", {"room": "a", "body": "hello"}, id="old")
+    redis_client.flushdb()
+    reused = delivery(bob, "b", "first use")
+    apply_command(bob, "room.post", {"room": "b", "body": "first use"}, id=reused.command.id)
+    redis_client.flushdb()
+    batch = [
+        delivery(bob, "a", "fresh 1"),
+        delivery(ana, "a", "hello", id="old"),
+        delivery(bob, "b", "another payload", id=reused.command.id),
+        delivery(ana, "b", "fresh 2"),
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        fresh1, old, id_reused, fresh2 = execute_many(batch)
+    statements = [q["sql"] for q in queries]
+    assert "WITH ORDINALITY" in statements[0], "the batch statement ran first, and failed"
+    assert not any("WITH ORDINALITY" in sql for sql in statements[1:]), "then each post ran alone"
+    assert old.dup and old.source == "database" and old.data == before.data
+    assert isinstance(id_reused, IdReused)
+    assert not fresh1.dup and not fresh2.dup
+    assert (fresh1.data["seq"], fresh2.data["seq"]) == (2, 2), "applied once each, after the undone batch"
+    assert Message.objects.filter(client_msg_id="old").count() == 1
+    assert Message.objects.count() == 4
+    assert redis_client.get(claim_key(ana.pk, "old")).startswith(b"r:"), "Redis learned the record's answer"
+
+
+def test_a_failed_batch_releases_every_claim_and_answers_unavailable(users, redis_client, monkeypatch):
+    ana, bob, cid = users
+    # A statement that fails in PostgreSQL after taking its locks: all of it is undone.
+    broken = commands.POSTS_AND_RECORDS.replace("SELECT p.n, p.seq, s.at", "SELECT p.n, p.seq / 0, s.at")
+    assert broken != commands.POSTS_AND_RECORDS
+    monkeypatch.setattr(commands, "POSTS_AND_RECORDS", broken)
+    batch = [delivery(ana, "a", "one"), delivery(bob, "b", "two"), delivery(cid, "a", "three")]
+    results = execute_many(batch)
+    assert all(isinstance(r, Unavailable) and r.retry for r in results)
+    assert all(redis_client.get(d.key) is None for d in batch), "every claim was released"
+    assert Message.objects.count() == 0 and CommandRecord.objects.filter(type="room.post").count() == 0
+    assert dict(Room.objects.values_list("slug", "last_seq")) == {"a": 0, "b": 0}
+
+    monkeypatch.undo()
+    retried = execute_many(batch)
+    assert [(r.dup, r.data["room"], r.data["seq"]) for r in retried] == [
+        (False, "a", 1), (False, "b", 1), (False, "a", 2)
+    ]
+
+
+def test_batches_over_the_same_rooms_in_opposite_orders_do_not_deadlock(django_user_model):
+    user = django_user_model.objects.create_user(username=f"locks-{uuid.uuid4().hex[:6]}")
+    slugs = [f"r{n}" for n in range(4)]
+    for slug in slugs:
+        apply_command(user, "room.join", {"room": slug})
+    rooms = {room.slug: room.pk for room in Room.objects.filter(slug__in=slugs)}
+    assert sorted(slugs, key=rooms.get) == slugs, "the rooms' ids follow their names"
+    post = handlers.lookup("room.post")
+
+    def batch(order: list[str]) -> list[tuple]:
+        return [
+            (CommandContext(user=user, command_id=uuid.uuid4().hex, type=post.type), commands.Post(room, "x"), "f")
+            for room in order
+        ]
+
+    errors: list[BaseException] = []
+
+    def run(order: list[str], start: threading.Barrier | None = None, rounds: int = 1) -> None:
+        try:
+            for _ in range(rounds):
+                if start is not None:
+                    start.wait(timeout=10)
+                results = post.apply_recorded_many(batch(order))
+                assert all(isinstance(r, dict) for r in results), results
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    def waiting_on_locks() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+            return cursor.fetchone()[0]
+
+    # One round where both batches are sure to overlap: a third connection
+    # holds the second room, so the first batch stops there holding the first.
+    # Locking in batch order, the second batch would take the last room and
+    # stop at the second too, and both would deadlock once it is let go.
+    blocker = connection.get_new_connection(connection.get_connection_params())
+    blocker.autocommit = False  # its lock is held until it closes
+    threads = [threading.Thread(target=run, args=(order,)) for order in (slugs, slugs[::-1])]
+    try:
+        blocker.execute("SELECT 1 FROM messaging_room WHERE slug = 'r1' FOR UPDATE")
+        for thread in threads:
+            thread.start()
+        wait_until(lambda: waiting_on_locks() == 2 or errors, timeout=10, what="both batches waiting on room locks")
+    finally:
+        blocker.close()  # lets the first batch go on
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == []
+
+    # Then many rounds started together, each in the opposite order.
+    start = threading.Barrier(2)
+    threads = [threading.Thread(target=run, args=(order, start, 40)) for order in (slugs, slugs[::-1])]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    expected = 2 + 2 * 40
+    assert set(Room.objects.filter(slug__in=slugs).values_list("last_seq", flat=True)) == {expected}
+    for slug in slugs:
+        assert list(Message.objects.filter(room__slug=slug).order_by("seq").values_list("seq", flat=True)) == list(
+            range(1, expected + 1)
+        )
+
+
+class BatchSizes:
+    """The process's batch-size histogram, as deltas since the test started."""
+
+    def __init__(self) -> None:
+        self.count0, self.sum0 = self.read()
+
+    @staticmethod
+    def read() -> tuple[float, float]:
+        count, total = (REGISTRY.get_sample_value(f"messaging_command_batch_size_{kind}") for kind in ("count", "sum"))
+        return count or 0.0, total or 0.0
+
+    def delta(self) -> tuple[float, float]:
+        count, total = self.read()
+        return count - self.count0, total - self.sum0
+
+
+async def test_commands_that_arrive_together_run_in_batches_each_with_its_own_outcome(users):
+    ana, bob, cid = users
+    sizes = BatchSizes()
+    deliveries = [
+        delivery(user, room, f"{user.username} {n}") for n in range(8) for user, room in ((ana, "b"), (bob, "a"), (cid, "a"))
+    ]
+    # Each command sent twice at once: one applies, the other gets its ack.
+    calls = [execute_async(d.user, d.command, d.handler, d.data) for d in deliveries for _ in range(2)]
+    calls.append(execute_async(cid, *_post_parts(cid, "b", "not a member")))
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+
+    refused = outcomes.pop()
+    assert isinstance(refused, Forbidden)
+    batches, commands_run = sizes.delta()
+    assert commands_run >= len(calls) and batches < commands_run, "some batches carried more than one command"
+
+    for n, d in enumerate(deliveries):
+        pair = outcomes[2 * n: 2 * n + 2]
+        assert sorted(o.dup for o in pair) == [False, True], pair
+        assert pair[0].data == pair[1].data and pair[0].data["room"] == d.data.room
+    for room in "ab":
+        seqs = sorted(o.data["seq"] for o in outcomes if not o.dup and o.data["room"] == room)
+        assert seqs == list(range(1, len(seqs) + 1))
+
+
+def _post_parts(user, room: str, body: str) -> tuple:
+    d = delivery(user, room, body)
+    return d.command, d.handler, d.data
+
+
+def test_claims_still_work_after_redis_forgets_its_scripts(users, own_redis, settings):
+    ana, bob, _ = users
+    settings.MESSAGING = {**settings.MESSAGING, "REDIS_URL": own_redis.url}
+    reset_claim_store()
+    first = execute_many([delivery(ana, "a", "one", id="s1"), delivery(bob, "a", "two")])
+    redis.Redis.from_url(own_redis.url).script_flush()
+    again = execute_many([delivery(ana, "a", "one", id="s1"), delivery(bob, "a", "three")])
+    assert again[0].dup and again[0].source == "redis" and again[0].data == first[0].data
+    assert not again[1].dup and again[1].data["seq"] == 3
+    reset_claim_store()
+
+
+@pytest.mark.parametrize("threads, runners", [(0, 1), (4, 2)])
+async def test_at_most_half_the_database_threads_run_batches_at_once(users, settings, threads, runners):
+    settings.MESSAGING = {**settings.MESSAGING, "DB_THREADS": threads}
+    sizes = BatchSizes()
+    deliveries = [delivery(user, "a", f"m{n}") for n in range(5) for user in users]
+    outcomes = await asyncio.gather(*(execute_async(d.user, d.command, d.handler, d.data) for d in deliveries))
+    # The first `runners` alone, at once; the others queued meanwhile, together.
+    assert sizes.delta() == (runners + 1, 15)
+    seqs = [o.data["seq"] for o in outcomes]
+    assert sorted(seqs[:runners]) == list(range(1, runners + 1))
+    assert seqs[runners:] == list(range(runners + 1, 16))

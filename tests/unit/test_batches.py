@@ -1,0 +1,130 @@
+"""The batcher's scheduling, with a `run` the test holds open: who runs with whom, and who gets what."""
+from __future__ import annotations
+
+import asyncio
+import contextvars
+
+import pytest
+
+from messaging.batches import Batcher
+
+
+class Runs:
+    """A batch function that records each batch and finishes only when the test lets it."""
+
+    def __init__(self) -> None:
+        self.batches: list[list] = []
+        self.gates: list[asyncio.Event] = []
+
+    async def __call__(self, items: list) -> list:
+        self.batches.append(items)
+        gate = asyncio.Event()
+        self.gates.append(gate)
+        await gate.wait()
+        return [ValueError(item) if item == "bad" else item * 2 for item in items]
+
+    def finish(self, n: int) -> None:
+        self.gates[n].set()
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_a_lone_item_runs_at_once_as_a_batch_of_one():
+    runs = Runs()
+    batcher = Batcher(runs, runners=2, limit=64)
+    call = asyncio.ensure_future(batcher.submit(3))
+    await settle()
+    assert runs.batches == [[3]]
+    runs.finish(0)
+    assert await call == 6
+
+
+async def test_items_queue_while_every_runner_is_busy_and_the_next_batch_takes_them_all():
+    runs = Runs()
+    batcher = Batcher(runs, runners=2, limit=64)
+    calls = [asyncio.ensure_future(batcher.submit(n)) for n in range(7)]
+    await settle()
+    assert runs.batches == [[0], [1]], "two runners, two batches; the rest waits"
+    runs.finish(1)
+    await settle()
+    assert runs.batches == [[0], [1], [2, 3, 4, 5, 6]]
+    assert batcher.busy == 2, "never more batches at once than runners"
+    runs.finish(0)
+    runs.finish(2)
+    assert await asyncio.gather(*calls) == [0, 2, 4, 6, 8, 10, 12]
+    assert batcher.busy == 0
+
+
+async def test_a_batch_takes_at_most_the_limit():
+    runs = Runs()
+    batcher = Batcher(runs, runners=1, limit=3)
+    calls = [asyncio.ensure_future(batcher.submit(n)) for n in range(8)]
+    await settle()
+    for n in range(3):
+        runs.finish(n)
+        await settle()
+    assert runs.batches == [[0], [1, 2, 3], [4, 5, 6], [7]]
+    runs.finish(3)
+    await asyncio.gather(*calls)
+
+
+async def test_each_caller_gets_its_own_result_or_exception():
+    runs = Runs()
+    batcher = Batcher(runs, runners=1, limit=64)
+    first = asyncio.ensure_future(batcher.submit(0))
+    calls = [asyncio.ensure_future(batcher.submit(item)) for item in (1, "bad", 2)]
+    await settle()
+    runs.finish(0)
+    await settle()
+    runs.finish(1)
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    assert results[0] == 2 and results[2] == 4
+    assert isinstance(results[1], ValueError)
+    assert await first == 0
+
+
+async def test_a_failing_batch_fails_each_of_its_callers():
+    async def broken(items):
+        raise RuntimeError("the thread pool is gone")
+
+    batcher = Batcher(broken, runners=1, limit=64)
+    results = await asyncio.gather(*(batcher.submit(n) for n in range(3)), return_exceptions=True)
+    assert all(isinstance(r, RuntimeError) for r in results)
+    assert batcher.busy == 0
+
+
+async def test_a_caller_that_stopped_waiting_before_its_batch_is_not_run():
+    runs = Runs()
+    batcher = Batcher(runs, runners=1, limit=64)
+    first = asyncio.ensure_future(batcher.submit(0))
+    gone = asyncio.ensure_future(batcher.submit(1))
+    kept = asyncio.ensure_future(batcher.submit(2))
+    await settle()
+    gone.cancel()
+    runs.finish(0)
+    await settle()
+    assert runs.batches == [[0], [2]]
+    runs.finish(1)
+    assert (await first, await kept) == (0, 4)
+
+
+async def test_the_batch_runs_in_a_context_of_its_own():
+    seen = []
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="none")
+
+    async def run(items):
+        seen.append(var.get())
+        return items
+
+    batcher = Batcher(run, runners=1, limit=64)
+    var.set("caller's")
+    assert await batcher.submit(1) == 1
+    assert seen == ["none"]
+
+
+def test_a_batcher_needs_a_runner():
+    with pytest.raises(ValueError):
+        Batcher(lambda items: items, runners=0, limit=64)
