@@ -7,7 +7,7 @@ import os
 import pytest
 import redis
 
-from messaging import consumers
+from messaging import consumers, metrics
 from messaging.fanout import Hub, RedisHub, get_hub
 from messaging.idempotency import reset_claim_store
 
@@ -55,12 +55,16 @@ async def test_a_room_costs_one_subscription_per_process_however_many_sockets(ma
     hub = get_hub()
     channel = hub.channel("lobby")
     assert redis_client.pubsub_numsub(channel) == [(channel, 1)]
+    published = metrics.FANOUT_FRAMES.labels("published")
+    before = published._value.get()
     id = await clients[0].send("room.post", {"room": "lobby", "body": "hi"})
     assert (await clients[0].ack(id))["ok"]
     for client in clients:
         [frame] = await client.frames("msg", 1)
         assert frame["d"]["id"] == id
         assert await client.nothing_more()
+    # One publish for the room, not one per member.
+    assert published._value.get() - before == 1
     for client in clients:
         await client.close()
     await until(lambda: redis_client.pubsub_numsub(channel) == [(channel, 0)], what="the subscription to end")
@@ -180,7 +184,7 @@ async def test_a_publish_that_fails_costs_the_frame_not_the_ack(make_user, open_
 
 
 async def test_a_publish_queue_past_its_bound_drops_the_oldest_frames():
-    from messaging import fanout, metrics
+    from messaging import fanout
 
     hub, member = Hub(), Recorder()
     await hub.join("lobby", member)
