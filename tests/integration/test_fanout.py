@@ -11,6 +11,7 @@ from messaging import consumers, metrics
 from messaging.fanout import Hub, RedisHub, get_hub
 from messaging.idempotency import reset_claim_store
 
+from ..support.waiting import wait_for
 from .conftest import rows
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -38,16 +39,6 @@ def other_db(url: str) -> str:
     return f"{base}/{(int(db or 0) + 1) % 16}"
 
 
-async def until(predicate, timeout: float = 10, what: str = "a condition") -> None:
-    """Wait for `predicate`; a precondition's deadline, never a timing assertion."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
 async def test_a_room_costs_one_subscription_per_process_however_many_sockets(make_user, open_clients, redis_client):
     clients = [await open_clients(await make_user()) for _ in range(3)]
     for client in clients:
@@ -67,7 +58,7 @@ async def test_a_room_costs_one_subscription_per_process_however_many_sockets(ma
     assert published._value.get() - before == 1
     for client in clients:
         await client.close()
-    await until(lambda: redis_client.pubsub_numsub(channel) == [(channel, 0)], what="the subscription to end")
+    await wait_for(lambda: redis_client.pubsub_numsub(channel) == [(channel, 0)], timeout=10, what="the subscription to end")
     assert hub.pubsub is None and hub.listener is None
 
 
@@ -91,8 +82,8 @@ async def test_frames_published_during_a_join_follow_its_ack_and_backlog(make_us
             socket = next(m for m in hub.members["lobby"] if m.user == bob)
             # The poster's own frames of seqs 1-2 may be held too, if they were
             # still on their way when bob subscribed: all are dropped alike.
-            await until(lambda: (3, '{"t":"msg","d":{"room":"lobby","seq":3}}') in socket.held.get("lobby", ()),
-                        what="the frames to reach bob's socket")
+            frame = (3, '{"t":"msg","d":{"room":"lobby","seq":3}}')
+            await wait_for(lambda: frame in socket.held.get("lobby", ()), timeout=10, what="the frames to reach bob")
         return outcome
 
     monkeypatch.setattr(consumers, "execute_async", join_while_the_room_moves)
@@ -112,7 +103,7 @@ async def test_live_frames_reach_the_hubs_of_one_redis_db_only():
     try:
         publisher.publish("lobby", 7, '{"t":"msg"}')
         publisher.publish("lobby", None, '{"t":"status"}')
-        await until(lambda: len(here.frames) == 2, what="the frames to arrive")
+        await wait_for(lambda: len(here.frames) == 2, timeout=10, what="the frames to arrive")
         assert here.frames == [("lobby", 7, '{"t":"msg"}'), ("lobby", None, '{"t":"status"}')]
         publisher.publish("other-room", 8, '{"t":"msg"}')
         await asyncio.sleep(0.3)
@@ -130,7 +121,7 @@ async def test_the_subscription_comes_back_after_redis_restarts(own_redis, caplo
         assert await member.next() == ("lobby", 1, "before")
         own_redis.stop()
         hub.publish("lobby", 2, "while down")  # lost: counted and logged, nothing raised
-        await until(lambda: hub.pump.done(), what="the failed publish")
+        await wait_for(lambda: hub.pump.done(), timeout=10, what="the failed publish")
         assert "live frames lost" in caplog.text
         own_redis.start()
         # redis-py reconnects the subscription and subscribes again; until it
@@ -193,6 +184,6 @@ async def test_a_publish_queue_past_its_bound_drops_the_oldest_frames():
     # Published faster than the pump can run (no await in between).
     for n in range(fanout.PUBLISH_BACKLOG + 3):
         hub.publish("lobby", n, str(n))
-    await until(lambda: hub.pump.done(), what="the queue to drain")
+    await wait_for(lambda: hub.pump.done(), timeout=10, what="the queue to drain")
     assert dropped._value.get() - before == 3
     assert [seq for _, seq, _ in member.frames] == list(range(3, fanout.PUBLISH_BACKLOG + 3))
