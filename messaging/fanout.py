@@ -115,6 +115,7 @@ class RedisHub(Hub):
 
     def __init__(self, url: str, *, timeout: float) -> None:
         super().__init__()
+        self.timeout = timeout
         # Publishing gives up after `timeout`, like the claim store; the
         # subscription waits forever for its next frame, so no socket timeout.
         self.client = aioredis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
@@ -163,7 +164,7 @@ class RedisHub(Hub):
             await self.pubsub.subscribe(channel)
             if self.listener is None or self.listener.done():
                 self.listener = asyncio.create_task(self.listen(self.pubsub))
-            await asyncio.wait_for(confirmed, get_settings().REDIS_TIMEOUT * 4)
+            await asyncio.wait_for(confirmed, self.timeout * 4)
         finally:
             self.confirmations.pop(channel, None)
 
