@@ -109,35 +109,6 @@ def post_message_frame(ctx: CommandContext, post: Post, seq: int, sent_at: Any) 
     ctx.broadcast(post.room, msg_frame(message, post.room, ctx.user))
 
 
-# The whole post in one statement: the membership check, the room's next seq
-# (its row lock is held to the end of the statement, so seqs stay gapless),
-# the message and the command's durable record. In autocommit mode one
-# statement is one transaction: one round trip where the portable path takes
-# six (BEGIN, membership, seq, message, record, COMMIT). A unique violation on
-# either the message or the record undoes all of it, like the rollback of the
-# portable path, and so turns a duplicate Redis forgot into the original ack.
-POST_AND_RECORD = """
-WITH member AS (
-    SELECT m.room_id FROM {membership} m JOIN {room} r ON r.id = m.room_id
-    WHERE r.slug = %(room)s AND m.user_id = %(user)s
-), taken AS (
-    UPDATE {room} SET last_seq = last_seq + 1 WHERE id = (SELECT room_id FROM member) RETURNING id, last_seq
-), message AS (
-    INSERT INTO {message} (room_id, seq, sender_id, client_msg_id, body, state, sent_at)
-    SELECT id, last_seq, %(user)s, %(id)s, %(body)s, %(state)s, clock_timestamp() FROM taken
-    RETURNING seq, sent_at
-), record AS (
-    INSERT INTO {record} (user_id, command_id, type, fingerprint, result, created_at)
-    SELECT %(user)s, %(id)s, %(type)s, %(fingerprint)s, jsonb_build_object(
-        'room', %(room)s::text, 'seq', seq,
-        'at', to_char(sent_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
-    ), sent_at
-    FROM message
-)
-SELECT seq, sent_at FROM message
-"""
-
-
 def with_tables(sql: str) -> str:
     """`sql` with the app's table names in place of {membership}, {room}, {message} and {record}."""
     return sql.format(
@@ -146,25 +117,12 @@ def with_tables(sql: str) -> str:
     )
 
 
-def post_and_record(ctx: CommandContext, post: Post, fingerprint: str) -> dict | None:
-    """`room.post` and its `CommandRecord` in one statement, on PostgreSQL; None elsewhere."""
-    if connection.vendor != "postgresql":
-        return None
-    with connection.cursor() as cursor:
-        cursor.execute(with_tables(POST_AND_RECORD), {
-            "room": post.room, "user": ctx.user.pk, "id": ctx.command_id, "body": post.body,
-            "state": MessageState.SENT, "type": ctx.type, "fingerprint": fingerprint,
-        })
-        row = cursor.fetchone()
-    if row is None:
-        raise Forbidden("join the room first")
-    seq, sent_at = row
-    post_message_frame(ctx, post, seq, sent_at)
-    return post_result(post.room, seq, sent_at)
-
-
 # Every post of a batch in one statement: per post the membership check, per
-# room the next seqs in batch order, then the messages and the records. The
+# room the next seqs in batch order, then the messages and the records. In
+# autocommit mode one statement is one transaction: one round trip where the
+# portable path takes six per post (BEGIN, membership, seq, message, record,
+# COMMIT), and a unique violation undoes all of it, like the portable path's
+# rollback, so a duplicate Redis forgot ends in the original ack. The
 # rooms' row locks are taken by `locked`, a SELECT ... ORDER BY id FOR UPDATE
 # of its own: PostgreSQL sorts first and then locks the rows one by one as
 # they are pulled, so every batch locks its rooms in id order and two batches
@@ -236,6 +194,20 @@ def posts_and_records(entries: list[tuple[CommandContext, Post, str]]) -> list[d
         post_message_frame(ctx, post, seq, sent_at)
         results.append(post_result(post.room, seq, sent_at))
     return results
+
+
+def post_and_record(ctx: CommandContext, post: Post, fingerprint: str) -> dict | None:
+    """`room.post` and its `CommandRecord` in one statement, on PostgreSQL; None elsewhere.
+
+    A batch of one: the same statement as a batch, so the two cannot drift.
+    """
+    results = posts_and_records([(ctx, post, fingerprint)])
+    if results is None:
+        return None
+    [result] = results
+    if isinstance(result, Forbidden):
+        raise result
+    return result
 
 
 @command("room.post", validate=validate_post, apply_recorded=post_and_record, apply_recorded_many=posts_and_records)
