@@ -6,6 +6,9 @@ next batch to start takes them. Nothing waits for company: at low load each
 batch is a single item, so latency does not grow, and under load the fixed
 costs of a batch (a thread hop, round trips) are shared by all its items.
 
+Items submitted together (`submit_many`) stay together: they run in one
+batch, in the order given, so a caller can rely on their relative order.
+
 No Django here: `run` is any coroutine function that takes a list of items and
 returns one result per item, in order; an exception in that list is raised to
 that item's caller alone.
@@ -30,25 +33,37 @@ class Batcher(Generic[Item]):
         self.runners = runners
         self.limit = limit
         self.busy = 0
-        self.queue: deque[tuple[Item, asyncio.Future]] = deque()
+        # Units of items submitted together; a unit is never split.
+        self.queue: deque[list[tuple[Item, asyncio.Future]]] = deque()
         # Strong references: the event loop keeps only weak ones to its tasks.
         self.tasks: set[asyncio.Task] = set()
 
     async def submit(self, item: Item) -> Any:
         """Queue `item`; once its batch has run, return its result or raise its exception."""
         future = asyncio.get_running_loop().create_future()
-        self.queue.append((item, future))
-        if self.busy < self.runners:
-            self._start()
+        self._queue([(item, future)])
         return await future
 
+    async def submit_many(self, items: list[Item]) -> list[Any]:
+        """Queue `items` to run in one batch, in this order; return each one's result or exception.
+
+        A batch takes more than `limit` items only to keep such a unit whole.
+        """
+        loop = asyncio.get_running_loop()
+        unit = [(item, loop.create_future()) for item in items]
+        self._queue(unit)
+        return await asyncio.gather(*(future for _, future in unit), return_exceptions=True)
+
+    def _queue(self, unit: list[tuple[Item, asyncio.Future]]) -> None:
+        self.queue.append(unit)
+        if self.busy < self.runners:
+            self._start()
+
     def _start(self) -> None:
-        batch = []
-        while self.queue and len(batch) < self.limit:
-            item, future = self.queue.popleft()
+        batch: list[tuple[Item, asyncio.Future]] = []
+        while self.queue and (not batch or len(batch) + len(self.queue[0]) <= self.limit):
             # A caller that stopped waiting (its socket closed) is not run at all.
-            if not future.cancelled():
-                batch.append((item, future))
+            batch.extend(entry for entry in self.queue.popleft() if not entry[1].cancelled())
         if not batch:
             return
         self.busy += 1

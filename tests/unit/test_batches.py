@@ -125,6 +125,62 @@ async def test_the_batch_runs_in_a_context_of_its_own():
     assert seen == ["none"]
 
 
+async def test_items_submitted_together_run_in_one_batch_in_their_order():
+    runs = Runs()
+    batcher = Batcher(runs, runners=1, limit=3)
+    first = asyncio.ensure_future(batcher.submit(0))
+    await settle()
+    units = [asyncio.ensure_future(batcher.submit_many(unit)) for unit in ([1, 2], [3, 4], [5])]
+    await settle()
+    for n in range(3):
+        runs.finish(n)
+        await settle()
+    assert runs.batches == [[0], [1, 2], [3, 4, 5]], "[3, 4] does not fit beside [1, 2] and is not split"
+    assert await first == 0
+    assert await asyncio.gather(*units) == [[2, 4], [6, 8], [10]]
+
+
+async def test_a_unit_larger_than_the_limit_runs_whole_and_alone():
+    runs = Runs()
+    batcher = Batcher(runs, runners=1, limit=2)
+    first = asyncio.ensure_future(batcher.submit(0))
+    await settle()
+    unit = asyncio.ensure_future(batcher.submit_many([1, 2, 3]))
+    after = asyncio.ensure_future(batcher.submit(4))
+    await settle()
+    for n in range(3):
+        runs.finish(n)
+        await settle()
+    assert runs.batches == [[0], [1, 2, 3], [4]]
+    assert (await first, await unit, await after) == (0, [2, 4, 6], 8)
+
+
+async def test_each_item_of_a_unit_gets_its_own_result_or_exception():
+    runs = Runs()
+    batcher = Batcher(runs, runners=1, limit=64)
+    unit = asyncio.ensure_future(batcher.submit_many([1, "bad", 2]))
+    await settle()
+    runs.finish(0)
+    results = await unit
+    assert results[0] == 2 and results[2] == 4
+    assert isinstance(results[1], ValueError)
+
+
+async def test_a_unit_whose_caller_stopped_waiting_is_not_run():
+    runs = Runs()
+    batcher = Batcher(runs, runners=1, limit=64)
+    first = asyncio.ensure_future(batcher.submit(0))
+    gone = asyncio.ensure_future(batcher.submit_many([1, 2]))
+    kept = asyncio.ensure_future(batcher.submit(3))
+    await settle()
+    gone.cancel()
+    runs.finish(0)
+    await settle()
+    assert runs.batches == [[0], [3]]
+    runs.finish(1)
+    assert (await first, await kept) == (0, 6)
+
+
 def test_a_batcher_needs_a_runner():
     with pytest.raises(ValueError):
         Batcher(lambda items: items, runners=0, limit=64)
