@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import math
 import random
 import time
+from collections import deque
 from typing import Any, Awaitable, Callable
 
 import redis
@@ -17,7 +19,7 @@ from . import handlers, metrics
 from .conf import get_settings
 from .exceptions import BadFrame, CommandError, RateLimited, Unavailable
 from .fanout import get_hub
-from .idempotency import execute_async, run_in_db_thread
+from .idempotency import BATCH_LIMIT, Delivery, Outcome, execute_async, execute_together, run_in_db_thread
 from .logcontext import command_scope
 from .protocol import Command, ack_error, ack_ok, bad_frame, encode, parse_command
 from .ratelimit import TokenBucket, user_limiter
@@ -28,6 +30,7 @@ log = logging.getLogger(__name__)
 CLOSE_UNSUPPORTED = 1003
 CLOSE_POLICY = 1008
 CLOSE_TOO_BIG = 1009
+CLOSE_INTERNAL = 1011
 CLOSE_UNAUTHENTICATED = 4401
 
 
@@ -160,6 +163,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # room's seq up to which the join's backlog covers its messages.
         self.held: dict[str, list[tuple[int | None, str]]] = {}
         self.live_after: dict[str, int] = {}
+        # Frames received and not yet answered, with when each came; the task
+        # that answers them while there are any (`receive`).
+        self.inbox: deque[tuple[str | None, float]] = deque()
+        self.worker: asyncio.Task | None = None
+        self.closed = False
         self.signed_in = self.user is not None and self.user.is_authenticated
         await self.accept()
         metrics.OPEN_SOCKETS.inc()
@@ -175,6 +183,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
             self.session_watch = SessionWatch.join(self, session_key, conf.SESSION_CHECK_INTERVAL)
 
     async def disconnect(self, code: int) -> None:
+        # The command being answered finishes (a join's subscription must
+        # exist before it can be undone below); the rest are dropped.
+        self.closed = True
+        if getattr(self, "inbox", None):
+            self.inbox.clear()
+        if getattr(self, "worker", None) is not None:
+            await asyncio.wait([self.worker])
         if getattr(self, "counted", False):
             metrics.OPEN_SOCKETS.dec()
             self.counted = False
@@ -185,28 +200,98 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.unsubscribe(room)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if not self.signed_in:
+        """Queue the frame for `answer_inbox`, which answers the socket's frames in order.
+
+        Channels hands a consumer its next frame only when this returns, so
+        answering here would keep one command per socket in flight however
+        many the client sends ahead. Queued, a socket's consecutive posts go
+        to the database together (`answer_frames`).
+        """
+        if not self.signed_in or self.closed:
             return
-        if text_data is None:
-            await self.close(code=CLOSE_UNSUPPORTED)
-            return
-        limit = get_settings().MAX_FRAME_BYTES
-        if len(text_data) > limit or len(text_data.encode("utf-8", "surrogatepass")) > limit:
-            await self.close(code=CLOSE_TOO_BIG)
-            return
+        self.inbox.append((text_data, time.perf_counter()))
+        if self.worker is None:
+            self.worker = asyncio.create_task(self.answer_inbox())
+
+    async def answer_inbox(self) -> None:
         try:
-            command = parse_command(text_data)
+            while self.inbox and not self.closed:
+                frames = list(self.inbox)
+                self.inbox.clear()
+                await self.answer_frames(frames)
+        except Exception:
+            # What channels does with an exception of a handler: log it and
+            # end the socket (1011), rather than leave its frames unanswered.
+            log.exception("answering frames of user %s failed", self.user.pk)
+            try:
+                await self.close(code=CLOSE_INTERNAL)
+            except Exception:
+                log.warning("closing a socket of user %s failed", self.user.pk, exc_info=True)
+        finally:
+            self.worker = None
+
+    async def answer_frames(self, frames: list[tuple[str | None, float]]) -> None:
+        """Answer `frames` in the order received.
+
+        Consecutive exactly-once commands of one type (a client's pipelined
+        posts) run together in one batch, in order, so their seqs follow send
+        order and their acks come in it. Everything else waits for them and
+        runs alone: a join, a receipt, a refusal, a bad frame, a close. So a
+        post sent right behind its room's join still runs after the join.
+        """
+        together: list[tuple[Delivery, float]] = []
+        for text, started in frames:
+            if self.closed:
+                return
+            frame = self.read(text)
+            if isinstance(frame, Command):
+                self.bad_frames = 0
+                with command_scope(frame.id, frame.t, self.user.pk):
+                    handler, data, error = await self.prepare(frame)
+                    if error is None and handler.exactly_once and handler.subscribes_to is None:
+                        if together and (together[0][0].handler.type != handler.type or len(together) >= BATCH_LIMIT):
+                            await self.run_together(together)
+                            together = []
+                        delivery = Delivery(self.user, frame, handler, data, contextvars.copy_context())
+                        together.append((delivery, started))
+                        continue
+            await self.run_together(together)
+            together = []
+            if self.closed:
+                return
+            if isinstance(frame, Command):
+                with command_scope(frame.id, frame.t, self.user.pk):
+                    await self.run(frame, started, handler, data, error)
+            elif isinstance(frame, BadFrame):
+                await self.refuse_frame(frame.message)
+            else:
+                await self.close(code=frame)
+        await self.run_together(together)
+
+    def read(self, text: str | None) -> Command | BadFrame | int:
+        """The frame's command, why it is no command, or the code to close the socket with."""
+        if text is None:
+            return CLOSE_UNSUPPORTED
+        limit = get_settings().MAX_FRAME_BYTES
+        if len(text) > limit or len(text.encode("utf-8", "surrogatepass")) > limit:
+            return CLOSE_TOO_BIG
+        try:
+            return parse_command(text)
         except BadFrame as exc:
-            await self.refuse_frame(exc.message)
-            return
-        self.bad_frames = 0
-        await self.run(command)
+            return exc
 
     async def refuse_frame(self, message: str) -> None:
         self.bad_frames += 1
         await self.send(text_data=encode(bad_frame(message)))
         if self.bad_frames >= get_settings().BAD_FRAME_LIMIT:
             await self.close(code=CLOSE_POLICY)
+
+    async def close(self, code: int | bool | None = None, reason: str | None = None) -> None:
+        # Frames queued behind a close are not answered.
+        self.closed = True
+        if getattr(self, "inbox", None):
+            self.inbox.clear()
+        await super().close(code=code, reason=reason)
 
     async def check_rate(self) -> None:
         """Refuse with `rate_limited` above the socket's or the user's rate."""
@@ -218,15 +303,26 @@ class ChatConsumer(AsyncWebsocketConsumer):
             # Rounded up, so a client that waits exactly this long is let in.
             raise RateLimited(retry_after=math.ceil(wait * 1000) / 1000)
 
-    async def run(self, command: Command) -> None:
-        started = time.perf_counter()
+    async def prepare(self, command: Command) -> tuple[handlers.Handler | None, Any, CommandError | None]:
+        """The command's handler (None if it has none) and validated data, or why it is refused."""
         handler = None
+        try:
+            await self.check_rate()
+            handler = handlers.lookup(command.t)
+            return handler, handlers.validate(handler, command.d), None
+        except CommandError as exc:
+            return handler, None, exc
+        except Exception:
+            log.exception("command %s %s by user %s failed", command.t, command.id, self.user.pk)
+            return handler, None, Unavailable()
+
+    async def run(self, command: Command, started: float, handler: handlers.Handler | None, data: Any,
+                  error: CommandError | None) -> None:
+        """One prepared command on its own (or its refusal, `error`), answered."""
         joining = subscribed = None
-        with command_scope(command.id, command.t, self.user.pk):
+        if error is None:
+            assert handler is not None
             try:
-                await self.check_rate()
-                handler = handlers.lookup(command.t)
-                data = handlers.validate(handler, command.d)
                 if handler.subscribes_to is not None:
                     joining = handler.subscribes_to(data)
                     self.held[joining] = []
@@ -237,25 +333,56 @@ class ChatConsumer(AsyncWebsocketConsumer):
             except Exception:
                 log.exception("command %s %s by user %s failed", command.t, command.id, self.user.pk)
                 error = Unavailable()
-            else:
-                error = None
-            if error is not None:
-                await self.unsubscribe(subscribed)
-                await self.send(text_data=encode(ack_error(command.id, error.as_error())))
-                self.answered(handler, error.code, started)
-                await self.release_held(joining)
-                return
-            await self.send(text_data=encode(ack_ok(command.id, outcome.data, dup=outcome.dup)))
-            self.answered(handler, "dup" if outcome.dup else "ok", started, source=outcome.source)
-            for frame in outcome.replies:
-                await self.send(text_data=encode(frame))
-            if joining is not None:
-                last_seq = outcome.data.get("last_seq")
-                if isinstance(last_seq, int):
-                    self.live_after[joining] = last_seq
-                await self.release_held(joining)
-            for room, frame in outcome.broadcasts:
-                self.broadcast(room, frame)
+        if error is not None:
+            await self.unsubscribe(subscribed)
+            await self.refuse(command, handler, error, started)
+            await self.release_held(joining)
+            return
+        await self.ack(command, handler, outcome, started)
+        if joining is not None:
+            last_seq = outcome.data.get("last_seq")
+            if isinstance(last_seq, int):
+                self.live_after[joining] = last_seq
+            await self.release_held(joining)
+        self.publish(outcome)
+
+    async def run_together(self, together: list[tuple[Delivery, float]]) -> None:
+        """Exactly-once commands that take effect in their order, answered in it."""
+        if not together:
+            return
+        try:
+            results = await execute_together([delivery for delivery, _ in together])
+        except Exception:
+            log.exception("a batch of %d commands by user %s failed", len(together), self.user.pk)
+            results = [Unavailable()] * len(together)
+        for (delivery, started), result in zip(together, results):
+            command, handler = delivery.command, delivery.handler
+            with command_scope(command.id, command.t, self.user.pk):
+                if isinstance(result, Outcome):
+                    await self.ack(command, handler, result, started)
+                    self.publish(result)
+                    continue
+                if not isinstance(result, CommandError):
+                    log.error("command %s %s by user %s failed", command.t, command.id, self.user.pk,
+                              exc_info=result)
+                    result = Unavailable()
+                await self.refuse(command, handler, result, started)
+
+    async def ack(self, command: Command, handler: handlers.Handler, outcome: Outcome, started: float) -> None:
+        """The command's ack, then its replies (a join's backlog)."""
+        await self.send(text_data=encode(ack_ok(command.id, outcome.data, dup=outcome.dup)))
+        self.answered(handler, "dup" if outcome.dup else "ok", started, source=outcome.source)
+        for frame in outcome.replies:
+            await self.send(text_data=encode(frame))
+
+    async def refuse(self, command: Command, handler: handlers.Handler | None, error: CommandError,
+                     started: float) -> None:
+        await self.send(text_data=encode(ack_error(command.id, error.as_error())))
+        self.answered(handler, error.code, started)
+
+    def publish(self, outcome: Outcome) -> None:
+        for room, frame in outcome.broadcasts:
+            self.broadcast(room, frame)
 
     def answered(self, handler: handlers.Handler | None, outcome: str, started: float, *, source: str | None = None) -> None:
         """Count and log one ack, the one place where every command's outcome is known."""

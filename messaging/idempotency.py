@@ -17,7 +17,7 @@ Redis failing is never taken for "already claimed": every Redis error falls
 through to the database path, which alone still guarantees exactly-once.
 
 Commands that arrive together in one process run as one batch
-(`execute_async`, `batches`): one thread hop, one Redis round trip for all
+(`execute_async`, `execute_together`, `batches`): one thread hop, one Redis round trip for all
 claims, the handlers (one statement for all commands of a type with
 `apply_recorded_many`), and one round trip for all results and releases.
 Each command keeps its own outcome.
@@ -517,14 +517,40 @@ async def execute_async(user: Any, command: Command, handler: Handler, data: Any
     """
     if not handler.exactly_once:
         return await run_in_db_thread(execute, user, command, handler, data)
-    batcher = _batcher()
+    [result] = await execute_together([Delivery(user, command, handler, data, contextvars.copy_context())])
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+async def execute_together(deliveries: list[Delivery]) -> list[Outcome | Exception]:
+    """Exactly-once deliveries that must take effect in this order (one sender's
+    consecutive posts): per delivery its `Outcome` or the exception for its caller.
+
+    They run in one batch, in order, so a room's seqs follow their order. One
+    that finds its command's first attempt still running polls as in
+    `execute_async`, and if that attempt failed, applies after the others.
+    """
     deadline = time.monotonic() + get_settings().IN_PROGRESS_WAIT
+    results = await _batcher().submit_many(deliveries)
+    busy = [i for i, result in enumerate(results) if isinstance(result, ClaimBusy)]
+    if busy:
+        polled = await asyncio.gather(*(_poll(deliveries[i], deadline) for i in busy), return_exceptions=True)
+        for i, result in zip(busy, polled):
+            results[i] = result
+    return results
+
+
+async def _poll(delivery: Delivery, deadline: float) -> Outcome:
+    """Submit `delivery` again until its command's other attempt is done, or raise `InProgress` at `deadline`."""
+    batcher = _batcher()
     pause = 0.01
     while True:
-        try:
-            return await batcher.submit(Delivery(user, command, handler, data, contextvars.copy_context()))
-        except ClaimBusy:
-            if time.monotonic() >= deadline:
-                raise InProgress() from None
+        if time.monotonic() >= deadline:
+            raise InProgress()
         await asyncio.sleep(pause)
         pause = min(pause * 2, 0.1)
+        try:
+            return await batcher.submit(delivery)
+        except ClaimBusy:
+            pass
