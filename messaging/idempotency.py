@@ -17,10 +17,10 @@ Redis failing is never taken for "already claimed": every Redis error falls
 through to the database path, which alone still guarantees exactly-once.
 
 Commands that arrive together in one process run as one batch
-(`execute_async`, `execute_together`, `batches`): one thread hop, one Redis round trip for all
-claims, the handlers (one statement for all commands of a type with
-`apply_recorded_many`), and one round trip for all results and releases.
-Each command keeps its own outcome.
+(`execute_async`, `execute_together`, `batches`): one thread hop, one Redis
+call (a script) for all claims, the handlers (one statement for all commands
+of a type with `apply_recorded_many`), and one call for all results and
+releases. Each command keeps its own outcome.
 """
 from __future__ import annotations
 
@@ -42,7 +42,6 @@ import orjson
 import redis
 from channels.db import database_sync_to_async
 from django.db import DatabaseError, IntegrityError, connection, connections, transaction
-from redis.commands.core import Script
 
 from . import metrics
 from .batches import Batcher
@@ -57,17 +56,36 @@ log = logging.getLogger(__name__)
 CLAIM_PREFIX = b"c:"
 RESULT_PREFIX = b"r:"
 
-# Returns the current value if the key exists, else sets the claim and nil.
-_CLAIM = """
-local v = redis.call('GET', KEYS[1])
-if v then return v end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return false
+# A batch's claims in one call, so redis-py packs and parses one command, not
+# one per key. KEYS: the commands' keys; ARGV: the claim, the lease in ms.
+# Per key, its current value if it has one, else false once the claim is set
+# (a key twice in one batch: the second copy finds the first one's claim).
+_CLAIM_MANY = """
+local found = {}
+for i, key in ipairs(KEYS) do
+    local v = redis.call('GET', key)
+    if v then
+        found[i] = v
+    else
+        redis.call('SET', key, ARGV[1], 'PX', ARGV[2])
+        found[i] = false
+    end
+end
+return found
 """
-# Deletes the key only if it still holds this owner's claim.
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
+# A batch's results and releases in one call. KEYS: the results' keys, then
+# the claims to release; ARGV: how many results, the window in seconds, the
+# owner's claim, then the results. A claim is released only if it is still
+# this owner's.
+_FINISH = """
+local results = tonumber(ARGV[1])
+for i = 1, results do
+    redis.call('SET', KEYS[i], ARGV[3 + i], 'EX', ARGV[2])
+end
+for i = results + 1, #KEYS do
+    if redis.call('GET', KEYS[i]) == ARGV[3] then redis.call('DEL', KEYS[i]) end
+end
+return results
 """
 
 
@@ -108,11 +126,6 @@ class ClaimStore:
         """Keep each `(key, result)` for the window; release each claim of `releases` that `owner` still holds."""
 
 
-# One call of a batch's round trip: a script with its key and arguments, or
-# (None, key, (result,)) to keep a result for the window.
-Call = tuple["Script | None", str, tuple]
-
-
 class RedisClaimStore(ClaimStore):
     """Claims and results in Redis, with short timeouts and a breaker.
 
@@ -128,8 +141,10 @@ class RedisClaimStore(ClaimStore):
         self.window = int(window)
         self.cooldown = cooldown
         self._down_until = 0.0
-        self._claim = self.client.register_script(_CLAIM)
-        self._release = self.client.register_script(_RELEASE)
+        # redis-py's scripts load themselves again into a Redis that forgot
+        # them (restarted, flushed) and resend the call.
+        self._claim_many = self.client.register_script(_CLAIM_MANY)
+        self._finish = self.client.register_script(_FINISH)
 
     def _available(self) -> bool:
         return time.monotonic() >= self._down_until
@@ -141,70 +156,38 @@ class RedisClaimStore(ClaimStore):
     def claim_many(self, keys: list[str], owner: str) -> list[Stored | bool | None]:
         if not keys or not self._available():
             return [None] * len(keys)
-        claim = CLAIM_PREFIX + owner.encode()
         try:
-            replies = self._send([(self._claim, key, (claim, self.lease_ms)) for key in keys])
+            replies = self._claim_many(keys=keys, args=[CLAIM_PREFIX + owner.encode(), self.lease_ms])
         except redis.RedisError as exc:
             self._failed("claim", exc)
             return [None] * len(keys)
         results: list[Stored | bool | None] = []
         for current in replies:
-            if isinstance(current, Exception):
-                results.append(None)
-            elif current is None:
+            if current is None:
                 results.append(True)
             elif current.startswith(RESULT_PREFIX):
                 fingerprint, data = orjson.loads(current[len(RESULT_PREFIX):])
                 results.append(Stored(fingerprint, data))
             else:
                 results.append(False)
-        error = next((reply for reply in replies if isinstance(reply, Exception)), None)
-        if error is not None:
-            self._failed("claim", error)
         return results
 
     def finish(self, results: list[tuple[str, Stored]], releases: list[str], owner: str) -> None:
-        calls: list[Call] = []
-        if self._available():
-            # Written whatever claim is there now: the result is committed, so
-            # it is the truth for every attempt, the owner's or a newer one's.
-            calls += [(None, key, (RESULT_PREFIX + orjson.dumps([s.fingerprint, s.data]),)) for key, s in results]
-        calls += [(self._release, key, (CLAIM_PREFIX + owner.encode(),)) for key in releases]
-        if not calls:
+        if not self._available():
+            # Keep no results while Redis is down; still try the releases.
+            results = []
+        if not results and not releases:
             return
+        keys = [key for key, _ in results] + releases
+        values = [RESULT_PREFIX + orjson.dumps([s.fingerprint, s.data]) for _, s in results]
         try:
-            replies = self._send(calls)
+            # Each result is written whatever claim is there now: it is
+            # committed, so it is the truth for every attempt, the owner's or
+            # a newer one's.
+            self._finish(keys=keys, args=[len(results), self.window, CLAIM_PREFIX + owner.encode(), *values])
         except redis.RedisError as exc:
             # An unreleased claim frees its id when the lease runs out.
             self._failed("store", exc)
-            return
-        error = next((reply for reply in replies if isinstance(reply, Exception)), None)
-        if error is not None:
-            self._failed("store", error)
-
-    def _send(self, calls: list[Call]) -> list[Any]:
-        """Send `calls` in one round trip; per call its reply, or the error Redis answered it with.
-
-        A script Redis does not know (restarted, flushed) is loaded, and the
-        calls that needed it are sent again.
-        """
-        replies = self._pipeline(calls)
-        missing = [i for i, reply in enumerate(replies) if isinstance(reply, redis.exceptions.NoScriptError)]
-        if missing:
-            for script in {calls[i][0] for i in missing}:
-                script.sha = self.client.script_load(script.script)
-            for i, reply in zip(missing, self._pipeline([calls[i] for i in missing])):
-                replies[i] = reply
-        return replies
-
-    def _pipeline(self, calls: list[Call]) -> list[Any]:
-        pipe = self.client.pipeline(transaction=False)
-        for script, key, args in calls:
-            if script is None:
-                pipe.set(key, args[0], ex=self.window)
-            else:
-                pipe.evalsha(script.sha, 1, key, *args)
-        return pipe.execute(raise_on_error=False)
 
 
 _store: ClaimStore | None = None
