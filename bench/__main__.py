@@ -47,6 +47,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the full path's server (a lever)")
     p.add_argument("--peak-only", action="store_true", help="skip the latency curve and the idle sockets (lever studies)")
     p.add_argument("--profile", action="store_true", help="only profile the full path under the reference load (py-spy)")
+    p.add_argument("--profile-wall", action="store_true",
+                   help="with --profile: sample every thread all the time (where it waits), not only while it holds the GIL")
     p.add_argument("--out", default=str(ROOT / "artifacts" / "bench"))
     return p.parse_args()
 
@@ -176,7 +178,7 @@ def main() -> None:
             s.stop()
 
     if args.profile:
-        profile(start, sessions, reference, out)
+        profile(start, sessions, reference, out, wall=args.profile_wall)
         return
 
     rounds: dict[str, list[dict]] = {}
@@ -243,13 +245,13 @@ def main() -> None:
     print(f"wrote {out / 'results.json'} and {out / 'latency.png'}")
 
 
-def profile(start, sessions: list[str], load: Load, out: Path) -> None:
+def profile(start, sessions: list[str], load: Load, out: Path, *, wall: bool = False) -> None:
     """Sample the full path's server with py-spy under the reference load; print the top frames."""
     servers = start("full")
     raw = out / "profile.txt"
     try:
         spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(servers[0].pid),
-                                "-r", "250", "-f", "raw", "-o", str(raw), "--threads", "--gil"],
+                                "-r", "250", "-f", "raw", "-o", str(raw), "--threads", "--idle" if wall else "--gil"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1)
         run_load(servers, "full", sessions, Load(**{**load.__dict__, "messages": load.messages * 2}), "profiled full path")
