@@ -13,11 +13,13 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from messaging.daphne_compat import allow_protocol_close_codes  # noqa: E402
+from messaging.daphne_compat import allow_protocol_close_codes, defer_autobahn_log_formatting  # noqa: E402
 from messaging.routing import websocket_urlpatterns  # noqa: E402
 
 # Without this, daphne turns the protocol's 1003, 1008 and 1009 closes into 1011.
 allow_protocol_close_codes()
+# Autobahn formats its debug lines' arguments on every frame, logged or not.
+defer_autobahn_log_formatting()
 
 application = ProtocolTypeRouter(
     {
