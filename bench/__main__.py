@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -40,6 +41,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--duplicates", type=float, default=0.1)
     p.add_argument("--room-size", type=int, default=4)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--seconds", type=float, default=3.0,
+                   help="a calibration round (not reported) sizes each peak run to last about this long, "
+                        "with at least --messages per socket (0: no calibration, --messages only)")
     p.add_argument("--server", choices=["daphne", "uvicorn"], default="daphne", help="for every config")
     p.add_argument("--idle", type=int, default=5000, help="idle sockets for the memory check (0: skip)")
     p.add_argument("--configs", default="full,echo,tutorial",
@@ -181,30 +185,46 @@ def main() -> None:
         profile(start, sessions, reference, out, wall=args.profile_wall)
         return
 
+    # A run of 150 commands per socket lasts 0.4 s on echo and 15 s on the
+    # tutorial: a hiccup of the shared machine moves a short run's rate a lot.
+    # The calibration round measures each run's rate; the reported rounds then
+    # send enough commands to last about --seconds each.
+    calibrated: dict[str, float] = {}
+
+    def sized(name: str, load: Load) -> Load:
+        rate = calibrated.get(name)
+        if not rate:
+            return load
+        return Load(**{**load.__dict__, "messages": max(load.messages, math.ceil(args.seconds * rate / load.sockets))})
+
     rounds: dict[str, list[dict]] = {}
-    for r in range(args.rounds):
+    for r in range(-1 if args.seconds > 0 else 0, args.rounds):
+        label = "calibration" if r < 0 else f"round {r + 1}"
+
+        def measure(name: str, servers: list[Server], kind: str, load: Load, what: str) -> None:
+            result = run_load(servers, kind, sessions, sized(name, load), f"{label} {what}")
+            if r < 0:
+                calibrated[name] = result["acks_per_s"]
+            else:
+                rounds.setdefault(name, []).append(result)
+
         for config in configs:
             servers = start(config)
             try:
                 kind = kind_of(config)
-                rounds.setdefault(config, []).append(
-                    run_load(servers, kind, sessions, reference, f"round {r + 1} {config}")
-                )
+                measure(config, servers, kind, reference, config)
                 if config == "full":  # the plain full path only: the duplicate and first-time shares
                     first = Load(**{**reference.__dict__, "duplicates": 0.0})
                     dups = Load(**{**reference.__dict__, "seed_only_duplicates": True})
-                    rounds.setdefault("full, first-time posts only", []).append(
-                        run_load(servers, kind, sessions, first, f"round {r + 1} first-time only"))
-                    rounds.setdefault("full, duplicates only", []).append(
-                        run_load(servers, kind, sessions, dups, f"round {r + 1} duplicates only"))
+                    measure("full, first-time posts only", servers, kind, first, "first-time only")
+                    measure("full, duplicates only", servers, kind, dups, "duplicates only")
             finally:
                 for s in servers:
                     s.stop()
         if "full" in configs:
             servers = start("full", 2)
             try:
-                rounds.setdefault("full, two processes", []).append(
-                    run_load(servers, "full", sessions, reference, f"round {r + 1} full x2"))
+                measure("full, two processes", servers, "full", reference, "full x2")
             finally:
                 for s in servers:
                     s.stop()
@@ -230,6 +250,8 @@ def main() -> None:
     report = {
         "machine": {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg(), "shared": True},
         "reference": reference.__dict__,
+        "seconds_per_run": args.seconds,
+        "calibrated_acks_per_s": calibrated,
         "server": args.server,
         "levers": levers,
         "rounds": rounds,
