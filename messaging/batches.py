@@ -1,10 +1,16 @@
 """Group commit without waiting: calls that arrive together run as one batch.
 
-A batch starts as soon as one of `runners` is free, with everything queued
-(at most `limit` items); while every runner is busy, new items queue and the
-next batch to start takes them. Nothing waits for company: at low load each
-batch is a single item, so latency does not grow, and under load the fixed
-costs of a batch (a thread hop, round trips) are shared by all its items.
+A batch starts as soon as a runner is free, with everything queued (at most
+`limit` items); while batches run, new items queue and the next batch to
+start takes them. Nothing waits for company: at low load each batch is a
+single item, so latency does not grow, and under load the fixed costs of a
+batch (a thread hop, round trips) are shared by all its items.
+
+With `overlap_after`, a batch starts beside running ones only once the
+newest of them has run that long: batches run one at a time, as large as the
+load makes them, unless one is slow, and then the next does not wait for it
+longer than `overlap_after`. Batches that write the same rows gain nothing
+from running at once (they queue for the same row locks) and lose their size.
 
 Items submitted together (`submit_many`) stay together: they run in one
 batch, in the order given, so a caller can rely on their relative order.
@@ -26,13 +32,17 @@ Item = TypeVar("Item")
 class Batcher(Generic[Item]):
     """Collects the items submitted on one event loop and runs them in batches."""
 
-    def __init__(self, run: Callable[[list[Item]], Awaitable[list[Any]]], *, runners: int, limit: int) -> None:
+    def __init__(self, run: Callable[[list[Item]], Awaitable[list[Any]]], *, runners: int, limit: int,
+                 overlap_after: float = 0.0) -> None:
         if runners < 1 or limit < 1:
             raise ValueError("a batcher needs at least one runner and a limit of at least one item")
         self.run = run
         self.runners = runners
         self.limit = limit
-        self.busy = 0
+        self.overlap_after = overlap_after
+        # When each running batch started (the loop's clock).
+        self.started: list[float] = []
+        self.timer: asyncio.TimerHandle | None = None
         # Units of items submitted together; a unit is never split.
         self.queue: deque[list[tuple[Item, asyncio.Future]]] = deque()
         # Strong references: the event loop keeps only weak ones to its tasks.
@@ -54,10 +64,30 @@ class Batcher(Generic[Item]):
         self._queue(unit)
         return await asyncio.gather(*(future for _, future in unit), return_exceptions=True)
 
+    @property
+    def busy(self) -> int:
+        """How many batches are running."""
+        return len(self.started)
+
     def _queue(self, unit: list[tuple[Item, asyncio.Future]]) -> None:
         self.queue.append(unit)
-        if self.busy < self.runners:
-            self._start()
+        self._start_if_due()
+
+    def _start_if_due(self) -> None:
+        if not self.queue or self.busy >= self.runners:
+            return
+        if self.started and self.overlap_after > 0:
+            loop = asyncio.get_running_loop()
+            wait = max(self.started) + self.overlap_after - loop.time()
+            if wait > 0:
+                if self.timer is None:
+                    self.timer = loop.call_later(wait, self._timer_due)
+                return
+        self._start()
+
+    def _timer_due(self) -> None:
+        self.timer = None
+        self._start_if_due()
 
     def _start(self) -> None:
         batch: list[tuple[Item, asyncio.Future]] = []
@@ -66,13 +96,14 @@ class Batcher(Generic[Item]):
             batch.extend(entry for entry in self.queue.popleft() if not entry[1].cancelled())
         if not batch:
             return
-        self.busy += 1
+        start = asyncio.get_running_loop().time()
+        self.started.append(start)
         # A context of its own: the batch belongs to none of its callers.
-        task = asyncio.get_running_loop().create_task(self._run(batch), context=contextvars.Context())
+        task = asyncio.get_running_loop().create_task(self._run(batch, start), context=contextvars.Context())
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _run(self, batch: list[tuple[Item, asyncio.Future]]) -> None:
+    async def _run(self, batch: list[tuple[Item, asyncio.Future]], start: float) -> None:
         try:
             try:
                 results = await self.run([item for item, _ in batch])
@@ -92,6 +123,5 @@ class Batcher(Generic[Item]):
                 else:
                     future.set_result(result)
         finally:
-            self.busy -= 1
-            if self.queue:
-                self._start()
+            self.started.remove(start)
+            self._start_if_due()

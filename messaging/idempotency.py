@@ -462,24 +462,33 @@ def close_db_threads() -> None:
 
 # Most commands one batch carries: the statement of a batch grows with it.
 BATCH_LIMIT = 64
+# How long a batch runs alone before the next may start beside it.
+BATCH_OVERLAP_AFTER = 0.02
 
 _batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Batcher[Delivery]] = weakref.WeakKeyDictionary()
 
 
 def _batcher() -> Batcher[Delivery]:
-    """This event loop's batcher, running at most half as many batches at once as there are database threads.
+    """This event loop's batcher: one batch at a time, more (up to half the
+    database threads) only while the running ones are slow.
 
-    Fewer batches at once make larger ones, and the process is CPU-bound:
-    with 4 threads, 2 batches at once took 5-15 % less CPU per command than 4
-    (batches of 4.7 commands, not 2.7, under the benchmark's 16 sockets).
-    The other threads serve the commands that are not batched (room.join,
-    receipts) and the session checks; a slow batch still leaves one running.
+    Posts to the same rooms gain nothing from batches running at once: they
+    queue for the rooms' row locks, and the batches are smaller. With two at
+    once from the start, the benchmark's 16 sockets made batches of 5.5
+    commands; one at a time made them larger and the full path faster, two
+    processes by 1.4x (docs/PERFORMANCE.md). A batch that runs longer than
+    `BATCH_OVERLAP_AFTER` (a slow statement, a lock held elsewhere) no longer
+    holds up the rest: the next one starts beside it. The other threads
+    serve the commands that are not batched (room.join, receipts) and the
+    session checks.
     """
     loop = asyncio.get_running_loop()
     batcher = _batchers.get(loop)
     if batcher is None:
         runners = max(1, get_settings().DB_THREADS // 2)
-        batcher = _batchers[loop] = Batcher(_run_batch, runners=runners, limit=BATCH_LIMIT)
+        batcher = _batchers[loop] = Batcher(
+            _run_batch, runners=runners, limit=BATCH_LIMIT, overlap_after=BATCH_OVERLAP_AFTER
+        )
     return batcher
 
 

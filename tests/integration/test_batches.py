@@ -11,7 +11,7 @@ from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from prometheus_client import REGISTRY
 
-from messaging import commands, handlers
+from messaging import commands, handlers, idempotency
 from messaging.exceptions import Forbidden, IdReused, Unavailable
 from messaging.handlers import CommandContext
 from messaging.idempotency import ClaimBusy, Delivery, claim_key, execute_async, execute_many, reset_claim_store
@@ -292,14 +292,40 @@ def test_claims_still_work_after_redis_forgets_its_scripts(users, own_redis, set
     reset_claim_store()
 
 
-@pytest.mark.parametrize("threads, runners", [(0, 1), (4, 2)])
-async def test_at_most_half_the_database_threads_run_batches_at_once(users, settings, threads, runners):
+@pytest.mark.parametrize("threads", [0, 4])
+async def test_while_a_batch_is_quick_the_next_waits_for_it_and_takes_the_whole_queue(users, settings, monkeypatch, threads):
     settings.MESSAGING = {**settings.MESSAGING, "DB_THREADS": threads}
+    monkeypatch.setattr(idempotency, "BATCH_OVERLAP_AFTER", 60)  # no batch here counts as slow
     sizes = BatchSizes()
     deliveries = [delivery(user, "a", f"m{n}") for n in range(5) for user in users]
     outcomes = await asyncio.gather(*(execute_async(d.user, d.command, d.handler, d.data) for d in deliveries))
-    # The first `runners` alone, at once; the others queued meanwhile, together.
-    assert sizes.delta() == (runners + 1, 15)
-    seqs = [o.data["seq"] for o in outcomes]
-    assert sorted(seqs[:runners]) == list(range(1, runners + 1))
-    assert seqs[runners:] == list(range(runners + 1, 16))
+    # The first alone, at once; the others queued meanwhile, together.
+    assert sizes.delta() == (2, 15)
+    assert [o.data["seq"] for o in outcomes] == list(range(1, 16))
+
+
+@pytest.mark.parametrize("threads, runners", [(0, 1), (4, 2), (8, 4)])
+async def test_a_slow_batch_lets_others_start_beside_it_up_to_half_the_database_threads(
+    users, settings, monkeypatch, threads, runners
+):
+    settings.MESSAGING = {**settings.MESSAGING, "DB_THREADS": threads}
+    monkeypatch.setattr(idempotency, "BATCH_OVERLAP_AFTER", 0.05)
+    started: list[int] = []
+    gate = threading.Event()
+
+    def held(deliveries):
+        started.append(len(deliveries))
+        gate.wait(timeout=10)  # every batch is slow until the test lets them finish
+        return execute_many(deliveries)
+
+    monkeypatch.setattr(idempotency, "execute_many", held)
+    deliveries = [delivery(user, "a", f"m{n}") for n in range(4) for user in users]
+    calls = []
+    for d in deliveries:
+        calls.append(asyncio.ensure_future(execute_async(d.user, d.command, d.handler, d.data)))
+        # One command at a time, each after the overlap: each may open a batch.
+        await asyncio.sleep(0.1)
+    assert len(started) == runners, f"never more batches at once than half the threads: {started}"
+    gate.set()
+    outcomes = await asyncio.gather(*calls)
+    assert sorted(o.data["seq"] for o in outcomes) == list(range(1, 13))

@@ -184,3 +184,33 @@ async def test_a_unit_whose_caller_stopped_waiting_is_not_run():
 def test_a_batcher_needs_a_runner():
     with pytest.raises(ValueError):
         Batcher(lambda items: items, runners=0, limit=64)
+
+
+async def test_with_overlap_after_a_second_batch_waits_for_the_first_to_be_slow():
+    runs = Runs()
+    batcher = Batcher(runs, runners=2, limit=64, overlap_after=0.2)
+    calls = [asyncio.ensure_future(batcher.submit(0))]
+    await settle()
+    calls += [asyncio.ensure_future(batcher.submit(n)) for n in (1, 2)]
+    await settle()
+    assert runs.batches == [[0]], "a runner is free, but the running batch is young: the others queue"
+    await asyncio.sleep(0.3)
+    assert runs.batches == [[0], [1, 2]], "the first batch is slow: the next one starts beside it"
+    runs.finish(0)
+    runs.finish(1)
+    assert await asyncio.gather(*calls) == [0, 2, 4]
+
+
+async def test_with_overlap_after_the_queue_goes_as_soon_as_the_running_batch_ends():
+    runs = Runs()
+    batcher = Batcher(runs, runners=2, limit=64, overlap_after=10)
+    first = asyncio.ensure_future(batcher.submit(0))
+    await settle()
+    calls = [asyncio.ensure_future(batcher.submit(n)) for n in (1, 2, 3)]
+    await settle()
+    runs.finish(0)
+    await settle()
+    assert runs.batches == [[0], [1, 2, 3]], "one batch at a time, as large as the queue"
+    runs.finish(1)
+    assert (await first, await asyncio.gather(*calls)) == (0, [2, 4, 6])
+    assert batcher.busy == 0
