@@ -49,6 +49,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--configs", default="full,echo,tutorial",
                    help='comma-separated; a lever rides on a config as "full+KEY=VALUE+KEY=VALUE"')
     p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the full path's server (a lever)")
+    p.add_argument("--rate", type=float, default=None,
+                   help="only paced runs at this many commands/s (each config, every round, about 6 s each): "
+                        "latency at one load, for lever studies")
     p.add_argument("--peak-only", action="store_true", help="skip the latency curve and the idle sockets (lever studies)")
     p.add_argument("--profile", action="store_true", help="only profile the full path under the reference load (py-spy)")
     p.add_argument("--profile-wall", action="store_true",
@@ -113,6 +116,14 @@ def prepare(args: argparse.Namespace, out: Path) -> dict[str, str]:
     return env
 
 
+def quiesce(database: str) -> None:
+    """Vacuum, analyze and checkpoint what the runs before wrote, so that
+    autovacuum and a checkpoint they triggered do not land inside the next runs."""
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
+        conn.execute("CHECKPOINT")
+
+
 def kind_of(config: str) -> str:
     """A config is a kind ("full", "echo", "tutorial"), optionally with levers: "full+CHANNEL_LAYER=pubsub"."""
     return config.split("+", 1)[0]
@@ -170,6 +181,10 @@ def main() -> None:
     configs = args.configs.split(",")
     reference = Load(sockets=args.sockets, window=args.window, messages=args.messages,
                      duplicates=args.duplicates, room_size=args.room_size)
+    if args.rate:
+        reference = Load(**{**reference.__dict__, "rate": args.rate,
+                            "messages": max(20, int(args.rate * 6 / args.sockets))})
+        args.seconds, args.peak_only = 0, True
 
     def start(config: str, count: int = 1) -> list[Server]:
         return [Server(args.server, server_env(config, base, levers), out).start() for _ in range(count)]
@@ -200,6 +215,7 @@ def main() -> None:
     rounds: dict[str, list[dict]] = {}
     for r in range(-1 if args.seconds > 0 else 0, args.rounds):
         label = "calibration" if r < 0 else f"round {r + 1}"
+        quiesce(args.database)
 
         def measure(name: str, servers: list[Server], kind: str, load: Load, what: str) -> None:
             result = run_load(servers, kind, sessions, sized(name, load), f"{label} {what}")
@@ -213,7 +229,7 @@ def main() -> None:
             try:
                 kind = kind_of(config)
                 measure(config, servers, kind, reference, config)
-                if config == "full":  # the plain full path only: the duplicate and first-time shares
+                if config == "full" and not args.rate:  # the plain full path only: the duplicate and first-time shares
                     first = Load(**{**reference.__dict__, "duplicates": 0.0})
                     dups = Load(**{**reference.__dict__, "seed_only_duplicates": True})
                     measure("full, first-time posts only", servers, kind, first, "first-time only")
@@ -221,7 +237,7 @@ def main() -> None:
             finally:
                 for s in servers:
                     s.stop()
-        if "full" in configs:
+        if "full" in configs and not args.rate:
             servers = start("full", 2)
             try:
                 measure("full, two processes", servers, "full", reference, "full x2")
@@ -233,12 +249,14 @@ def main() -> None:
     # Latency against offered load: paced runs at fractions of each config's peak.
     curves: dict[str, list[dict]] = {}
     for config in [] if args.peak_only else configs:
+        quiesce(args.database)
         servers = start(config)
         try:
             for fraction in (0.25, 0.5, 0.75, 1.0):
                 rate = fraction * peak[config]["acks_per_s"]
-                # About 6 s per point, whatever the rate.
-                count = max(20, min(reference.messages, int(rate * 6 / reference.sockets)))
+                # About 6 s per point, whatever the rate: the p99 of a short
+                # run is one hiccup of the shared machine.
+                count = max(20, int(rate * 6 / reference.sockets))
                 paced = Load(**{**reference.__dict__, "rate": rate, "messages": count})
                 point = run_load(servers, kind_of(config), sessions, paced, f"{config} at {fraction:.0%} of peak")
                 curves.setdefault(config, []).append({"fraction": fraction, "offered_per_s": round(rate, 1), **point})
@@ -258,7 +276,7 @@ def main() -> None:
         "median": peak,
         "latency_vs_load": curves,
         "idle": idle,
-        "targets": targets(peak, curves, idle),
+        "targets": {} if args.rate else targets(peak, curves, idle),
     }
     (out / "results.json").write_text(json.dumps(report, indent=2))
     if curves:
