@@ -3,8 +3,8 @@
 The counts are the regression guard of docs/PERFORMANCE.md: the benchmark
 shows what a round trip costs, these tests keep the number of them from
 creeping up. Each ceiling is the count the hot path has today. The Redis
-count covers the exactly-once path (the claim store); fan-out is the channel
-layer's one `group_send`, outside `execute`.
+count covers the exactly-once path (the claim store); fan-out is the hub's one
+`PUBLISH`, outside `execute`.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ KNOWN_DUPLICATE_QUERIES, KNOWN_DUPLICATE_REDIS = 0, 1
 FORGOTTEN_DUPLICATE_QUERIES, FORGOTTEN_DUPLICATE_REDIS = 2, 2
 # Where a handler has no one-statement form: BEGIN, membership, seq, message, record, COMMIT.
 PORTABLE_POST_QUERIES = 6
-# A batch of commands (execute_many): one round trip for all claims, one for all results.
+# A batch of commands (execute_many): one script call for all claims, one for all results.
 BATCH = 10
 # Posts: one statement for all of them.
 BATCH_POST_QUERIES, BATCH_POST_REDIS = 1, 2
