@@ -185,9 +185,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         # The command being answered finishes (a join's subscription must
         # exist before it can be undone below); the rest are dropped.
-        self.closed = True
-        if getattr(self, "inbox", None):
-            self.inbox.clear()
+        self.stop_answering()
         if getattr(self, "worker", None) is not None:
             await asyncio.wait([self.worker])
         if getattr(self, "counted", False):
@@ -288,10 +286,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def close(self, code: int | bool | None = None, reason: str | None = None) -> None:
         # Frames queued behind a close are not answered.
+        self.stop_answering()
+        await super().close(code=code, reason=reason)
+
+    def stop_answering(self) -> None:
+        """Drop the queued frames and take no more (channels may close before `connect` made the queue)."""
         self.closed = True
         if getattr(self, "inbox", None):
             self.inbox.clear()
-        await super().close(code=code, reason=reason)
 
     async def check_rate(self) -> None:
         """Refuse with `rate_limited` above the socket's or the user's rate."""
@@ -312,9 +314,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return handler, handlers.validate(handler, command.d), None
         except CommandError as exc:
             return handler, None, exc
-        except Exception:
-            log.exception("command %s %s by user %s failed", command.t, command.id, self.user.pk)
-            return handler, None, Unavailable()
+        except Exception as exc:
+            return handler, None, self.unavailable(command, exc)
+
+    def unavailable(self, command: Command, exc: BaseException) -> Unavailable:
+        """An unexpected failure of `command`, logged; the client is told `unavailable` (retry)."""
+        log.error("command %s %s by user %s failed", command.t, command.id, self.user.pk, exc_info=exc)
+        return Unavailable()
 
     async def run(self, command: Command, started: float, handler: handlers.Handler | None, data: Any,
                   error: CommandError | None) -> None:
@@ -330,9 +336,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 outcome = await execute_async(self.user, command, handler, data)
             except CommandError as exc:
                 error = exc
-            except Exception:
-                log.exception("command %s %s by user %s failed", command.t, command.id, self.user.pk)
-                error = Unavailable()
+            except Exception as exc:
+                error = self.unavailable(command, exc)
         if error is not None:
             await self.unsubscribe(subscribed)
             await self.refuse(command, handler, error, started)
@@ -363,9 +368,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                     self.publish(result)
                     continue
                 if not isinstance(result, CommandError):
-                    log.error("command %s %s by user %s failed", command.t, command.id, self.user.pk,
-                              exc_info=result)
-                    result = Unavailable()
+                    result = self.unavailable(command, result)
                 await self.refuse(command, handler, result, started)
 
     async def ack(self, command: Command, handler: handlers.Handler, outcome: Outcome, started: float) -> None:
