@@ -96,19 +96,23 @@ async def test_a_failing_batch_fails_each_of_its_callers():
     assert batcher.busy == 0
 
 
-async def test_a_caller_that_stopped_waiting_before_its_batch_is_not_run():
+@pytest.mark.parametrize("submit_gone", [
+    lambda batcher: batcher.submit(1),
+    lambda batcher: batcher.submit_many([1, 2]),
+], ids=["an item", "a unit"])
+async def test_a_caller_that_stopped_waiting_before_its_batch_is_not_run(submit_gone):
     runs = Runs()
     batcher = Batcher(runs, runners=1, limit=64)
     first = asyncio.ensure_future(batcher.submit(0))
-    gone = asyncio.ensure_future(batcher.submit(1))
-    kept = asyncio.ensure_future(batcher.submit(2))
+    gone = asyncio.ensure_future(submit_gone(batcher))
+    kept = asyncio.ensure_future(batcher.submit(3))
     await settle()
     gone.cancel()
     runs.finish(0)
     await settle()
-    assert runs.batches == [[0], [2]]
+    assert runs.batches == [[0], [3]]
     runs.finish(1)
-    assert (await first, await kept) == (0, 4)
+    assert (await first, await kept) == (0, 6)
 
 
 async def test_the_batch_runs_in_a_context_of_its_own():
@@ -164,21 +168,6 @@ async def test_each_item_of_a_unit_gets_its_own_result_or_exception():
     results = await unit
     assert results[0] == 2 and results[2] == 4
     assert isinstance(results[1], ValueError)
-
-
-async def test_a_unit_whose_caller_stopped_waiting_is_not_run():
-    runs = Runs()
-    batcher = Batcher(runs, runners=1, limit=64)
-    first = asyncio.ensure_future(batcher.submit(0))
-    gone = asyncio.ensure_future(batcher.submit_many([1, 2]))
-    kept = asyncio.ensure_future(batcher.submit(3))
-    await settle()
-    gone.cancel()
-    runs.finish(0)
-    await settle()
-    assert runs.batches == [[0], [3]]
-    runs.finish(1)
-    assert (await first, await kept) == (0, 6)
 
 
 def test_a_batcher_needs_a_runner():
