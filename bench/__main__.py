@@ -124,6 +124,12 @@ def quiesce(database: str) -> None:
         conn.execute("CHECKPOINT")
 
 
+def paced(load: Load, rate: float) -> Load:
+    """`load` offered at `rate` commands/s for about 6 s, whatever the rate:
+    the p99 of a short run is one hiccup of the shared machine."""
+    return Load(**{**load.__dict__, "rate": rate, "messages": max(20, int(rate * 6 / load.sockets))})
+
+
 def kind_of(config: str) -> str:
     """A config is a kind ("full", "echo", "tutorial"), optionally with levers: "full+CHANNEL_LAYER=pubsub"."""
     return config.split("+", 1)[0]
@@ -182,8 +188,7 @@ def main() -> None:
     reference = Load(sockets=args.sockets, window=args.window, messages=args.messages,
                      duplicates=args.duplicates, room_size=args.room_size)
     if args.rate:
-        reference = Load(**{**reference.__dict__, "rate": args.rate,
-                            "messages": max(20, int(args.rate * 6 / args.sockets))})
+        reference = paced(reference, args.rate)
         args.seconds, args.peak_only = 0, True
 
     def start(config: str, count: int = 1) -> list[Server]:
@@ -258,13 +263,10 @@ def main() -> None:
             try:
                 for fraction in fractions:
                     rate = fraction * peak[config]["acks_per_s"]
-                    # About 6 s per point, whatever the rate: the p99 of a
-                    # short run is one hiccup of the shared machine.
-                    count = max(20, int(rate * 6 / reference.sockets))
-                    paced = Load(**{**reference.__dict__, "rate": rate, "messages": count})
                     label = f"round {r + 1} {config} at {fraction:.0%} of peak"
+                    run = run_load(servers, kind_of(config), sessions, paced(reference, rate), label)
                     points.setdefault(config, {}).setdefault(fraction, []).append(
-                        {"offered_per_s": round(rate, 1), **run_load(servers, kind_of(config), sessions, paced, label)}
+                        {"offered_per_s": round(rate, 1), **run}
                     )
             finally:
                 for s in servers:
