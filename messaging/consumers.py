@@ -19,6 +19,7 @@ from . import handlers, metrics
 from .conf import get_settings
 from .exceptions import BadFrame, CommandError, RateLimited, Unavailable
 from .fanout import get_hub
+from .frames import FrameWriter, frame_writer
 from .idempotency import BATCH_LIMIT, Delivery, Outcome, execute_async, execute_together, run_in_db_thread
 from .logcontext import command_scope
 from .protocol import Command, ack_error, ack_ok, bad_frame, encode, parse_command
@@ -170,6 +171,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.closed = False
         self.signed_in = self.user is not None and self.user.is_authenticated
         await self.accept()
+        # Daphne's connection, written to directly (messaging/frames.py).
+        self.writer: FrameWriter | None = frame_writer(self.base_send)
         metrics.OPEN_SOCKETS.inc()
         self.counted = True
         if not self.signed_in:
@@ -278,9 +281,19 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except BadFrame as exc:
             return exc
 
+    async def send_text(self, text: str) -> None:
+        """Send one text frame: every frame this consumer sends goes through here.
+
+        Under daphne it is written to the connection directly, which costs a
+        fraction of the ASGI path (messaging/frames.py); a subclass that
+        wants to see or change frames overrides this.
+        """
+        if self.writer is None or not self.writer.write(text):
+            await self.send(text_data=text)
+
     async def refuse_frame(self, message: str) -> None:
         self.bad_frames += 1
-        await self.send(text_data=encode(bad_frame(message)))
+        await self.send_text(encode(bad_frame(message)))
         if self.bad_frames >= get_settings().BAD_FRAME_LIMIT:
             await self.close(code=CLOSE_POLICY)
 
@@ -373,14 +386,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def ack(self, command: Command, handler: handlers.Handler, outcome: Outcome, started: float) -> None:
         """The command's ack, then its replies (a join's backlog)."""
-        await self.send(text_data=encode(ack_ok(command.id, outcome.data, dup=outcome.dup)))
+        await self.send_text(encode(ack_ok(command.id, outcome.data, dup=outcome.dup)))
         self.answered(handler, "dup" if outcome.dup else "ok", started, source=outcome.source)
         for frame in outcome.replies:
-            await self.send(text_data=encode(frame))
+            await self.send_text(encode(frame))
 
     async def refuse(self, command: Command, handler: handlers.Handler | None, error: CommandError,
                      started: float) -> None:
-        await self.send(text_data=encode(ack_error(command.id, error.as_error())))
+        await self.send_text(encode(ack_error(command.id, error.as_error())))
         self.answered(handler, error.code, started)
 
     def publish(self, outcome: Outcome) -> None:
@@ -439,7 +452,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         elif seq is None or seq > self.live_after.get(room, 0):
             # A message at or below the join's last seq was in its backlog
             # (or beyond its replay limit, for the client to fetch by seq).
-            await self.send(text_data=text)
+            await self.send_text(text)
 
     async def release_held(self, room: str | None) -> None:
         """After a join's ack and backlog: send what the room published meanwhile."""

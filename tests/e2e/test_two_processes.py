@@ -55,3 +55,30 @@ async def test_a_post_on_one_process_reaches_a_socket_on_the_other(start_daphne)
     finally:
         for ws in (ana, bob, ana_elsewhere):
             await ws.close()
+
+
+async def test_frames_of_every_length_reach_sockets_on_both_processes_intact(start_daphne):
+    # Frame headers differ under 126 bytes, to 65,535 and beyond; daphne's
+    # connections are written to directly (messaging/frames.py).
+    a, b = start_daphne(), start_daphne()
+    ana = await WsClient(a.url, await sync_to_async(sign_in)(a.url, "ana")).connect()
+    bob = await WsClient(b.url, await sync_to_async(sign_in)(b.url, "bob")).connect()
+    bodies = ["hi", "é" * 60, "😀" * 4000, "a\nb \"quoted\" \\ </script>"]
+    try:
+        for ws in (ana, bob):
+            assert (await ws.call("room.join", {"room": "lobby"}))["ok"]
+        for body in bodies:
+            assert (await ana.call("room.post", {"room": "lobby", "body": body}))["ok"]
+        for ws in (ana, bob):
+            live = await ws.messages_until("lobby", len(bodies))
+            assert [live[seq]["d"]["body"] for seq in range(1, len(bodies) + 1)] == bodies
+        late = await WsClient(b.url, bob.session).connect()
+        try:
+            assert (await late.call("room.join", {"room": "lobby", "since": 0}))["ok"]
+            backlog = await late.messages_until("lobby", len(bodies))
+            assert [backlog[seq]["d"]["body"] for seq in range(1, len(bodies) + 1)] == bodies
+        finally:
+            await late.close()
+    finally:
+        for ws in (ana, bob):
+            await ws.close()
