@@ -1,10 +1,11 @@
 """Live fan-out: a room's frames to every socket joined to it, in every process.
 
 Each server process keeps which of its sockets joined which room, and (with
-Redis) one Pub/Sub connection subscribed to exactly those rooms. A broadcast
-is one `PUBLISH` to the room's channel, pipelined with whatever else this
-process has queued; every process subscribed to the room decodes it once and
-hands the text to its sockets in that room. The publishing process hears its
+Redis) one Pub/Sub connection subscribed to exactly those rooms. The frames a
+process has queued for a room go as one `PUBLISH` to the room's channel (a
+batch of posts makes several), pipelined with those of other rooms; every
+process subscribed to the room decodes it once and hands each frame to its
+sockets in that room. The publishing process hears its
 own publish like any other, so every socket of a room sees one order: the
 order in which Redis received the publishes.
 
@@ -26,7 +27,7 @@ import asyncio
 import logging
 import weakref
 from collections import deque
-from typing import Protocol
+from typing import Iterator, Protocol
 
 import redis
 import redis.asyncio as aioredis
@@ -41,6 +42,29 @@ log = logging.getLogger(__name__)
 PUBLISH_BACKLOG = 10_000
 # Most publishes sent in one pipelined round trip.
 PUBLISH_BATCH = 500
+
+
+def pack(frames: list[tuple[int | None, str]]) -> bytes:
+    """A room's frames, in order, as one Pub/Sub message: per frame a line
+    `<seq or -> <length>`, then that many bytes of UTF-8 text."""
+    parts = []
+    for seq, text in frames:
+        payload = text.encode()
+        parts.append(b"%s %d\n%s" % (b"-" if seq is None else b"%d" % seq, len(payload), payload))
+    return b"".join(parts)
+
+
+def unpack(data: bytes) -> Iterator[tuple[int | None, str]]:
+    """The frames of a `pack`ed message; ValueError if it is not one."""
+    at = 0
+    while at < len(data):
+        newline = data.index(b"\n", at)
+        seq, length = data[at:newline].split(b" ")
+        end = newline + 1 + int(length)
+        if end > len(data):
+            raise ValueError("a frame runs past the end of the message")
+        yield None if seq == b"-" else int(seq), data[newline + 1:end].decode()
+        at = end
 
 
 class Member(Protocol):
@@ -121,7 +145,9 @@ class RedisHub(Hub):
         self.client = aioredis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
         self.listen_client = aioredis.Redis.from_url(url, socket_timeout=None, socket_connect_timeout=timeout)
         db = self.client.connection_pool.connection_kwargs.get("db", 0)
-        self.prefix = f"messaging:{db}:room:"
+        # `live`, not the `room` of versions that published one frame per
+        # message: processes of the two formats do not hear each other.
+        self.prefix = f"messaging:{db}:live:"
         self.pubsub: aioredis.client.PubSub | None = None
         self.listener: asyncio.Task | None = None
         self.confirmations: dict[bytes, asyncio.Future] = {}
@@ -206,14 +232,22 @@ class RedisHub(Hub):
 
     async def heard(self, channel: bytes, data: bytes) -> None:
         room = channel.decode()[len(self.prefix):]
-        head, _, text = data.partition(b"\n")
-        await self.deliver(room, int(head) if head else None, text.decode())
+        try:
+            frames = list(unpack(data))
+        except ValueError:
+            log.warning("dropped a live message of room %s that is not a packed list of frames", room)
+            return
+        for seq, text in frames:
+            await self.deliver(room, seq, text)
 
     async def send(self, batch: list[tuple[str, int | None, str]]) -> None:
+        by_room: dict[str, list[tuple[int | None, str]]] = {}
+        for room, seq, text in batch:
+            by_room.setdefault(room, []).append((seq, text))
         try:
             pipe = self.client.pipeline(transaction=False)
-            for room, seq, text in batch:
-                pipe.publish(self.channel(room), b"%s\n%s" % (b"" if seq is None else str(seq).encode(), text.encode()))
+            for room, frames in by_room.items():
+                pipe.publish(self.channel(room), pack(frames))
             await pipe.execute()
         except (OSError, redis.RedisError) as exc:
             metrics.FANOUT_FRAMES.labels("lost").inc(len(batch))

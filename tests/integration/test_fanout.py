@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from messaging import consumers, metrics
-from messaging.fanout import Hub, RedisHub, get_hub
+from messaging.fanout import Hub, RedisHub, get_hub, unpack
 from messaging.idempotency import reset_claim_store
 
 from ..support.waiting import wait_for
@@ -187,3 +187,41 @@ async def test_a_publish_queue_past_its_bound_drops_the_oldest_frames():
     await wait_for(lambda: hub.pump.done(), timeout=10, what="the queue to drain")
     assert dropped._value.get() - before == 3
     assert [seq for _, seq, _ in member.frames] == list(range(3, fanout.PUBLISH_BACKLOG + 3))
+
+
+async def test_a_rooms_frames_queued_together_go_as_one_publish_in_their_order(redis_client):
+    url = os.environ["REDIS_URL"]
+    publisher, listener = RedisHub(url, timeout=1), RedisHub(url, timeout=1)
+    member = Recorder()
+    await listener.join("lobby", member)
+    raw = redis_client.pubsub()
+    raw.subscribe(publisher.channel("lobby"))
+    try:
+        assert raw.get_message(timeout=5)["type"] == "subscribe"
+        # Queued with no await in between: one pump batch.
+        for n in range(1, 4):
+            publisher.publish("lobby", n, f'{{"t":"msg","d":{{"seq":{n}}}}}')
+        publisher.publish("other-room", 1, "elsewhere")
+        publisher.publish("lobby", None, '{"t":"status"}')
+        await wait_for(lambda: len(member.frames) == 4, timeout=10, what="the frames to arrive")
+        assert [seq for _, seq, _ in member.frames] == [1, 2, 3, None]
+        message = raw.get_message(timeout=5)
+        assert [seq for seq, _ in unpack(message["data"])] == [1, 2, 3, None], "the room's four frames in one message"
+        assert raw.get_message(timeout=0.3) is None
+    finally:
+        raw.close()
+        await listener.leave("lobby", member)
+
+
+async def test_a_message_that_is_not_packed_frames_is_dropped_and_the_room_goes_on(redis_client, caplog):
+    url = os.environ["REDIS_URL"]
+    hub, member = RedisHub(url, timeout=1), Recorder()
+    await hub.join("lobby", member)
+    try:
+        redis_client.publish(hub.channel("lobby"), b"7\n{\"t\":\"msg\"}")  # the format of earlier versions
+        hub.publish("lobby", 8, "next")
+        assert await member.next() == ("lobby", 8, "next")
+        assert member.frames == [("lobby", 8, "next")]
+        assert "not a packed list of frames" in caplog.text
+    finally:
+        await hub.leave("lobby", member)
