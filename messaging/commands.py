@@ -168,6 +168,32 @@ SELECT p.n, p.seq, s.at FROM post p, stamp s
 """
 
 
+def server_bound_cursor() -> Any:
+    """A cursor of Django's connection that binds parameters on the server.
+
+    psycopg prepares such a statement once it has run `prepare_threshold`
+    times on the connection (`DATABASES[...]["OPTIONS"]`; Django's default,
+    None, never prepares), and PostgreSQL then skips parsing and planning it:
+    16 posts took 2.6-3.2 ms bound on the client and 0.9-1.1 ms prepared,
+    alone on the bench machine (docs/PERFORMANCE.md). Django's own
+    cursors bind on the client, and their statements are never prepared.
+
+    While queries are logged (DEBUG, a test capturing them) it is Django's
+    own cursor, so the log shows the statement with its parameters in place.
+    """
+    try:
+        from django.db.backends.postgresql.base import ServerBindingCursor
+    except ImportError:  # psycopg2: no server-side binding
+        return connection.cursor()
+    if connection.queries_logged:
+        return connection.cursor()
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    with connection.wrap_database_errors:
+        # Django's wrapper all the same: its errors are django.db's.
+        return connection.make_cursor(ServerBindingCursor(connection.connection))
+
+
 def posts_and_records(entries: list[tuple[CommandContext, Post, str]]) -> list[dict | Forbidden] | None:
     """Several `room.post`s and their `CommandRecord`s in one statement, on PostgreSQL; None elsewhere.
 
@@ -175,7 +201,7 @@ def posts_and_records(entries: list[tuple[CommandContext, Post, str]]) -> list[d
     """
     if connection.vendor != "postgresql":
         return None
-    with connection.cursor() as cursor:
+    with server_bound_cursor() as cursor:
         cursor.execute(with_tables(POSTS_AND_RECORDS), {
             "rooms": [post.room for _, post, _ in entries],
             "users": [ctx.user.pk for ctx, _, _ in entries],

@@ -77,6 +77,16 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("CONN_HEALTH_CHECKS", defa
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Concurrent writers wait for each other instead of failing at once.
     DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20, "transaction_mode": "IMMEDIATE"})
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # psycopg prepares the app's batch statement for posts after 5 runs on a
+    # connection, and PostgreSQL stops parsing and planning it every time
+    # (about a third of the time it took, docs/PERFORMANCE.md). Django's own queries bind on
+    # the client and are never prepared. Off (DB_PREPARED_STATEMENTS=0) behind
+    # a pooler in transaction mode that does not carry prepared statements
+    # across server connections (PgBouncer before 1.21).
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "prepare_threshold", 5 if env.bool("DB_PREPARED_STATEMENTS", default=True) else None
+    )
 
 REDIS_URL = env.str("REDIS_URL", default="")
 

@@ -329,3 +329,26 @@ async def test_a_slow_batch_lets_others_start_beside_it_up_to_half_the_database_
     gate.set()
     outcomes = await asyncio.gather(*calls)
     assert sorted(o.data["seq"] for o in outcomes) == list(range(1, 13))
+
+
+def prepared_batch_statements() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", ["%WITH ORDINALITY%"])
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.parametrize("threshold", [5, None])
+def test_the_batch_statement_is_prepared_once_the_connection_allows_it(users, threshold):
+    ana, bob, _ = users
+    connection.ensure_connection()
+    assert connection.settings_dict["OPTIONS"]["prepare_threshold"] == 5, "the project's setting"
+    connection.connection.prepare_threshold = threshold
+    outcomes = []
+    for n in range(8):
+        outcomes += execute_many([delivery(ana, "a", f"m{n}"), delivery(bob, "a", f"n{n}")])
+    # Prepared from the 6th run on (psycopg), or never; the same answers either way.
+    assert prepared_batch_statements() == (1 if threshold else 0)
+    assert [outcome.data["seq"] for outcome in outcomes] == list(range(1, 17))
+    bodies = list(Message.objects.filter(room__slug="a").order_by("seq").values_list("body", flat=True))
+    assert bodies == [body for n in range(8) for body in (f"m{n}", f"n{n}")]
+    assert CommandRecord.objects.count() == 16
