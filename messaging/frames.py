@@ -55,7 +55,7 @@ def encoded(text: str) -> tuple[bytes, int]:
 
 
 class FrameWriter:
-    """Writes text frames to one daphne WebSocket connection, while autobahn would write them the same way."""
+    """Writes text frames to one daphne WebSocket connection, as long as autobahn would write them the same way."""
 
     __slots__ = ("protocol",)
 

@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 import redis
+from asgiref.sync import sync_to_async
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from prometheus_client import REGISTRY
@@ -14,7 +15,9 @@ from prometheus_client import REGISTRY
 from messaging import commands, handlers, idempotency
 from messaging.exceptions import Forbidden, IdReused, Unavailable
 from messaging.handlers import CommandContext
-from messaging.idempotency import ClaimBusy, Delivery, claim_key, execute_async, execute_many, reset_claim_store
+from messaging.idempotency import (
+    ClaimBusy, Delivery, claim_key, execute_async, execute_many, execute_many_async, reset_claim_store,
+)
 from messaging.models import CommandRecord, Message, Room
 from messaging.protocol import Command
 
@@ -280,13 +283,20 @@ def _post_parts(user, room: str, body: str) -> tuple:
     return d.command, d.handler, d.data
 
 
-def test_claims_still_work_after_redis_forgets_its_scripts(users, own_redis, settings):
+@pytest.mark.parametrize("run", ["thread", "event loop"])
+async def test_claims_still_work_after_redis_forgets_its_scripts(users, own_redis, settings, run):
     ana, bob, _ = users
     settings.MESSAGING = {**settings.MESSAGING, "REDIS_URL": own_redis.url}
     reset_claim_store()
-    first = execute_many([delivery(ana, "a", "one", id="s1"), delivery(bob, "a", "two")])
+
+    async def execute(deliveries):
+        if run == "thread":
+            return await sync_to_async(execute_many, thread_sensitive=False)(deliveries)
+        return await execute_many_async(deliveries)
+
+    first = await execute([delivery(ana, "a", "one", id="s1"), delivery(bob, "a", "two")])
     redis.Redis.from_url(own_redis.url).script_flush()
-    again = execute_many([delivery(ana, "a", "one", id="s1"), delivery(bob, "a", "three")])
+    again = await execute([delivery(ana, "a", "one", id="s1"), delivery(bob, "a", "three")])
     assert again[0].dup and again[0].source == "redis" and again[0].data == first[0].data
     assert not again[1].dup and again[1].data["seq"] == 3
     reset_claim_store()
@@ -313,12 +323,14 @@ async def test_a_slow_batch_lets_others_start_beside_it_up_to_half_the_database_
     started: list[int] = []
     gate = threading.Event()
 
-    def held(deliveries):
-        started.append(len(deliveries))
-        gate.wait(timeout=10)  # every batch is slow until the test lets them finish
-        return execute_many(deliveries)
+    apply = idempotency.Batch.apply
 
-    monkeypatch.setattr(idempotency, "execute_many", held)
+    def held(batch):
+        started.append(len(batch.deliveries))
+        gate.wait(timeout=10)  # every batch is slow until the test lets them finish
+        apply(batch)
+
+    monkeypatch.setattr(idempotency.Batch, "apply", held)
     deliveries = [delivery(user, "a", f"m{n}") for n in range(4) for user in users]
     calls = []
     for d in deliveries:

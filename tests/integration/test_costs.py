@@ -15,8 +15,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from messaging import handlers
-from messaging.idempotency import Delivery, execute, execute_many, get_claim_store
+from messaging import handlers, idempotency
+from messaging.idempotency import Delivery, execute, execute_many, execute_many_async, get_claim_store
 from messaging.models import CommandRecord, Message
 from messaging.protocol import Command
 
@@ -34,6 +34,9 @@ BATCH = 10
 BATCH_POST_QUERIES, BATCH_POST_REDIS = 1, 2
 # Duplicates Redis knows: the claims' round trip answers them all.
 BATCH_KNOWN_DUPLICATE_QUERIES, BATCH_KNOWN_DUPLICATE_REDIS = 0, 1
+# A batch as the server runs it (execute_many_async): Redis from the event
+# loop, one database thread hop for the posts, none for known duplicates.
+BATCH_POST_HOPS, BATCH_KNOWN_DUPLICATE_HOPS = 1, 0
 # BEGIN, lock the membership, the room's state lock, move it, record the move,
 # advance the message states per watermark that moved, COMMIT.
 RECEIPT_QUERIES, RECEIPT_REDIS = 8, 0
@@ -73,6 +76,59 @@ def counted():
     finally:
         del client.execute_command
         del client.pipeline
+
+
+@pytest.fixture
+async def counted_on_the_loop(monkeypatch):
+    """Count round trips to the claim store's Redis from the event loop, database
+    thread hops, and the SQL queries run on those threads."""
+    calls, hops, queries = [], [], []
+    claim_many, _ = get_claim_store()._async_scripts()
+    client = claim_many.registered_client
+    send = client.execute_command
+
+    async def counting(*args, **kwargs):
+        calls.append(args[0])
+        return await send(*args, **kwargs)
+
+    apply = idempotency.Batch.apply
+
+    def counting_apply(batch):
+        hops.append(len(batch.claimed))
+        with CaptureQueriesContext(connection) as captured:
+            apply(batch)
+        queries.extend(q["sql"] for q in captured.captured_queries)
+
+    monkeypatch.setattr(client, "execute_command", counting)
+    monkeypatch.setattr(idempotency.Batch, "apply", counting_apply)
+    return calls, hops, queries
+
+
+async def test_on_the_event_loop_a_batch_of_posts_costs_one_hop_one_query_and_two_round_trips(
+    members, counted_on_the_loop
+):
+    calls, hops, queries = counted_on_the_loop
+    batch = posts(members)
+    outcomes = await execute_many_async(batch)
+    assert [o.dup for o in outcomes] == [False] * BATCH
+    assert (len(hops), len(queries), len(calls)) <= (BATCH_POST_HOPS, BATCH_POST_QUERIES, BATCH_POST_REDIS), (
+        hops, queries, calls
+    )
+
+
+async def test_on_the_event_loop_known_duplicates_cost_one_round_trip_and_no_database_thread(
+    members, counted_on_the_loop
+):
+    calls, hops, queries = counted_on_the_loop
+    batch = posts(members)
+    first = await execute_many_async(batch)
+    del calls[:], hops[:], queries[:]
+    again = await execute_many_async(batch)
+    assert all(o.dup and o.source == "redis" for o in again)
+    assert [o.data for o in again] == [o.data for o in first]
+    assert (len(hops), len(queries), len(calls)) <= (
+        BATCH_KNOWN_DUPLICATE_HOPS, BATCH_KNOWN_DUPLICATE_QUERIES, BATCH_KNOWN_DUPLICATE_REDIS
+    ), (hops, queries, calls)
 
 
 def run(user, t: str, d: dict, id: str | None = None):

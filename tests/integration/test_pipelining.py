@@ -33,18 +33,19 @@ async def answers(client, count: int) -> list[dict]:
 
 @pytest.fixture
 def held_first_batch(monkeypatch):
-    """Record each batch's size; hold the first batch until `release()`, so the frames behind it queue."""
+    """Record the size of each batch that goes to the database; hold the first
+    until `release()`, so the frames behind it queue."""
     sizes: list[int] = []
     gate = threading.Event()
-    execute_many = idempotency.execute_many
+    apply = idempotency.Batch.apply
 
-    def holding(deliveries):
-        sizes.append(len(deliveries))
+    def holding(batch):
+        sizes.append(len(batch.deliveries))
         if len(sizes) == 1:
             gate.wait(timeout=10)
-        return execute_many(deliveries)
+        apply(batch)
 
-    monkeypatch.setattr(idempotency, "execute_many", holding)
+    monkeypatch.setattr(idempotency.Batch, "apply", holding)
     return sizes, gate.set
 
 
