@@ -21,18 +21,18 @@ def display_name(user: Any) -> str:
     return user.get_full_name() or user.get_username()
 
 
-def msg_frame(message: Message, room: str, sender: Any) -> dict:
+def msg_frame(room: str, seq: int, id: str, sender: Any, body: str, at: str) -> dict:
+    """A `msg` frame; `at` is the time as the protocol writes it (`format_time`)."""
     return {
         "t": "msg",
-        "d": {
-            "room": room,
-            "seq": message.seq,
-            "id": message.client_msg_id,
-            "sender": {"id": sender.pk, "name": display_name(sender)},
-            "body": message.body,
-            "at": format_time(message.sent_at),
-        },
+        "d": {"room": room, "seq": seq, "id": id, "sender": {"id": sender.pk, "name": display_name(sender)},
+              "body": body, "at": at},
     }
+
+
+def stored_msg_frame(message: Message, room: str) -> dict:
+    return msg_frame(room, message.seq, message.client_msg_id, message.sender, message.body,
+                     format_time(message.sent_at))
 
 
 # room.join ------------------------------------------------------------------
@@ -73,7 +73,7 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
     else:
         backlog = list(messages.filter(seq__gt=join.since).order_by("seq")[: conf.REPLAY_LIMIT])
     for message in backlog:
-        ctx.reply(msg_frame(message, room.slug, message.sender))
+        ctx.reply(stored_msg_frame(message, room.slug))
     ctx.replies.extend(backlog_reactions(room.slug, backlog))
     return {"room": room.slug, "last_seq": room.last_seq, "members": members}
 
@@ -100,13 +100,10 @@ def next_seq(room_id: int) -> int:
         return cursor.fetchone()[0]
 
 
-def post_result(room: str, seq: int, sent_at: Any) -> dict:
-    return {"room": room, "seq": seq, "at": format_time(sent_at)}
-
-
-def post_message_frame(ctx: CommandContext, post: Post, seq: int, sent_at: Any) -> None:
-    message = Message(seq=seq, client_msg_id=ctx.command_id, body=post.body, sent_at=sent_at)
-    ctx.broadcast(post.room, msg_frame(message, post.room, ctx.user))
+def posted(ctx: CommandContext, post: Post, seq: int, at: str) -> dict:
+    """A stored post's result (its ack's data), after queueing its `msg` frame for the room."""
+    ctx.broadcast(post.room, msg_frame(post.room, seq, ctx.command_id, ctx.user, post.body, at))
+    return {"room": post.room, "seq": seq, "at": at}
 
 
 def with_tables(sql: str) -> str:
@@ -149,7 +146,8 @@ WITH item AS (
     UPDATE {room} r SET last_seq = r.last_seq + l.posts FROM locked l WHERE r.id = l.id
     RETURNING r.id, r.last_seq - l.posts AS before
 ), stamp AS MATERIALIZED (
-    SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM taken) t
+    SELECT at, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at_text
+    FROM (SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM taken) t) now
 ), post AS (
     SELECT m.n, m.room_id, t.before + row_number() OVER (PARTITION BY m.room_id ORDER BY m.n) AS seq
     FROM member m JOIN taken t ON t.id = m.room_id
@@ -158,13 +156,11 @@ WITH item AS (
     SELECT p.room_id, p.seq, i.user_id, i.command_id, i.body, %(state)s, s.at FROM post p JOIN item i USING (n), stamp s
 ), record AS (
     INSERT INTO {record} (user_id, command_id, type, fingerprint, result, created_at)
-    SELECT i.user_id, i.command_id, %(type)s, i.fingerprint, jsonb_build_object(
-        'room', i.room, 'seq', p.seq,
-        'at', to_char(s.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
-    ), s.at
+    SELECT i.user_id, i.command_id, %(type)s, i.fingerprint,
+           jsonb_build_object('room', i.room, 'seq', p.seq, 'at', s.at_text), s.at
     FROM post p JOIN item i USING (n), stamp s
 )
-SELECT p.n, p.seq, s.at FROM post p, stamp s
+SELECT p.n, p.seq, s.at_text FROM post p, stamp s
 """
 
 
@@ -210,15 +206,14 @@ def posts_and_records(entries: list[tuple[CommandContext, Post, str]]) -> list[d
             "fingerprints": [fingerprint for _, _, fingerprint in entries],
             "state": MessageState.SENT, "type": entries[0][0].type,
         })
-        stored = {n: (seq, sent_at) for n, seq, sent_at in cursor.fetchall()}
+        # The time comes as the protocol's text, as the record keeps it.
+        stored = {n: (seq, at) for n, seq, at in cursor.fetchall()}
     results: list[dict | Forbidden] = []
     for n, (ctx, post, _) in enumerate(entries, start=1):
         if n not in stored:
             results.append(Forbidden("join the room first"))
             continue
-        seq, sent_at = stored[n]
-        post_message_frame(ctx, post, seq, sent_at)
-        results.append(post_result(post.room, seq, sent_at))
+        results.append(posted(ctx, post, *stored[n]))
     return results
 
 
@@ -244,8 +239,7 @@ def post_message(ctx: CommandContext, post: Post) -> dict:
     Message.objects.create(
         room_id=room_id, seq=seq, sender=ctx.user, client_msg_id=ctx.command_id, body=post.body, sent_at=sent_at
     )
-    post_message_frame(ctx, post, seq, sent_at)
-    return post_result(post.room, seq, sent_at)
+    return posted(ctx, post, seq, format_time(sent_at))
 
 
 # receipt --------------------------------------------------------------------
