@@ -60,9 +60,10 @@ def unpack(data: bytes) -> Iterator[tuple[int | None, str]]:
     while at < len(data):
         newline = data.index(b"\n", at)
         seq, length = data[at:newline].split(b" ")
-        end = newline + 1 + int(length)
-        if end > len(data):
-            raise ValueError("a frame runs past the end of the message")
+        size = int(length)
+        end = newline + 1 + size
+        if size < 0 or end > len(data):
+            raise ValueError("a frame's length is negative or runs past the end of the message")
         yield None if seq == b"-" else int(seq), data[newline + 1:end].decode()
         at = end
 

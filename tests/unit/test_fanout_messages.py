@@ -22,6 +22,7 @@ def test_a_frame_may_hold_newlines_spaces_and_any_text():
 
 @pytest.mark.parametrize("data", [
     b"1 5\nabc",          # runs past the end
+    b"1 -2\nab",          # a negative length (would read backwards)
     b"1\nabc",            # no length
     b"x 3\nabc",          # not a seq
     b"1 3\nabc2 1\n",     # a second frame cut short
