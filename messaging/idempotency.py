@@ -128,6 +128,9 @@ class ClaimStore:
     def finish(self, results: list[tuple[str, Stored]], releases: list[str], owner: str) -> None:
         """Keep each `(key, result)` for the window; release each claim of `releases` that `owner` still holds."""
 
+    # From the event loop. The base class does no I/O, so it answers in
+    # place; a store that waits on anything overrides both.
+
     async def aclaim_many(self, keys: list[str], owner: str) -> list[Stored | bool | None]:
         """`claim_many` on the event loop."""
         return self.claim_many(keys, owner)
