@@ -1,6 +1,7 @@
 """The built-in command types of protocol v1: room.join, room.post, receipt."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,8 +107,13 @@ def posted(ctx: CommandContext, post: Post, seq: int, at: str) -> dict:
     return {"room": post.room, "seq": seq, "at": at}
 
 
+@functools.cache
 def with_tables(sql: str) -> str:
-    """`sql` with the app's table names in place of {membership}, {room}, {message} and {record}."""
+    """`sql` with the app's table names in place of {membership}, {room}, {message} and {record}.
+
+    Once per statement and process: the batch statement is formatted for
+    every batch otherwise, and the names do not change while the process runs.
+    """
     return sql.format(
         membership=Membership._meta.db_table, room=Room._meta.db_table,
         message=Message._meta.db_table, record=CommandRecord._meta.db_table,
