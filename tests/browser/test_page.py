@@ -59,7 +59,6 @@ def test_receipts_are_cumulative_watermarks_not_one_frame_per_message(server, ne
         write(ana, body)
     expect(bubbles(ana, bodies[-1])).to_have_attribute("data-state", "sent")
 
-    bob = sign_in(new_context(), server.url, "bob")
     receipts: list[dict] = []
 
     def watch(ws):
@@ -70,8 +69,12 @@ def test_receipts_are_cumulative_watermarks_not_one_frame_per_message(server, ne
 
         ws.on("framesent", sent)
 
-    bob.on("websocket", watch)
-    bob.reload()  # so that the socket is opened under watch
+    # Every socket of bob's page is watched from the page's creation on, with
+    # no reload between: watched from a reload instead, one fresh-clone CI run
+    # saw no receipt frame although bob's watermarks had moved.
+    bob_context = new_context()
+    bob_context.on("page", lambda page: page.on("websocket", watch))
+    bob = sign_in(bob_context, server.url, "bob")
     join(bob, "lobby")
     # Bob joined after them, so they stay `sent` for Ana (he is no recipient);
     # his watermarks say what his page reported.
