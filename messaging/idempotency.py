@@ -52,6 +52,7 @@ from .conf import get_settings
 from .exceptions import CommandError, IdReused, InProgress, Unavailable
 from .handlers import CommandContext, Handler
 from .models import CommandRecord
+from .redis_clients import loop_client
 from .protocol import Command
 
 log = logging.getLogger(__name__)
@@ -161,17 +162,14 @@ class RedisClaimStore(ClaimStore):
         self._finish = self.client.register_script(_FINISH)
         self.url = url
         self.timeout = timeout
-        # Per event loop: an asyncio client belongs to the loop it was made on.
-        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple] = weakref.WeakKeyDictionary()
+        # The scripts on each event loop's client (`redis_clients`).
+        self._async: weakref.WeakKeyDictionary[aioredis.Redis, tuple] = weakref.WeakKeyDictionary()
 
     def _async_scripts(self) -> tuple:
-        loop = asyncio.get_running_loop()
-        scripts = self._async.get(loop)
+        client = loop_client(self.url, self.timeout)
+        scripts = self._async.get(client)
         if scripts is None:
-            client = aioredis.Redis.from_url(
-                self.url, socket_timeout=self.timeout, socket_connect_timeout=self.timeout, retry_on_timeout=False
-            )
-            scripts = self._async[loop] = (client.register_script(_CLAIM_MANY), client.register_script(_FINISH))
+            scripts = self._async[client] = (client.register_script(_CLAIM_MANY), client.register_script(_FINISH))
         return scripts
 
     def _available(self) -> bool:

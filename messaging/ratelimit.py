@@ -20,13 +20,13 @@ import asyncio
 import logging
 import math
 import time
-import weakref
 from typing import Any, Callable
 
 import redis
 import redis.asyncio as aioredis
 
 from .conf import get_settings
+from .redis_clients import loop_client
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,6 @@ class RedisWindow(LocalWindow):
         self.cooldown = cooldown
         self.flush_interval = flush_interval
         self._down_until = 0.0
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.Redis] = weakref.WeakKeyDictionary()
         # Hits not yet in Redis, and the shared count Redis last answered, per key: (slot, n).
         self._pending: dict[Any, tuple[int, int]] = {}
         self._known: dict[Any, tuple[int, int]] = {}
@@ -131,12 +130,7 @@ class RedisWindow(LocalWindow):
         self._flushes: set[asyncio.Task] = set()
 
     def _client(self) -> aioredis.Redis:
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            client = aioredis.Redis.from_url(self.url, socket_timeout=self.timeout, socket_connect_timeout=self.timeout)
-            self._clients[loop] = client
-        return client
+        return loop_client(self.url, self.timeout)
 
     async def ahit(self, key: Any) -> float:
         if time.monotonic() < self._down_until:
