@@ -11,6 +11,7 @@ from django.utils import timezone
 from .conf import get_settings
 from .exceptions import Forbidden, Invalid
 from .handlers import CommandContext, command
+from .loopdb import loop_database
 from .models import CommandRecord, Membership, Message, MessageState, Room
 from .protocol import format_time, message_body, optional_seq, room_slug
 from .reactions import backlog_reactions
@@ -196,6 +197,31 @@ def server_bound_cursor() -> Any:
         return connection.make_cursor(ServerBindingCursor(connection.connection))
 
 
+def posts_statement(entries: list[tuple[CommandContext, Post, str]]) -> tuple[str, dict]:
+    """The batch statement of `entries` and its parameters."""
+    return with_tables(POSTS_AND_RECORDS), {
+        "rooms": [post.room for _, post, _ in entries],
+        "users": [ctx.user.pk for ctx, _, _ in entries],
+        "ids": [ctx.command_id for ctx, _, _ in entries],
+        "bodies": [post.body for _, post, _ in entries],
+        "fingerprints": [fingerprint for _, _, fingerprint in entries],
+        "state": MessageState.SENT, "type": entries[0][0].type,
+    }
+
+
+def posts_results(entries: list[tuple[CommandContext, Post, str]], rows: list[tuple]) -> list[dict | Forbidden]:
+    """Per entry its ack data, from the statement's rows (`n`, seq, time as the
+    protocol's text); posts by non-members, which have no row, are refused."""
+    stored = {n: (seq, at) for n, seq, at in rows}
+    results: list[dict | Forbidden] = []
+    for n, (ctx, post, _) in enumerate(entries, start=1):
+        if n not in stored:
+            results.append(Forbidden("join the room first"))
+            continue
+        results.append(posted(ctx, post, *stored[n]))
+    return results
+
+
 def posts_and_records(entries: list[tuple[CommandContext, Post, str]]) -> list[dict | Forbidden] | None:
     """Several `room.post`s and their `CommandRecord`s in one statement, on PostgreSQL; None elsewhere.
 
@@ -204,23 +230,17 @@ def posts_and_records(entries: list[tuple[CommandContext, Post, str]]) -> list[d
     if connection.vendor != "postgresql":
         return None
     with server_bound_cursor() as cursor:
-        cursor.execute(with_tables(POSTS_AND_RECORDS), {
-            "rooms": [post.room for _, post, _ in entries],
-            "users": [ctx.user.pk for ctx, _, _ in entries],
-            "ids": [ctx.command_id for ctx, _, _ in entries],
-            "bodies": [post.body for _, post, _ in entries],
-            "fingerprints": [fingerprint for _, _, fingerprint in entries],
-            "state": MessageState.SENT, "type": entries[0][0].type,
-        })
-        # The time comes as the protocol's text, as the record keeps it.
-        stored = {n: (seq, at) for n, seq, at in cursor.fetchall()}
-    results: list[dict | Forbidden] = []
-    for n, (ctx, post, _) in enumerate(entries, start=1):
-        if n not in stored:
-            results.append(Forbidden("join the room first"))
-            continue
-        results.append(posted(ctx, post, *stored[n]))
-    return results
+        cursor.execute(*posts_statement(entries))
+        rows = cursor.fetchall()
+    return posts_results(entries, rows)
+
+
+async def aposts_and_records(entries: list[tuple[CommandContext, Post, str]]) -> list[dict | Forbidden] | None:
+    """`posts_and_records` on the event loop's own connection; None where there is none."""
+    database = loop_database()
+    if database is None:
+        return None
+    return posts_results(entries, await database.fetch(*posts_statement(entries)))
 
 
 def post_and_record(ctx: CommandContext, post: Post, fingerprint: str) -> dict | None:
@@ -237,7 +257,8 @@ def post_and_record(ctx: CommandContext, post: Post, fingerprint: str) -> dict |
     return result
 
 
-@command("room.post", validate=validate_post, apply_recorded=post_and_record, apply_recorded_many=posts_and_records)
+@command("room.post", validate=validate_post, apply_recorded=post_and_record, apply_recorded_many=posts_and_records,
+         apply_recorded_many_async=aposts_and_records)
 def post_message(ctx: CommandContext, post: Post) -> dict:
     room_id = joined_room_id(ctx.user, post.room)
     seq = next_seq(room_id)

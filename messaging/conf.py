@@ -22,9 +22,11 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `USER_RATE_WINDOW` | 10.0 | seconds of the per-user window (counted in Redis; per process without it) |
 | `SESSION_CHECK_INTERVAL` | 5.0 | seconds between checks that a socket's session is still valid; 0 turns them off |
 | `DB_THREADS` | 0 | threads that run commands, each with its own database connection; 0: channels' one thread. Exactly-once commands that arrive together run as one batch, at most `DB_THREADS // 2` (at least 1) batches at once |
+| `LOOP_DATABASE` | True | on PostgreSQL with psycopg 3, a batch's statement (`room.post`'s) runs on the event loop's own connections (`messaging/loopdb.py`), one per batch running at once, instead of on a database thread; False: on a thread |
 
 A host project may also give each option in the environment as
-`MESSAGING_<KEY>` (see `options_from_environ`), e.g. `MESSAGING_CLAIM_LEASE=2`.
+`MESSAGING_<KEY>` (see `options_from_environ`), e.g. `MESSAGING_CLAIM_LEASE=2`
+or `MESSAGING_LOOP_DATABASE=0`.
 """
 from __future__ import annotations
 
@@ -57,6 +59,7 @@ class MessagingSettings:
     USER_RATE_WINDOW: float = 10.0
     SESSION_CHECK_INTERVAL: float = 5.0
     DB_THREADS: int = 0
+    LOOP_DATABASE: bool = True
 
     def __post_init__(self) -> None:
         # Limits that refuse everything would fail every socket at connect: say so at startup.
@@ -77,6 +80,9 @@ def get_settings() -> MessagingSettings:
     return MessagingSettings(**given)
 
 
+_SWITCH = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+
+
 def options_from_environ(environ: Mapping[str, str], prefix: str = "MESSAGING_") -> dict[str, Any]:
     """The options set as `<prefix><KEY>` in `environ`, typed like their defaults.
 
@@ -89,6 +95,13 @@ def options_from_environ(environ: Mapping[str, str], prefix: str = "MESSAGING_")
         if text is None:
             continue
         default = option.default if option.default is not MISSING else None
+        if isinstance(default, bool):
+            # bool("0") is True: a switch is read as words.
+            switch = _SWITCH.get(text.strip().lower())
+            if switch is None:
+                raise ImproperlyConfigured(f"{prefix}{option.name} must be 1 or 0 (true/false, on/off), not {text!r}")
+            options[option.name] = switch
+            continue
         try:
             options[option.name] = type(default)(text) if isinstance(default, (int, float)) else (text or None)
         except ValueError:

@@ -12,7 +12,7 @@ get the same exactly-once guarantee as `room.post` unless they opt out with
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from .exceptions import CommandError, Invalid, UnknownType
 from .protocol import require_object
@@ -48,6 +48,10 @@ RecordedApplier = Callable[[CommandContext, Any, str], "dict | None"]
 # The same for several commands of the type at once: `(ctx, data, fingerprint)`
 # per command in, per command out its ack data or the `CommandError` refusing it.
 RecordedBatchApplier = Callable[[list[tuple[CommandContext, Any, str]]], "list[dict | CommandError] | None"]
+# That batch form from the event loop (messaging/loopdb.py), without a database thread.
+AsyncRecordedBatchApplier = Callable[
+    [list[tuple[CommandContext, Any, str]]], Awaitable["list[dict | CommandError] | None"]
+]
 
 
 def _accept_object(data: dict) -> dict:
@@ -69,6 +73,8 @@ class Handler:
     apply_recorded: RecordedApplier | None = None
     # Its batch form, for commands of the type that arrive together (see `command`).
     apply_recorded_many: RecordedBatchApplier | None = None
+    # The batch form on the event loop, tried first where it is set (see `command`).
+    apply_recorded_many_async: AsyncRecordedBatchApplier | None = None
 
 
 _registry: dict[str, Handler] = {}
@@ -89,6 +95,7 @@ def command(
     subscribes_to: Callable[[Any], str] | None = None,
     apply_recorded: RecordedApplier | None = None,
     apply_recorded_many: RecordedBatchApplier | None = None,
+    apply_recorded_many_async: AsyncRecordedBatchApplier | None = None,
 ) -> Callable[[Applier], Applier]:
     """Register `apply(ctx, data) -> ack data` as the handler of `type`.
 
@@ -109,6 +116,10 @@ def command(
       applied before or comes twice: the whole statement is undone and each
       command runs alone, where its record answers a duplicate. Any other
       error fails every command of the batch with `unavailable`.
+    - `apply_recorded_many_async(...)`, the same contract as a coroutine on
+      the event loop (a statement through `messaging.loopdb`), for batches of
+      one command or more; where it returns None the batch takes a database
+      thread and the forms above.
     """
 
     def decorate(apply: Applier) -> Applier:
@@ -121,6 +132,7 @@ def command(
                 subscribes_to=subscribes_to,
                 apply_recorded=apply_recorded,
                 apply_recorded_many=apply_recorded_many,
+                apply_recorded_many_async=apply_recorded_many_async,
             )
         )
         return apply

@@ -18,11 +18,12 @@ through to the database path, which alone still guarantees exactly-once.
 
 Commands that arrive together in one process run as one batch
 (`execute_async`, `execute_together`, `batches`, `execute_many_async`): one
-Redis call (a script) from the event loop for all claims, one thread hop for
-the handlers of those to apply (one statement for all commands of a type
-with `apply_recorded_many`), and one call for all results and releases. A
-batch of known duplicates never leaves the event loop. Each command keeps
-its own outcome.
+Redis call (a script) from the event loop for all claims, one statement for
+all commands of a type with a batch form (from the loop itself with
+`apply_recorded_many_async`, as `room.post` has: messaging/loopdb.py), one
+thread hop for the handlers of the others, and one call for all results and
+releases. A batch of known duplicates or of posts never leaves the event
+loop. Each command keeps its own outcome.
 """
 from __future__ import annotations
 
@@ -339,18 +340,18 @@ def execute_many(deliveries: list[Delivery]) -> list[Outcome | Exception]:
 
 async def execute_many_async(deliveries: list[Delivery]) -> list[Outcome | Exception]:
     """`execute_many` from the event loop: the claims and results go to Redis
-    from the loop, and only the deliveries to apply take a database thread.
+    from the loop, and so does the statement of a type with a form for the
+    loop (`room.post`'s, messaging/loopdb.py); only the rest take a database thread.
 
-    Known duplicates are answered without leaving the loop. On a thread,
-    every Redis reply had to wait for the GIL, which the busy loop holds for
+    Known duplicates and posts are answered without leaving the loop. On a
+    thread, every reply had to wait for the GIL, which the busy loop holds for
     up to the switch interval (5 ms); on the loop it is one more event.
     """
     store = get_claim_store()
     owner = uuid.uuid4().hex
     batch = Batch(deliveries, await store.aclaim_many([d.key for d in deliveries], owner))
     try:
-        if batch.claimed:
-            await run_in_db_thread(batch.apply)
+        await batch.apply_async()
     finally:
         await store.afinish(*batch.finish(), owner)
     return batch.results()
@@ -374,10 +375,31 @@ class Batch:
                 self.claimed.append(i)
         self.applied: dict[int, Applied] = {}
 
-    def apply(self) -> None:
-        """Apply the claimed deliveries (database work), keeping each one's result as it is done."""
-        for i, done in _apply_claimed(self.deliveries, self.claimed):
+    def apply(self, indexes: list[int] | None = None, alone: tuple[int, ...] = ()) -> None:
+        """Apply the claimed deliveries, or those of `indexes`, and those of
+        `alone` one by one (database work), keeping each one's result as it is done."""
+        for i, done in _apply_claimed(self.deliveries, self.claimed if indexes is None else indexes):
             self.applied[i] = done
+        for i in alone:
+            self.applied[i] = self.deliveries[i].run(_apply_alone, self.deliveries[i])
+
+    async def apply_async(self) -> None:
+        """`apply` from the event loop: each type's deliveries through its form
+        for the loop where it has one, the rest in one database thread hop."""
+        rest: list[int] = []
+        alone: list[int] = []
+        for handler, indexes in _by_type(self.deliveries, self.claimed):
+            applied = None
+            if handler.apply_recorded_many_async is not None:
+                applied = await _apply_batch_on_loop(handler, [self.deliveries[i] for i in indexes])
+            if applied is None:
+                rest.extend(indexes)
+            elif applied is RUN_ALONE:
+                alone.extend(indexes)
+            else:
+                self.applied.update(zip(indexes, applied))
+        if rest or alone:
+            await run_in_db_thread(self.apply, rest, tuple(alone))
 
     def finish(self) -> tuple[list[tuple[str, Stored]], list[str]]:
         """What Redis learns: each applied delivery's result (or its record's);
@@ -392,13 +414,18 @@ class Batch:
         return self.outcomes  # type: ignore[return-value]
 
 
+def _by_type(deliveries: list[Delivery], indexes: list[int]) -> Iterator[tuple[Handler, list[int]]]:
+    """The `indexes` grouped by their deliveries' type, each group in the given order."""
+    by_type = sorted(indexes, key=lambda i: deliveries[i].handler.type)
+    for _, group in groupby(by_type, key=lambda i: deliveries[i].handler.type):
+        indexes = list(group)
+        yield deliveries[indexes[0]].handler, indexes
+
+
 def _apply_claimed(deliveries: list[Delivery], claimed: list[int]) -> Iterator[tuple[int, Applied]]:
     """Apply the claimed deliveries, yielding each one's index as it is done: each
     type's in one statement where the type has a batch form, else one by one."""
-    by_type = sorted(claimed, key=lambda i: deliveries[i].handler.type)
-    for _, group in groupby(by_type, key=lambda i: deliveries[i].handler.type):
-        indexes = list(group)
-        handler = deliveries[indexes[0]].handler
+    for handler, indexes in _by_type(deliveries, claimed):
         batch = None
         if len(indexes) > 1 and handler.apply_recorded_many is not None:
             batch = _apply_batch(handler, [deliveries[i] for i in indexes])
@@ -430,6 +457,9 @@ def _apply_alone(delivery: Delivery) -> Applied:
     return outcome, Stored(fingerprint, outcome.data)
 
 
+BatchEntries = list[tuple[CommandContext, Any, str]]
+
+
 def _apply_batch(handler: Handler, deliveries: list[Delivery]) -> list[Applied] | None:
     """Several claimed deliveries of one type through its `apply_recorded_many`; None where it has no batch form.
 
@@ -438,21 +468,51 @@ def _apply_batch(handler: Handler, deliveries: list[Delivery]) -> list[Applied] 
     alone, where the record answers a duplicate.
     """
     assert handler.apply_recorded_many is not None
-    contexts = [CommandContext(user=d.user, command_id=d.command.id, type=handler.type) for d in deliveries]
-    entries = [(ctx, d.data, d.fingerprint) for ctx, d in zip(contexts, deliveries)]
+    entries = _batch_entries(handler, deliveries)
     try:
         with _one_statement():
             results = handler.apply_recorded_many(entries)
     except IntegrityError:
         return [d.run(_apply_alone, d) for d in deliveries]
-    except DatabaseError as exc:
+    except Exception as exc:
+        return _batch_failed(handler, deliveries, exc)
+    return None if results is None else _batch_applied(entries, results)
+
+
+# What `_apply_batch_on_loop` answers when the batch's statement failed on a
+# unique constraint: each delivery must run alone (on a database thread).
+RUN_ALONE: Any = object()
+
+
+async def _apply_batch_on_loop(handler: Handler, deliveries: list[Delivery]) -> list[Applied] | None:
+    """`_apply_batch` through the type's `apply_recorded_many_async`, on the event
+    loop; None where it has no form there, `RUN_ALONE` after a unique violation."""
+    assert handler.apply_recorded_many_async is not None
+    entries = _batch_entries(handler, deliveries)
+    try:
+        results = await handler.apply_recorded_many_async(entries)
+    except IntegrityError:
+        return RUN_ALONE
+    except Exception as exc:
+        return _batch_failed(handler, deliveries, exc)
+    return None if results is None else _batch_applied(entries, results)
+
+
+def _batch_entries(handler: Handler, deliveries: list[Delivery]) -> BatchEntries:
+    contexts = [CommandContext(user=d.user, command_id=d.command.id, type=handler.type) for d in deliveries]
+    return [(ctx, d.data, d.fingerprint) for ctx, d in zip(contexts, deliveries)]
+
+
+def _batch_failed(handler: Handler, deliveries: list[Delivery], exc: Exception) -> list[Applied]:
+    """Every delivery of a batch whose statement failed is `unavailable` (nothing applied)."""
+    if isinstance(exc, DatabaseError):
         log.warning("storage failed for a batch of %d %s: %s", len(deliveries), handler.type, exc)
-        return [(Unavailable(), None) for _ in deliveries]
-    except Exception:
-        log.exception("handler failed for a batch of %d %s", len(deliveries), handler.type)
-        return [(Unavailable(), None) for _ in deliveries]
-    if results is None:
-        return None
+    else:
+        log.error("handler failed for a batch of %d %s", len(deliveries), handler.type, exc_info=exc)
+    return [(Unavailable(), None) for _ in deliveries]
+
+
+def _batch_applied(entries: BatchEntries, results: list) -> list[Applied]:
     applied: list[Applied] = []
     for (ctx, _, fingerprint), result in zip(entries, results, strict=True):
         if isinstance(result, CommandError):

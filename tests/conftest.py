@@ -11,6 +11,7 @@ from asgiref.sync import SyncToAsync
 from django.db import connection, connections
 
 from messaging.idempotency import close_db_threads
+from messaging.loopdb import close_loop_databases
 
 from .support.servers import ROOT, Daphne
 
@@ -18,12 +19,13 @@ from .support.servers import ROOT, Daphne
 @pytest.fixture(autouse=True)
 def _close_worker_thread_connections():
     """Async code under test reaches the database from asgiref's one worker
-    thread or the app's pool of command threads, which keep persistent
-    connections (CONN_MAX_AGE). Close them after each test, or the test
+    thread, the app's pool of command threads or the event loop's own
+    connections, which all persist. Close them after each test, or the test
     database cannot be flushed and dropped."""
     yield
     SyncToAsync.single_thread_executor.submit(connections.close_all).result()
     close_db_threads()
+    close_loop_databases()
 
 
 # Real server processes, shared by the e2e, browser, fault and integration suites.

@@ -321,16 +321,16 @@ async def test_a_slow_batch_lets_others_start_beside_it_up_to_half_the_database_
     settings.MESSAGING = {**settings.MESSAGING, "DB_THREADS": threads}
     monkeypatch.setattr(idempotency, "BATCH_OVERLAP_AFTER", 0.05)
     started: list[int] = []
-    gate = threading.Event()
+    gate = asyncio.Event()
 
-    apply = idempotency.Batch.apply
+    apply_async = idempotency.Batch.apply_async
 
-    def held(batch):
+    async def held(batch):
         started.append(len(batch.deliveries))
-        gate.wait(timeout=10)  # every batch is slow until the test lets them finish
-        apply(batch)
+        await gate.wait()  # every batch is slow until the test lets them finish
+        await apply_async(batch)
 
-    monkeypatch.setattr(idempotency.Batch, "apply", held)
+    monkeypatch.setattr(idempotency.Batch, "apply_async", held)
     deliveries = [delivery(user, "a", f"m{n}") for n in range(4) for user in users]
     calls = []
     for d in deliveries:

@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from messaging import handlers, idempotency
+from messaging import handlers, idempotency, loopdb
 from messaging.idempotency import Delivery, execute, execute_many, execute_many_async, get_claim_store
 from messaging.models import CommandRecord, Message
 from messaging.protocol import Command
@@ -34,9 +34,10 @@ BATCH = 10
 BATCH_POST_QUERIES, BATCH_POST_REDIS = 1, 2
 # Duplicates Redis knows: the claims' round trip answers them all.
 BATCH_KNOWN_DUPLICATE_QUERIES, BATCH_KNOWN_DUPLICATE_REDIS = 0, 1
-# A batch as the server runs it (execute_many_async): Redis from the event
-# loop, one database thread hop for the posts, none for known duplicates.
-BATCH_POST_HOPS, BATCH_KNOWN_DUPLICATE_HOPS = 1, 0
+# A batch as the server runs it (execute_many_async): Redis and the posts'
+# statement from the event loop, no database thread hop; with the loop's
+# connections turned off (LOOP_DATABASE), one hop for the posts.
+BATCH_POST_HOPS, BATCH_KNOWN_DUPLICATE_HOPS, BATCH_POST_HOPS_WITHOUT_LOOP_DATABASE = 0, 0, 1
 # BEGIN, lock the membership, the room's state lock, move it, record the move,
 # advance the message states per watermark that moved, COMMIT.
 RECEIPT_QUERIES, RECEIPT_REDIS = 8, 0
@@ -81,7 +82,7 @@ def counted():
 @pytest.fixture
 async def counted_on_the_loop(monkeypatch):
     """Count round trips to the claim store's Redis from the event loop, database
-    thread hops, and the SQL queries run on those threads."""
+    thread hops, and the SQL statements run on those threads and on the loop."""
     calls, hops, queries = [], [], []
     claim_many, _ = get_claim_store()._async_scripts()
     client = claim_many.registered_client
@@ -93,18 +94,25 @@ async def counted_on_the_loop(monkeypatch):
 
     apply = idempotency.Batch.apply
 
-    def counting_apply(batch):
+    def counting_apply(batch, *args):
         hops.append(len(batch.claimed))
         with CaptureQueriesContext(connection) as captured:
-            apply(batch)
+            apply(batch, *args)
         queries.extend(q["sql"] for q in captured.captured_queries)
+
+    fetch = loopdb.LoopDatabase.fetch
+
+    async def counting_fetch(database, sql, params):
+        queries.append(sql)
+        return await fetch(database, sql, params)
 
     monkeypatch.setattr(client, "execute_command", counting)
     monkeypatch.setattr(idempotency.Batch, "apply", counting_apply)
+    monkeypatch.setattr(loopdb.LoopDatabase, "fetch", counting_fetch)
     return calls, hops, queries
 
 
-async def test_on_the_event_loop_a_batch_of_posts_costs_one_hop_one_query_and_two_round_trips(
+async def test_on_the_event_loop_a_batch_of_posts_costs_no_hop_one_statement_and_two_round_trips(
     members, counted_on_the_loop
 ):
     calls, hops, queries = counted_on_the_loop
@@ -114,6 +122,18 @@ async def test_on_the_event_loop_a_batch_of_posts_costs_one_hop_one_query_and_tw
     assert (len(hops), len(queries), len(calls)) <= (BATCH_POST_HOPS, BATCH_POST_QUERIES, BATCH_POST_REDIS), (
         hops, queries, calls
     )
+
+
+async def test_without_the_loops_connections_a_batch_of_posts_costs_one_hop_and_one_statement(
+    members, counted_on_the_loop, settings
+):
+    settings.MESSAGING = {**settings.MESSAGING, "LOOP_DATABASE": False}
+    calls, hops, queries = counted_on_the_loop
+    outcomes = await execute_many_async(posts(members))
+    assert [o.dup for o in outcomes] == [False] * BATCH
+    assert (len(hops), len(queries), len(calls)) <= (
+        BATCH_POST_HOPS_WITHOUT_LOOP_DATABASE, BATCH_POST_QUERIES, BATCH_POST_REDIS
+    ), (hops, queries, calls)
 
 
 async def test_on_the_event_loop_known_duplicates_cost_one_round_trip_and_no_database_thread(

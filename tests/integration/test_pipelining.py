@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 
 import pytest
 
@@ -36,16 +35,16 @@ def held_first_batch(monkeypatch):
     """Record the size of each batch that goes to the database; hold the first
     until `release()`, so the frames behind it queue."""
     sizes: list[int] = []
-    gate = threading.Event()
-    apply = idempotency.Batch.apply
+    gate = asyncio.Event()
+    apply_async = idempotency.Batch.apply_async
 
-    def holding(batch):
+    async def holding(batch):
         sizes.append(len(batch.deliveries))
         if len(sizes) == 1:
-            gate.wait(timeout=10)
-        apply(batch)
+            await gate.wait()
+        await apply_async(batch)
 
-    monkeypatch.setattr(idempotency.Batch, "apply", holding)
+    monkeypatch.setattr(idempotency.Batch, "apply_async", holding)
     return sizes, gate.set
 
 
@@ -54,7 +53,7 @@ async def test_posts_sent_ahead_run_in_one_batch_and_take_seqs_in_send_order(mak
     client = await open_clients(await make_user())
     await client.join("lobby")
     ids = [await client.send("room.post", {"room": "lobby", "body": f"m{n}"}) for n in range(12)]
-    # The first batch is held on its database thread: every later frame queues.
+    # The first batch is held before it applies: every later frame queues.
     await asyncio.sleep(0.2)
     release()
     acks = await answers(client, len(ids))

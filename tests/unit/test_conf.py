@@ -18,3 +18,14 @@ def test_options_are_read_with_the_type_of_their_default():
 def test_a_number_that_is_not_one_is_a_config_error():
     with pytest.raises(ImproperlyConfigured, match="MESSAGING_RATE_BURST"):
         options_from_environ({"MESSAGING_RATE_BURST": "many"})
+
+
+@pytest.mark.parametrize("text, value", [("0", False), ("off", False), ("False", False), ("1", True), (" yes ", True)])
+def test_a_switch_is_read_as_a_word_not_as_python_truth(text, value):
+    # bool("0") would be True: the switch would stay on.
+    assert options_from_environ({"MESSAGING_LOOP_DATABASE": text}) == {"LOOP_DATABASE": value}
+
+
+def test_a_switch_that_is_neither_is_a_config_error():
+    with pytest.raises(ImproperlyConfigured, match="MESSAGING_LOOP_DATABASE"):
+        options_from_environ({"MESSAGING_LOOP_DATABASE": "maybe"})

@@ -1,0 +1,199 @@
+"""The event loop's own PostgreSQL connections (messaging/loopdb.py): posts
+stored without a database thread, and what a broken, failed or interrupted
+statement there leaves behind: nothing applied twice, nothing lost."""
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connection
+
+from messaging import handlers, idempotency
+from messaging.exceptions import Unavailable
+from messaging.idempotency import Delivery, claim_key, execute_many_async
+from messaging.loopdb import LoopDatabase, close_loop_databases, loop_database
+from messaging.models import CommandRecord, Message
+from messaging.protocol import Command
+
+from .conftest import apply_command
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+def post(user, body: str, id: str | None = None) -> Delivery:
+    d = {"room": "a", "body": body}
+    handler = handlers.lookup("room.post")
+    return Delivery(user, Command(id=id or uuid.uuid4().hex, t="room.post", d=d), handler, handlers.validate(handler, d))
+
+
+@pytest.fixture
+def members(django_user_model):
+    ana, bob = (django_user_model.objects.create_user(username=f"{n}-{uuid.uuid4().hex[:6]}") for n in "ab")
+    for user in (ana, bob):
+        apply_command(user, "room.join", {"room": "a"})
+    return ana, bob
+
+
+@pytest.fixture
+def no_thread(monkeypatch):
+    """Fail the test if a batch takes a database thread."""
+    hops = []
+
+    def hop(batch, *args):
+        hops.append(args)
+        raise AssertionError("a batch of posts took a database thread")
+
+    monkeypatch.setattr(idempotency.Batch, "apply", hop)
+    return hops
+
+
+@sync_to_async
+def stored() -> tuple[list[tuple[int, str]], int]:
+    messages = sorted(Message.objects.values_list("seq", "body"))
+    return messages, CommandRecord.objects.filter(type="room.post").count()
+
+
+def backend_pids(database: LoopDatabase) -> set[int]:
+    return {conn.info.backend_pid for conn in database.open}
+
+
+async def test_posts_are_stored_from_the_loop_on_one_kept_connection(members, no_thread):
+    ana, bob = members
+    first = await execute_many_async([post(ana, "one"), post(bob, "two")])
+    database = loop_database()
+    pids = backend_pids(database)
+    second = await execute_many_async([post(ana, "three")])
+
+    assert [o.data["seq"] for o in first + second] == [1, 2, 3]
+    assert await stored() == ([(1, "one"), (2, "two"), (3, "three")], 3)
+    assert len(pids) == 1 and backend_pids(database) == pids, "one connection, kept between batches"
+
+
+async def test_a_duplicate_redis_forgot_is_answered_by_its_record_and_the_rest_of_its_batch_applied_once(
+    members, redis_client
+):
+    ana, bob = members
+    [first] = await execute_many_async([post(ana, "one", id="same")])
+    redis_client.flushdb()
+    # The batch's statement fails on the unique constraint; each post then runs alone.
+    again, new = await execute_many_async([post(ana, "one", id="same"), post(bob, "two")])
+
+    assert again.dup and again.source == "database" and again.data == first.data
+    assert not new.dup and new.data["seq"] == 2
+    assert await stored() == ([(1, "one"), (2, "two")], 2)
+    assert len(loop_database().open) == 1, "a unique violation leaves the connection usable"
+
+
+async def test_a_connection_killed_between_batches_fails_one_batch_and_the_retry_applies_once(
+    members, redis_client
+):
+    ana, bob = members
+    await execute_many_async([post(ana, "one")])
+    database = loop_database()
+    [pid] = backend_pids(database)
+    await sync_to_async(terminate)(pid)
+
+    lost = post(bob, "two", id="retried")
+    [failed] = await execute_many_async([lost])
+    assert isinstance(failed, Unavailable)
+    assert not redis_client.exists(claim_key(bob.pk, "retried")), "the claim is released for the retry"
+    assert database.open == set(), "the broken connection is dropped"
+
+    [retried] = await execute_many_async([post(bob, "two", id="retried")])
+    assert not retried.dup and retried.data["seq"] == 2
+    assert await stored() == ([(1, "one"), (2, "two")], 2)
+    assert backend_pids(database) and backend_pids(database) != {pid}, "a fresh connection"
+
+
+def terminate(pid: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
+async def test_a_batch_cancelled_mid_statement_stores_nothing_and_drops_its_connection(members, redis_client):
+    ana, _ = members
+    await execute_many_async([post(ana, "one")])
+    database = loop_database()
+    locker = await LoopDatabase().connect()
+    try:
+        async with locker.transaction():
+            # The room's row lock, which every post of the room takes for its seq.
+            await locker.execute("SELECT id FROM messaging_room WHERE slug = 'a' FOR UPDATE")
+            batch = asyncio.ensure_future(execute_many_async([post(ana, "cancelled", id="cancelled")]))
+            await wait_for_lock_waiters(locker, 1)
+            batch.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await batch
+            assert database.open == set(), "a connection interrupted mid-statement is not reused"
+        # The lock is gone: a statement that had survived the cancel would commit now.
+        await asyncio.sleep(0.2)
+    finally:
+        await locker.close()
+    assert await stored() == ([(1, "one")], 1)
+    assert not redis_client.exists(claim_key(ana.pk, "cancelled")), "its claim is released"
+    [retried] = await execute_many_async([post(ana, "cancelled", id="cancelled")])
+    assert not retried.dup and retried.data["seq"] == 2
+
+
+async def wait_for_lock_waiters(locker, count: int) -> None:
+    watcher = await LoopDatabase().connect()
+    try:
+        for _ in range(200):
+            cursor = await watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+            if (await cursor.fetchone())[0] >= count:
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError("the batch's statement never waited for the room's lock")
+    finally:
+        await watcher.close()
+
+
+async def test_without_a_database_the_batch_is_unavailable_and_nothing_is_kept(members, redis_client, monkeypatch):
+    ana, _ = members
+
+    async def refused(database):
+        import psycopg
+
+        raise psycopg.OperationalError("connection refused")
+
+    monkeypatch.setattr(LoopDatabase, "connect", refused)
+    [failed] = await execute_many_async([post(ana, "one", id="first")])
+    assert isinstance(failed, Unavailable)
+    assert not redis_client.exists(claim_key(ana.pk, "first"))
+    monkeypatch.undo()
+    [applied] = await execute_many_async([post(ana, "one", id="first")])
+    assert not applied.dup and applied.data["seq"] == 1
+
+
+async def test_the_loops_statements_are_logged_where_django_logs_queries(members):
+    ana, _ = members
+    # CaptureQueriesContext, without its connecting, which is sync only.
+    connection.force_debug_cursor = True
+    try:
+        connection.queries_log.clear()
+        await execute_many_async([post(ana, "one")])
+        logged = list(connection.queries_log)
+    finally:
+        connection.force_debug_cursor = False
+    assert [q for q in logged if "WITH ORDINALITY" in q["sql"]], logged
+
+
+async def test_turned_off_posts_take_a_database_thread(members, settings):
+    settings.MESSAGING = {**settings.MESSAGING, "LOOP_DATABASE": False}
+    assert loop_database() is None
+    ana, _ = members
+    [outcome] = await execute_many_async([post(ana, "one")])
+    assert outcome.data["seq"] == 1
+
+
+async def test_closing_closes_every_connection_of_every_loop(members):
+    ana, _ = members
+    await execute_many_async([post(ana, "one")])
+    database = loop_database()
+    [conn] = database.open
+    close_loop_databases()
+    assert conn.closed and database.open == set()
