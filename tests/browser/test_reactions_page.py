@@ -45,7 +45,10 @@ def ana_and_bob_with_a_message(server, new_context, page_options=None):
     """Ana and Bob in `lobby`, where Bob wrote BODY: (ana_context, ana, bob_context, bob)."""
     ana_context, bob_context = new_context(**(page_options or {})), new_context()
     ana, bob = sign_in(ana_context, server.url, "Ana"), sign_in(bob_context, server.url, "Bob")
-    for page in (ana, bob):
+    # Bob first, so Ana's join ack lists him. A page that hears a `status` of
+    # a member it does not know rejoins to learn when they joined; Ana's page
+    # doing so after a test deleted her membership would create it again.
+    for page in (bob, ana):
         join(page, "lobby")
     write(bob, BODY)
     for page in (ana, bob):
