@@ -5,6 +5,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from django.db import connection
 from django.utils import timezone
 
@@ -136,11 +137,14 @@ def with_tables(sql: str) -> str:
 # `stamp` is read once, after the last lock (its count(*) over `taken` waits
 # for every update): later than any message committed before in these rooms,
 # so sent_at never goes backwards against seq. The insert of a duplicate
-# (Redis forgot it, or it comes twice) fails the whole statement.
+# (Redis forgot it, or it comes twice) fails the whole statement. The posts
+# come as one JSON array of [room, user, id, body, fingerprint]: psycopg
+# adapted five Python lists of 16 posts in 364 us, orjson this in 10 us.
 POSTS_AND_RECORDS = """
 WITH item AS (
-    SELECT * FROM unnest(%(rooms)s::text[], %(users)s::bigint[], %(ids)s::text[], %(bodies)s::text[],
-                         %(fingerprints)s::text[]) WITH ORDINALITY AS i(room, user_id, command_id, body, fingerprint, n)
+    SELECT e.n, e.v->>0 AS room, (e.v->>1)::bigint AS user_id, e.v->>2 AS command_id, e.v->>3 AS body,
+           e.v->>4 AS fingerprint
+    FROM jsonb_array_elements(%(items)s::jsonb) WITH ORDINALITY AS e(v, n)
 ), member AS (
     SELECT i.n, m.room_id FROM item i
     JOIN {room} r ON r.slug = i.room
@@ -199,13 +203,9 @@ def server_bound_cursor() -> Any:
 
 def posts_statement(entries: list[tuple[CommandContext, Post, str]]) -> tuple[str, dict]:
     """The batch statement of `entries` and its parameters."""
+    items = [[post.room, ctx.user.pk, ctx.command_id, post.body, fingerprint] for ctx, post, fingerprint in entries]
     return with_tables(POSTS_AND_RECORDS), {
-        "rooms": [post.room for _, post, _ in entries],
-        "users": [ctx.user.pk for ctx, _, _ in entries],
-        "ids": [ctx.command_id for ctx, _, _ in entries],
-        "bodies": [post.body for _, post, _ in entries],
-        "fingerprints": [fingerprint for _, _, fingerprint in entries],
-        "state": MessageState.SENT, "type": entries[0][0].type,
+        "items": orjson.dumps(items).decode(), "state": MessageState.SENT, "type": entries[0][0].type,
     }
 
 
