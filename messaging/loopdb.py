@@ -111,11 +111,14 @@ _databases: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopDatabase] =
 def loop_database() -> LoopDatabase | None:
     """This event loop's database connections, or None where statements run on a
     database thread instead: not PostgreSQL with psycopg 3, or `LOOP_DATABASE` off."""
-    if psycopg is None or not get_settings().LOOP_DATABASE or connections[DEFAULT_DB_ALIAS].vendor != "postgresql":
+    if psycopg is None or not get_settings().LOOP_DATABASE:
         return None
     loop = asyncio.get_running_loop()
     database = _databases.get(loop)
     if database is None:
+        # Once per loop: the lookup of Django's connection is a thread-local's.
+        if connections[DEFAULT_DB_ALIAS].vendor != "postgresql":
+            return None
         database = _databases[loop] = LoopDatabase()
     return database
 
