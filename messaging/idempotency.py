@@ -418,8 +418,8 @@ def _by_type(deliveries: list[Delivery], indexes: list[int]) -> Iterator[tuple[H
     """The `indexes` grouped by their deliveries' type, each group in the given order."""
     by_type = sorted(indexes, key=lambda i: deliveries[i].handler.type)
     for _, group in groupby(by_type, key=lambda i: deliveries[i].handler.type):
-        indexes = list(group)
-        yield deliveries[indexes[0]].handler, indexes
+        of_type = list(group)
+        yield deliveries[of_type[0]].handler, of_type
 
 
 def _apply_claimed(deliveries: list[Delivery], claimed: list[int]) -> Iterator[tuple[int, Applied]]:

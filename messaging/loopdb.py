@@ -19,7 +19,6 @@ any other database error `django.db.DatabaseError`, as the ORM would.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 import weakref
 from typing import Any
@@ -27,8 +26,6 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connections
 
 from .conf import get_settings
-
-log = logging.getLogger(__name__)
 
 try:
     import psycopg
