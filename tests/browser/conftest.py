@@ -105,6 +105,23 @@ def screenshot(page, name: str) -> Path:
     return path
 
 
+def leave_behind_the_pages_back(**filters) -> None:
+    """Delete the memberships matching `filters`, as an admin would, under their row locks.
+
+    A page's receipt locks its membership first and then writes a watermark
+    move; a plain delete could collect the moves to cascade to before such a
+    move commits, and then fail on its foreign key.
+    """
+    from django.db import transaction
+
+    from messaging.models import Membership
+
+    with transaction.atomic():
+        memberships = Membership.objects.select_for_update().filter(**filters)
+        list(memberships)
+        memberships.delete()
+
+
 def poll(page, check, what: str) -> None:
     """Wait for `check()` (say, a database row) while Playwright keeps
     delivering the page's events: a plain sleep would hold them back."""

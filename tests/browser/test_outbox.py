@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from messaging.models import Message
 
-from .conftest import bubbles, join, poll, screenshot, sign_in, write
+from .conftest import bubbles, join, leave_behind_the_pages_back, poll, screenshot, sign_in, write
 
 pytestmark = [pytest.mark.e2e]
 
@@ -261,9 +261,7 @@ def test_a_refused_message_shows_failed_with_the_reason_then_retry_or_discard(se
     expect(bubbles(page, "ok")).to_have_attribute("data-state", STORED)
     # Leave the room behind the page's back: the next post is refused with
     # `forbidden`, retry false.
-    from messaging.models import Membership
-
-    Membership.objects.filter(room__slug="lobby").delete()
+    leave_behind_the_pages_back(room__slug="lobby")
     write(page, "refused")
     failed = bubbles(page, "refused")
     expect(failed).to_have_attribute("data-state", "failed")
@@ -282,7 +280,7 @@ def test_a_refused_message_shows_failed_with_the_reason_then_retry_or_discard(se
 
     write(page, "kept")
     expect(bubbles(page, "kept")).to_have_attribute("data-state", STORED)
-    Membership.objects.filter(room__slug="lobby").delete()
+    leave_behind_the_pages_back(room__slug="lobby")
     write(page, "dropped")
     expect(bubbles(page, "dropped")).to_have_attribute("data-state", "failed")
     bubbles(page, "dropped").get_by_role("button", name="Discard").click()

@@ -10,12 +10,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.db import transaction
 from playwright.sync_api import expect
 
-from messaging.models import Membership, ReactionCount
+from messaging.models import ReactionCount
 
-from .conftest import Relay, bubbles, join, poll, screenshot, sign_in, write
+from .conftest import Relay, bubbles, join, leave_behind_the_pages_back, poll, screenshot, sign_in, write
 
 pytestmark = [pytest.mark.e2e]
 
@@ -134,14 +133,9 @@ def test_each_click_counts_by_mouse_or_keyboard(server, new_context):
 
 def test_a_refused_click_says_why_and_is_not_kept(server, new_context):
     _, ana, _, _ = ana_and_bob_with_a_message(server, new_context)
-    # Ana leaves the room behind her page's back: her +1 is refused, retry false.
-    # Under the membership's row lock, which a receipt takes first: her page's
-    # receipt for Bob's message may be landing right now, with a watermark
-    # move that must go with the membership.
-    with transaction.atomic():
-        membership = Membership.objects.select_for_update().filter(room__slug="lobby", user__first_name="Ana")
-        list(membership)
-        membership.delete()
+    # Ana leaves the room behind her page's back: her +1 is refused, retry
+    # false. Her page's receipt for Bob's message may be landing right now.
+    leave_behind_the_pages_back(room__slug="lobby", user__first_name="Ana")
     plus_one(ana).click()
     expect(plus_one(ana)).to_have_attribute("data-failed", "")
     expect(plus_one(ana)).to_have_accessible_name(
