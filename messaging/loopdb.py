@@ -37,7 +37,9 @@ class LoopDatabase:
     """One event loop's connections to one database."""
 
     def __init__(self, alias: str = DEFAULT_DB_ALIAS) -> None:
-        self.alias = alias
+        # Django's connection object of the loop's thread, looked up once (a
+        # thread-local): its parameters, and whether it logs queries.
+        self.django = connections[alias]
         self.idle: list[Any] = []
         # Every open connection, idle or running a statement, for `close`.
         self.open: set[Any] = set()
@@ -71,7 +73,7 @@ class LoopDatabase:
             self.logged(sql, params, started)
 
     async def connect(self) -> Any:
-        db = connections[self.alias]
+        db = self.django
         params = db.get_connection_params()
         # Django's cursor classes are sync ones; the async connection brings its own.
         params.pop("cursor_factory", None)
@@ -97,12 +99,12 @@ class LoopDatabase:
     def logged(self, sql: str, params: dict[str, Any], started: float) -> None:
         # Where Django logs the ORM's queries (DEBUG, a test counting them),
         # the statements run here are logged alongside.
-        db = connections[self.alias]
+        db = self.django
         if db.queries_logged:
             db.queries_log.append({"sql": f"{sql} -- {params!r}", "time": f"{time.perf_counter() - started:.3f}"})
 
 
-_databases: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopDatabase] = weakref.WeakKeyDictionary()
+_databases: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopDatabase | None] = weakref.WeakKeyDictionary()
 
 
 def loop_database() -> LoopDatabase | None:
@@ -111,16 +113,15 @@ def loop_database() -> LoopDatabase | None:
     if psycopg is None or not get_settings().LOOP_DATABASE:
         return None
     loop = asyncio.get_running_loop()
-    database = _databases.get(loop)
-    if database is None:
-        # Once per loop: the lookup of Django's connection is a thread-local's.
-        if connections[DEFAULT_DB_ALIAS].vendor != "postgresql":
-            return None
-        database = _databases[loop] = LoopDatabase()
-    return database
+    if loop not in _databases:
+        # Once per loop; None for a database other than PostgreSQL.
+        database = LoopDatabase()
+        _databases[loop] = database if database.django.vendor == "postgresql" else None
+    return _databases[loop]
 
 
 def close_loop_databases() -> None:
     """Close the connections of every event loop (tests, shutdown)."""
     for database in list(_databases.values()):
-        database.close()
+        if database is not None:
+            database.close()
