@@ -197,3 +197,25 @@ async def test_closing_closes_every_connection_of_every_loop(members):
     [conn] = database.open
     close_loop_databases()
     assert conn.closed and database.open == set()
+
+
+TRICKY_BODIES = [
+    'quotes " and \' and a backslash \\ and \\u0041 written out',
+    '{"t": "msg", "d": [1, 2]}',
+    "line\nbreak\ttab\rreturn \x01 control",
+    "emoji 😀👩‍👩‍👧 astral 𝄞, combining e\u0301, rtl שלום, bom \ufeff, noncharacter \uffff",
+    "x" * 4000,
+]
+
+
+@pytest.mark.parametrize("on_the_loop", [True, False], ids=["loop", "thread"])
+async def test_bodies_reach_the_database_and_the_frames_exactly_as_sent(members, settings, on_the_loop):
+    # The posts travel to the statement as one JSON text: nothing in a body
+    # may be re-escaped, normalized or cut on the way.
+    settings.MESSAGING = {**settings.MESSAGING, "LOOP_DATABASE": on_the_loop}
+    ana, _ = members
+    outcomes = await execute_many_async([post(ana, body) for body in TRICKY_BODIES])
+    assert [o.data["seq"] for o in outcomes] == list(range(1, len(TRICKY_BODIES) + 1))
+    assert [body for _, body in (await stored())[0]] == TRICKY_BODIES
+    frames = [frame for o in outcomes for _, frame in o.broadcasts]
+    assert [f["d"]["body"] for f in frames] == TRICKY_BODIES
