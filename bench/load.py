@@ -209,7 +209,7 @@ async def drive(target: Target, sessions: list[str], load: Load, progress=None) 
             seeded = [[] for _ in sockets]
         for s in sockets:
             s.fanout = 0
-        # A full collection of this process (27 ms with the bench's imports)
+        # A full collection of this process (18-35 ms with the bench's imports)
         # stalls every socket's timing at once and would count as the
         # server's latency: what exists before the clock starts is frozen out
         # of the collector's passes.

@@ -47,11 +47,10 @@ Applier = Callable[[CommandContext, Any], dict]
 RecordedApplier = Callable[[CommandContext, Any, str], "dict | None"]
 # The same for several commands of the type at once: `(ctx, data, fingerprint)`
 # per command in, per command out its ack data or the `CommandError` refusing it.
-RecordedBatchApplier = Callable[[list[tuple[CommandContext, Any, str]]], "list[dict | CommandError] | None"]
+BatchEntries = list[tuple[CommandContext, Any, str]]
+RecordedBatchApplier = Callable[[BatchEntries], "list[dict | CommandError] | None"]
 # That batch form from the event loop (messaging/loopdb.py), without a database thread.
-AsyncRecordedBatchApplier = Callable[
-    [list[tuple[CommandContext, Any, str]]], Awaitable["list[dict | CommandError] | None"]
-]
+AsyncRecordedBatchApplier = Callable[[BatchEntries], Awaitable["list[dict | CommandError] | None"]]
 
 
 def _accept_object(data: dict) -> dict:

@@ -51,7 +51,7 @@ from . import metrics
 from .batches import Batcher
 from .conf import get_settings
 from .exceptions import CommandError, IdReused, InProgress, Unavailable
-from .handlers import CommandContext, Handler
+from .handlers import BatchEntries, CommandContext, Handler
 from .models import CommandRecord
 from .redis_clients import loop_client
 from .protocol import Command
@@ -455,9 +455,6 @@ def _apply_alone(delivery: Delivery) -> Applied:
     except CommandError as exc:
         return exc, None
     return outcome, Stored(fingerprint, outcome.data)
-
-
-BatchEntries = list[tuple[CommandContext, Any, str]]
 
 
 def _apply_batch(handler: Handler, deliveries: list[Delivery]) -> list[Applied] | None:

@@ -32,6 +32,6 @@ application = ProtocolTypeRouter(
 # What exists now (Django, the apps, the routing) lives as long as the
 # process: frozen, the collector's full passes skip it and scan only what the
 # server allocates from here on. A full pass over the whole heap stopped the
-# event loop, and every socket with it, for 55-105 ms; frozen, for 3-5 ms
+# event loop, and every socket with it, for 54-104 ms; frozen, for 3-5 ms
 # (docs/PERFORMANCE.md).
 gc.freeze()
