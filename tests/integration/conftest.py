@@ -169,6 +169,17 @@ def apply_command(user, t: str, d: dict, id: str | None = None):
     return execute(user, Command(id=id or uuid.uuid4().hex, t=t, d=d), handler, handlers.validate(handler, d))
 
 
+def post_delivery(user, room: str, body: str, id: str | None = None):
+    """One delivery of a `room.post`, validated, as a batch carries it."""
+    from messaging import handlers
+    from messaging.idempotency import Delivery
+    from messaging.protocol import Command
+
+    d = {"room": room, "body": body}
+    handler = handlers.lookup("room.post")
+    return Delivery(user, Command(id=id or uuid.uuid4().hex, t="room.post", d=d), handler, handlers.validate(handler, d))
+
+
 def wait_until(predicate, timeout: float = 30, what: str = "a condition") -> None:
     """Poll `predicate` until it holds; only a precondition's deadline, never a timing assertion."""
     deadline = time.monotonic() + timeout

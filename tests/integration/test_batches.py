@@ -16,21 +16,16 @@ from messaging import commands, handlers, idempotency
 from messaging.exceptions import Forbidden, IdReused, Unavailable
 from messaging.handlers import CommandContext
 from messaging.idempotency import (
-    ClaimBusy, Delivery, claim_key, execute_async, execute_many, execute_many_async, reset_claim_store,
+    ClaimBusy, claim_key, execute_async, execute_many, execute_many_async, reset_claim_store,
 )
 from messaging.models import CommandRecord, Message, Room
-from messaging.protocol import Command
 
-from .conftest import apply_command, wait_until
+from .conftest import apply_command, post_delivery, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
-def delivery(user, room: str, body: str, id: str | None = None) -> Delivery:
-    d = {"room": room, "body": body}
-    handler = handlers.lookup("room.post")
-    command = Command(id=id or uuid.uuid4().hex, t="room.post", d=d)
-    return Delivery(user, command, handler, handlers.validate(handler, d))
+delivery = post_delivery
 
 
 @pytest.fixture

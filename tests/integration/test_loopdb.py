@@ -10,22 +10,19 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
 
-from messaging import handlers, idempotency
+from messaging import idempotency
 from messaging.exceptions import Unavailable
 from messaging.idempotency import Delivery, claim_key, execute_many_async
 from messaging.loopdb import LoopDatabase, close_loop_databases, loop_database
 from messaging.models import CommandRecord, Message
-from messaging.protocol import Command
 
-from .conftest import apply_command
+from .conftest import apply_command, post_delivery
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 def post(user, body: str, id: str | None = None) -> Delivery:
-    d = {"room": "a", "body": body}
-    handler = handlers.lookup("room.post")
-    return Delivery(user, Command(id=id or uuid.uuid4().hex, t="room.post", d=d), handler, handlers.validate(handler, d))
+    return post_delivery(user, "a", body, id)
 
 
 @pytest.fixture
