@@ -234,11 +234,11 @@ def main() -> None:
             try:
                 kind = kind_of(config)
                 measure(config, servers, kind, reference, config)
-                if config == "full" and not args.rate:  # the plain full path only: the duplicate and first-time shares
+                if kind_of(config) == "full" and not args.rate:  # the full path and its levers: the duplicate and first-time shares
                     first = Load(**{**reference.__dict__, "duplicates": 0.0})
                     dups = Load(**{**reference.__dict__, "seed_only_duplicates": True})
-                    measure("full, first-time posts only", servers, kind, first, "first-time only")
-                    measure("full, duplicates only", servers, kind, dups, "duplicates only")
+                    measure(config + ", first-time posts only", servers, kind, first, "first-time only")
+                    measure(config + ", duplicates only", servers, kind, dups, "duplicates only")
             finally:
                 for s in servers:
                     s.stop()

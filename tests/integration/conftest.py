@@ -56,9 +56,9 @@ def own_redis(tmp_path):
 class Client:
     """One WebSocket of one user, speaking the protocol to the real consumer."""
 
-    def __init__(self, user) -> None:
+    def __init__(self, user, consumer: type[ChatConsumer] = ChatConsumer) -> None:
         self.user = user
-        self.comm = WebsocketCommunicator(ChatConsumer.as_asgi(), "/ws/")
+        self.comm = WebsocketCommunicator(consumer.as_asgi(), "/ws/")
         self.comm.scope["user"] = user
         self.inbox: list[dict] = []
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from channels.layers import DEFAULT_CHANNEL_LAYER, get_channel_layer
 from channels.testing import WebsocketCommunicator
 
+from messaging.consumers import ChatConsumer
 from messaging.models import Room
 from project.asgi import application
 
-from .conftest import rows
+from .conftest import Client, rows
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -179,3 +181,37 @@ async def test_broadcasts_leave_each_socket_in_seq_order(make_user, open_clients
         frames = await client.frames("msg", 30)
         assert [f["d"]["seq"] for f in frames] == list(range(1, 31))
         assert [f["d"]["id"] for f in frames] == ids
+
+
+async def test_a_socket_ends_cleanly_when_its_client_leaves(make_user, open_clients):
+    # Without a channel layer the consumer awaits its frames itself instead of
+    # channels' loop; a disconnect must still end it without an error.
+    client = await open_clients(await make_user())
+    await client.join("lobby")
+    await client.comm.disconnect()
+    assert client.comm.future.done() and client.comm.future.exception() is None
+
+
+class NotedConsumer(ChatConsumer):
+    """A host's subclass that also listens on the channel layer, as its docs allow."""
+
+    channel_layer_alias = DEFAULT_CHANNEL_LAYER
+
+    async def connect(self) -> None:
+        await super().connect()
+        await self.channel_layer.group_add("notes", self.channel_name)
+
+    async def note(self, event: dict) -> None:
+        await self.send_text(json.dumps({"t": "note", "d": {"text": event["text"]}}))
+
+
+async def test_a_subclass_naming_a_channel_layer_hears_it_and_its_client(make_user):
+    client = await Client(await make_user(), NotedConsumer).connect()
+    try:
+        await client.join("lobby")
+        await get_channel_layer().group_send("notes", {"type": "note", "text": "hello"})
+        assert (await client.frames("note", 1))[0]["d"] == {"text": "hello"}
+        assert (await client.call("room.post", {"room": "lobby", "body": "after the note"}))["ok"]
+    finally:
+        await client.close()
+    assert client.comm.future.exception() is None
