@@ -1,8 +1,11 @@
-"""The app's tables on PostgreSQL: each foreign key served by an index, and by no redundant one."""
+"""The app's tables on PostgreSQL: each foreign key served by an index, and by no
+redundant one; a membership's watermark moves deleted with it by the database."""
 from __future__ import annotations
 
+import psycopg
 import pytest
 from django.apps import apps
+from django.core.management import call_command
 from django.db import connection
 
 pytestmark = [pytest.mark.django_db]
@@ -27,3 +30,53 @@ def test_every_foreign_key_leads_an_index_and_none_of_its_own_beside_a_composite
             assert leading, f"no index starts with {table}.{field.column}"
             if len(leading) > 1:
                 assert [field.column] not in leading, f"{table}.{field.column} leads {leading}"
+
+
+def delete_action_of_moves_on_memberships() -> str:
+    """pg_constraint's confdeltype of the watermark moves' key to memberships: 'c' cascade, 'a' no action."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT confdeltype FROM pg_constraint WHERE contype = 'f'"
+            " AND conrelid = 'messaging_watermarkmove'::regclass AND confrelid = 'messaging_membership'::regclass"
+        )
+        (action,) = cursor.fetchall()
+    return action[0]
+
+
+def test_the_database_deletes_a_memberships_watermark_moves_with_it():
+    assert delete_action_of_moves_on_memberships() == "c"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_receipt_committed_inside_a_membership_delete_does_not_fail_it(django_user_model):
+    from messaging.models import Membership, Room, WatermarkMove
+
+    user = django_user_model.objects.create_user(username="leaver")
+    membership = Membership.objects.create(user=user, room=Room.objects.create(slug="left"))
+    params = {k: v for k, v in connection.get_connection_params().items() if k != "cursor_factory"}
+    with psycopg.connect(**params) as deleter, psycopg.connect(**params, autocommit=True) as receipt:
+        # Django's delete, step one: the membership's moves (a fast delete).
+        deleter.execute("DELETE FROM messaging_watermarkmove WHERE membership_id = %s", [membership.pk])
+        # A receipt locks the membership row, which that delete did not touch, and commits its move.
+        with receipt.transaction():
+            receipt.execute("SELECT 1 FROM messaging_membership WHERE id = %s FOR UPDATE", [membership.pk])
+            receipt.execute(
+                "INSERT INTO messaging_watermarkmove (membership_id, delivered, read, at) VALUES (%s, 1, 0, now())",
+                [membership.pk],
+            )
+        # Step two: the membership. Without the cascade in the database, the
+        # receipt's move failed the deferred foreign key check at this commit.
+        deleter.execute("DELETE FROM messaging_membership WHERE id = %s", [membership.pk])
+        deleter.commit()
+    assert not Membership.objects.filter(pk=membership.pk).exists()
+    assert not WatermarkMove.objects.filter(membership_id=membership.pk).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cascade_migration_goes_back_to_what_django_makes_and_forward_again():
+    try:
+        call_command("migrate", "messaging", "0004", verbosity=0)
+        assert delete_action_of_moves_on_memberships() == "a"
+    finally:
+        call_command("migrate", "messaging", verbosity=0)
+    assert delete_action_of_moves_on_memberships() == "c"
