@@ -234,7 +234,7 @@ def main() -> None:
             try:
                 kind = kind_of(config)
                 measure(config, servers, kind, reference, config)
-                if kind_of(config) == "full" and not args.rate:  # the full path and its levers: the duplicate and first-time shares
+                if kind == "full" and not args.rate:  # the full path and its levers: the duplicate and first-time shares
                     first = Load(**{**reference.__dict__, "duplicates": 0.0})
                     dups = Load(**{**reference.__dict__, "seed_only_duplicates": True})
                     measure(config + ", first-time posts only", servers, kind, first, "first-time only")
