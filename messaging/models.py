@@ -36,6 +36,10 @@ class Membership(models.Model):
     # Cumulative receipt watermarks: only ever move forward, read <= delivered.
     delivered = models.PositiveBigIntegerField(default=0)
     read = models.PositiveBigIntegerField(default=0)
+    # The watermarks of this member's newest move that `prune_watermark_moves`
+    # deleted: when it reached a seq at or below them is no longer known.
+    pruned_delivered = models.PositiveBigIntegerField(default=0)
+    pruned_read = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         constraints = [

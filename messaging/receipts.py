@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection
-from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Case, DateTimeField, Exists, F, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -133,14 +133,21 @@ def advance_states(room_id: int, after: int, upto: int, state: MessageState, now
 def recipient_receipts(message: Message) -> list[Membership]:
     """The recipients of `message`, oldest member first, each annotated with
     `delivered_at` and `read_at`: when its watermark first reached the seq
-    (None if it has not, or if it did so before moves were recorded).
+    (None if it has not, if it did so before moves were recorded, or if the
+    move that did was pruned).
 
     One query, however many recipients.
     """
 
-    def first_reached(watermark: str) -> Subquery:
+    def first_reached(watermark: str) -> Case:
         moves = WatermarkMove.objects.filter(membership=OuterRef("pk"), **{f"{watermark}__gte": message.seq})
-        return Subquery(moves.order_by(watermark, "at").values("at")[:1])
+        # The first move left that reached the seq is the one that did only if
+        # no pruned move had: otherwise it would date a later receipt.
+        return Case(
+            When(**{f"pruned_{watermark}__gte": message.seq}, then=Value(None)),
+            default=Subquery(moves.order_by(watermark, "at").values("at")[:1]),
+            output_field=DateTimeField(),
+        )
 
     return list(
         recipients(message.room_id, message.seq, message.sender_id)

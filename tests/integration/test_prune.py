@@ -1,4 +1,5 @@
-"""prune_command_records deletes old records of custom types only; messages and post records stay."""
+"""prune_command_records deletes old records of custom types only; messages and post records stay.
+prune_watermark_moves deletes old receipt times, and the admin's times never move to a later receipt."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -8,7 +9,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from messaging.models import CommandRecord, Message, Room
+from messaging.models import CommandRecord, Membership, Message, Room, WatermarkMove
+from messaging.receipts import recipient_receipts
+
+from .conftest import apply_command
 
 pytestmark = [pytest.mark.django_db]
 
@@ -62,3 +66,74 @@ def test_nonsense_arguments_are_refused(records, args):
     with pytest.raises(CommandError):
         call_command("prune_command_records", *args, stdout=StringIO())
     assert len(remaining()) == 5
+
+
+@pytest.fixture
+def receipts(django_user_model):
+    """Ana posts 1-6 in the lobby; Bob's receipts date them: 1-2 delivered 100 days ago,
+    3-4 delivered and 1-2 read 50 days ago, 5-6 delivered and read today. Cat posts too."""
+    ana, bob, cat = (django_user_model.objects.create_user(username=name) for name in ("ana", "bob", "cat"))
+    for user in (ana, bob, cat):
+        apply_command(user, "room.join", {"room": "lobby"})
+    for n in range(6):
+        apply_command(ana, "room.post", {"room": "lobby", "body": f"m{n}"})
+    for age, delivered, read in [(100, 2, None), (50, 4, 2), (0, 6, 6)]:
+        apply_command(bob, "receipt", {"room": "lobby", "delivered": delivered, **({"read": read} if read else {})})
+        move = WatermarkMove.objects.filter(membership__user=bob).latest("pk")
+        WatermarkMove.objects.filter(pk=move.pk).update(at=timezone.now() - timedelta(days=age))
+    apply_command(cat, "receipt", {"room": "lobby", "delivered": 1})
+    WatermarkMove.objects.filter(membership__user=cat).update(at=timezone.now() - timedelta(days=100))
+    return {"ana": ana, "bob": bob, "cat": cat}
+
+
+def bobs_times() -> dict[int, tuple]:
+    """Per seq: (delivered, read) times of Bob's receipts as the admin shows them, as ages in whole days."""
+    times = {}
+    for message in Message.objects.filter(room__slug="lobby").order_by("seq"):
+        (bob,) = [m for m in recipient_receipts(message) if m.user.username == "bob"]
+        times[message.seq] = tuple(None if at is None else (timezone.now() - at).days for at in (bob.delivered_at, bob.read_at))
+    return times
+
+
+def test_pruned_receipt_times_read_as_unknown_never_as_a_later_receipt(receipts):
+    assert bobs_times() == {1: (100, 50), 2: (100, 50), 3: (50, 0), 4: (50, 0), 5: (0, 0), 6: (0, 0)}
+    states = list(Message.objects.order_by("seq").values_list("state", "delivered_at", "read_at"))
+    out = StringIO()
+    call_command("prune_watermark_moves", "--older-than", str(60 * 24 * 3600), "--batch", "1", stdout=out)
+    assert "deleted 2 watermark moves" in out.getvalue(), "bob's oldest and cat's"
+    # The first move left that reached 1 and 2 is the one 50 days ago: it would
+    # have dated their delivery 50 days too late.
+    assert bobs_times() == {1: (None, 50), 2: (None, 50), 3: (50, 0), 4: (50, 0), 5: (0, 0), 6: (0, 0)}
+    bob = Membership.objects.get(user=receipts["bob"])
+    assert (bob.delivered, bob.read, bob.pruned_delivered, bob.pruned_read) == (6, 6, 2, 0)
+    assert Membership.objects.get(user=receipts["cat"]).pruned_delivered == 1
+    assert list(Message.objects.order_by("seq").values_list("state", "delivered_at", "read_at")) == states
+
+    call_command("prune_watermark_moves", "--older-than", str(30 * 24 * 3600), stdout=StringIO())
+    assert bobs_times() == {1: (None, None), 2: (None, None), 3: (None, 0), 4: (None, 0), 5: (0, 0), 6: (0, 0)}
+    bob.refresh_from_db()
+    assert (bob.pruned_delivered, bob.pruned_read) == (4, 2)
+    # Later receipts are dated as before; the pruned watermarks only grow.
+    apply_command(receipts["ana"], "room.post", {"room": "lobby", "body": "m7"})
+    apply_command(receipts["bob"], "receipt", {"room": "lobby", "delivered": 7, "read": 7})
+    assert bobs_times()[7] == (0, 0)
+    call_command("prune_watermark_moves", stdout=StringIO())
+    bob.refresh_from_db()
+    assert (bob.pruned_delivered, bob.pruned_read) == (4, 2)
+
+
+def test_receipt_times_retention_setting_and_dry_run(receipts, settings):
+    out = StringIO()
+    call_command("prune_watermark_moves", "--dry-run", stdout=out)
+    assert "would delete 2 watermark moves" in out.getvalue()
+    assert WatermarkMove.objects.count() == 4
+    settings.MESSAGING = {**settings.MESSAGING, "RECEIPT_TIMES_RETENTION": 40 * 24 * 3600}
+    call_command("prune_watermark_moves", stdout=StringIO())
+    assert sorted(WatermarkMove.objects.values_list("delivered", flat=True)) == [6]
+
+
+@pytest.mark.parametrize("args", [["--older-than", "0"], ["--older-than", "-5"], ["--batch", "0"]])
+def test_nonsense_arguments_prune_no_receipt_times(receipts, args):
+    with pytest.raises(CommandError):
+        call_command("prune_watermark_moves", *args, stdout=StringIO())
+    assert WatermarkMove.objects.count() == 4

@@ -1,0 +1,72 @@
+"""Delete watermark moves older than `RECEIPT_TIMES_RETENTION`.
+
+A move is written by every receipt that moves a member's watermarks, so the
+table grows with messages times recipients. Moves only date receipts: when
+each recipient's watermark first reached a seq, as the admin shows per
+message. Watermarks, message states and their times stay.
+
+A membership keeps the watermarks of its newest pruned move (`pruned_delivered`,
+`pruned_read`), so for the seqs those moves covered the admin says the time
+is not recorded, instead of dating them by the first move left, a later
+receipt. Each batch of memberships is pruned under their row locks, the lock
+a receipt takes before it writes a move.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+from django.db.models import F, Max, OuterRef, Subquery
+from django.db.models.functions import Coalesce, Greatest
+from django.utils import timezone
+
+from messaging.conf import get_settings
+from messaging.models import Membership, WatermarkMove
+
+
+class Command(BaseCommand):
+    help = "Delete watermark moves (per-recipient receipt times) older than MESSAGING['RECEIPT_TIMES_RETENTION']."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--older-than", type=int, metavar="SECONDS", help="override RECEIPT_TIMES_RETENTION")
+        parser.add_argument("--batch", type=int, default=1000, help="memberships per transaction, so no lock is held long")
+        parser.add_argument("--dry-run", action="store_true", help="count, delete nothing")
+
+    def handle(self, *args: Any, older_than: int | None, batch: int, dry_run: bool, **options: Any) -> None:
+        retention = get_settings().RECEIPT_TIMES_RETENTION if older_than is None else older_than
+        if retention <= 0 or batch <= 0:
+            raise CommandError("the retention and the batch size must be positive")
+        cutoff = timezone.now() - timedelta(seconds=retention)
+        old = WatermarkMove.objects.filter(at__lt=cutoff)
+        if dry_run:
+            self.stdout.write(f"would delete {old.count()} watermark moves made before {cutoff.isoformat()}")
+            return
+        deleted = 0
+        after = 0
+        # Memberships in key order, a batch at a time: each batch finds its
+        # moves through the (membership, watermark) indexes, not a table scan.
+        while ids := list(Membership.objects.filter(pk__gt=after).order_by("pk").values_list("pk", flat=True)[:batch]):
+            after = ids[-1]
+            deleted += prune(old, ids)
+        self.stdout.write(f"deleted {deleted} watermark moves made before {cutoff.isoformat()}")
+
+
+def prune(old, ids: list[int]) -> int:
+    """Delete the `old` moves of the memberships `ids`, keeping their newest pruned watermarks."""
+    # Only the memberships that have old moves are locked and written.
+    having = list(old.filter(membership__in=ids).values_list("membership", flat=True).distinct().order_by("membership"))
+    if not having:
+        return 0
+    with transaction.atomic():
+        list(Membership.objects.select_for_update().filter(pk__in=having).order_by("pk").values_list("pk", flat=True))
+        pruned = old.filter(membership__in=having)
+
+        def newest(watermark: str) -> Greatest:
+            # Watermarks only grow, so the newest pruned move has the largest.
+            top = pruned.filter(membership=OuterRef("pk")).values("membership").annotate(top=Max(watermark))
+            return Greatest(F(f"pruned_{watermark}"), Coalesce(Subquery(top.values("top")), 0))
+
+        Membership.objects.filter(pk__in=having).update(pruned_delivered=newest("delivered"), pruned_read=newest("read"))
+        return pruned.delete()[0]
