@@ -11,31 +11,21 @@ with no record left to answer it: that id would get `unavailable` forever.
 """
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import Any
+from datetime import datetime
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.utils import timezone
-
-from messaging.conf import get_settings
+from messaging.management.retention import RetentionCommand
 from messaging.models import CommandRecord
 
 KEPT_TYPES = frozenset({"room.post"})
 
 
-class Command(BaseCommand):
+class Command(RetentionCommand):
     help = "Delete durable idempotency records of custom command types older than MESSAGING['RECORD_RETENTION']."
+    retention_setting = "RECORD_RETENTION"
+    batch_default = 5000
+    batch_help = "rows per DELETE, so no lock is held long"
 
-    def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--older-than", type=int, metavar="SECONDS", help="override RECORD_RETENTION")
-        parser.add_argument("--batch", type=int, default=5000, help="rows per DELETE, so no lock is held long")
-        parser.add_argument("--dry-run", action="store_true", help="count, delete nothing")
-
-    def handle(self, *args: Any, older_than: int | None, batch: int, dry_run: bool, **options: Any) -> None:
-        retention = get_settings().RECORD_RETENTION if older_than is None else older_than
-        if retention <= 0 or batch <= 0:
-            raise CommandError("the retention and the batch size must be positive")
-        cutoff = timezone.now() - timedelta(seconds=retention)
+    def prune(self, cutoff: datetime, batch: int, dry_run: bool) -> None:
         old = CommandRecord.objects.filter(created_at__lt=cutoff).exclude(type__in=KEPT_TYPES)
         if dry_run:
             self.stdout.write(f"would delete {old.count()} command records created before {cutoff.isoformat()}")

@@ -13,32 +13,23 @@ a receipt takes before it writes a move.
 """
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import Any
+from datetime import datetime
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.db.models import F, Max, OuterRef, Subquery
 from django.db.models.functions import Coalesce, Greatest
-from django.utils import timezone
 
-from messaging.conf import get_settings
+from messaging.management.retention import RetentionCommand
 from messaging.models import Membership, WatermarkMove
 
 
-class Command(BaseCommand):
+class Command(RetentionCommand):
     help = "Delete watermark moves (per-recipient receipt times) older than MESSAGING['RECEIPT_TIMES_RETENTION']."
+    retention_setting = "RECEIPT_TIMES_RETENTION"
+    batch_default = 1000
+    batch_help = "memberships per transaction, so no lock is held long"
 
-    def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--older-than", type=int, metavar="SECONDS", help="override RECEIPT_TIMES_RETENTION")
-        parser.add_argument("--batch", type=int, default=1000, help="memberships per transaction, so no lock is held long")
-        parser.add_argument("--dry-run", action="store_true", help="count, delete nothing")
-
-    def handle(self, *args: Any, older_than: int | None, batch: int, dry_run: bool, **options: Any) -> None:
-        retention = get_settings().RECEIPT_TIMES_RETENTION if older_than is None else older_than
-        if retention <= 0 or batch <= 0:
-            raise CommandError("the retention and the batch size must be positive")
-        cutoff = timezone.now() - timedelta(seconds=retention)
+    def prune(self, cutoff: datetime, batch: int, dry_run: bool) -> None:
         old = WatermarkMove.objects.filter(at__lt=cutoff)
         if dry_run:
             self.stdout.write(f"would delete {old.count()} watermark moves made before {cutoff.isoformat()}")
@@ -49,11 +40,11 @@ class Command(BaseCommand):
         # moves through the (membership, watermark) indexes, not a table scan.
         while ids := list(Membership.objects.filter(pk__gt=after).order_by("pk").values_list("pk", flat=True)[:batch]):
             after = ids[-1]
-            deleted += prune(old, ids)
+            deleted += prune_memberships(old, ids)
         self.stdout.write(f"deleted {deleted} watermark moves made before {cutoff.isoformat()}")
 
 
-def prune(old, ids: list[int]) -> int:
+def prune_memberships(old, ids: list[int]) -> int:
     """Delete the `old` moves of the memberships `ids`, keeping their newest pruned watermarks."""
     # Only the memberships that have old moves are locked and written.
     having = list(old.filter(membership__in=ids).values_list("membership", flat=True).distinct().order_by("membership"))

@@ -1,0 +1,32 @@
+"""What the app's pruning commands share: a retention from settings, overridable, a batch size, a dry run."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from messaging.conf import get_settings
+
+
+class RetentionCommand(BaseCommand):
+    """A command that deletes rows older than the `MESSAGING` option `retention_setting`, in batches."""
+
+    retention_setting: str
+    batch_default: int
+    batch_help: str
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--older-than", type=int, metavar="SECONDS", help=f"override {self.retention_setting}")
+        parser.add_argument("--batch", type=int, default=self.batch_default, help=self.batch_help)
+        parser.add_argument("--dry-run", action="store_true", help="count, delete nothing")
+
+    def handle(self, *args: Any, older_than: int | None, batch: int, dry_run: bool, **options: Any) -> None:
+        retention = getattr(get_settings(), self.retention_setting) if older_than is None else older_than
+        if retention <= 0 or batch <= 0:
+            raise CommandError("the retention and the batch size must be positive")
+        self.prune(timezone.now() - timedelta(seconds=retention), batch, dry_run)
+
+    def prune(self, cutoff: datetime, batch: int, dry_run: bool) -> None:
+        raise NotImplementedError
