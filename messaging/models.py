@@ -38,8 +38,10 @@ class Membership(models.Model):
     read = models.PositiveBigIntegerField(default=0)
     # The watermarks of this member's newest move that `prune_watermark_moves`
     # deleted: when it reached a seq at or below them is no longer known.
-    pruned_delivered = models.PositiveBigIntegerField(default=0)
-    pruned_read = models.PositiveBigIntegerField(default=0)
+    # Defaults in the database too: a process of the version before them,
+    # still running during a rolling deploy, inserts memberships without them.
+    pruned_delivered = models.PositiveBigIntegerField(default=0, db_default=0)
+    pruned_read = models.PositiveBigIntegerField(default=0, db_default=0)
 
     class Meta:
         constraints = [

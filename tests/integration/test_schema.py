@@ -80,3 +80,21 @@ def test_the_cascade_migration_goes_back_to_what_django_makes_and_forward_again(
     finally:
         call_command("migrate", "messaging", verbosity=0)
     assert delete_action_of_moves_on_memberships() == "c"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_process_of_the_version_before_can_still_add_members(django_user_model):
+    # During a rolling deploy, after migrate, old processes insert memberships
+    # without the pruned watermarks; the database fills them in.
+    from messaging.models import Membership, Room
+
+    user = django_user_model.objects.create_user(username="old-process")
+    room = Room.objects.create(slug="rolling")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO messaging_membership (room_id, user_id, joined_seq, joined_at, delivered, read)"
+            " VALUES (%s, %s, 0, now(), 0, 0)",
+            [room.pk, user.pk],
+        )
+    membership = Membership.objects.get(room=room, user=user)
+    assert (membership.pruned_delivered, membership.pruned_read) == (0, 0)
