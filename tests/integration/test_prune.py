@@ -71,7 +71,7 @@ def test_nonsense_arguments_are_refused(records, args):
 @pytest.fixture
 def receipts(django_user_model):
     """Ana posts 1-6 in the lobby; Bob's receipts date them: 1-2 delivered 100 days ago,
-    3-4 delivered and 1-2 read 50 days ago, 5-6 delivered and read today. Cat posts too."""
+    3-4 delivered and 1-2 read 50 days ago, 5-6 delivered and read today. Cat delivered 1, 100 days ago."""
     ana, bob, cat = (django_user_model.objects.create_user(username=name) for name in ("ana", "bob", "cat"))
     for user in (ana, bob, cat):
         apply_command(user, "room.join", {"room": "lobby"})
