@@ -310,8 +310,18 @@ class ChatConsumer(AsyncWebsocketConsumer):
         fraction of the ASGI path (messaging/frames.py); a subclass that
         wants to see or change frames overrides this.
         """
-        if self.writer is None or not self.writer.write(text):
-            await self.send(text_data=text)
+        writer = self.writer
+        if writer is not None:
+            if writer.write(text):
+                return
+            if writer.gone:
+                # The client closed (its disconnect is on its way to us) or
+                # this socket did: the frame is lost with the socket, as one
+                # in flight would be, and the client's reconnect gets it back
+                # (its outbox resends, `since` replays). Sent, autobahn would
+                # raise, and a room's broadcast would log it as a failure.
+                return
+        await self.send(text_data=text)
 
     async def refuse_frame(self, message: str) -> None:
         self.bad_frames += 1

@@ -62,6 +62,13 @@ class FrameWriter:
     def __init__(self, protocol: Any) -> None:
         self.protocol = protocol
 
+    @property
+    def gone(self) -> bool:
+        """Closing or closed, by either side: autobahn sends no more data
+        frames on it (`sendMessage` raises `Disconnected`)."""
+        protocol = self.protocol
+        return protocol.state in (protocol.STATE_CLOSING, protocol.STATE_CLOSED)
+
     def write(self, text: str) -> bool:
         """Write `text` as one frame; False (nothing written) where the ASGI path must send it."""
         protocol = self.protocol
