@@ -18,12 +18,14 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import uuid
 import zipfile
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 
+from tests.support.hostproject import migrate, postgres_database, uuid_users_env
 from tests.support.servers import Daphne, RedisServer
 from tests.support.wsclient import WsClient, sign_in
 
@@ -76,6 +78,16 @@ def host(venv, tmp_path_factory):
     run(python, "manage.py", "migrate", "--noinput", cwd=project, env=env)
     yield python, project, env
     redis_server.stop()
+
+
+@pytest.fixture(scope="session")
+def uuid_host(host):
+    """The host project on PostgreSQL with a user model keyed by UUID, on a database of its own."""
+    python, project, env = host
+    with postgres_database("host_uuid") as database_url:
+        env = uuid_users_env(env, database_url)
+        migrate(python, project, env)
+        yield python, project, env
 
 
 def test_wheel_carries_every_file_of_the_app(wheel):
@@ -148,5 +160,50 @@ async def test_websocket_round_trip_with_duplicates(host, tmp_path):
         assert server.request("GET", "/healthz")[0] == 200
         status, _, body = server.request("GET", "/metrics", headers={"Authorization": "Bearer host-metrics-token"})
         assert status == 200 and b'messaging_commands_total{outcome="dup",type="wallet.credit"} 1.0' in body
+    finally:
+        server.stop()
+
+
+async def test_users_keyed_by_uuid_on_postgresql(uuid_host, tmp_path):
+    """Posts (the one statement, alone and in batches), duplicates, receipts and
+    reactions with user ids that are UUIDs: nothing may take them for integers."""
+    python, project, env = uuid_host
+    assert "No changes detected" in run(python, "manage.py", "makemigrations", "--check", "--dry-run", cwd=project, env=env)
+    server = Daphne(env, log_dir=tmp_path, app="hostsite.asgi:application", python=python, cwd=project, base_env={})
+    server.start()
+    try:
+        ana = await WsClient(server.url, sign_in(server.url, "ana")).connect()
+        bea = await WsClient(server.url, sign_in(server.url, "bea")).connect()
+        try:
+            assert (await ana.call("room.join", {"room": "uuid-room"}))["ok"]
+            joined = await bea.call("room.join", {"room": "uuid-room"})
+            members = {m["name"]: m["user"] for m in joined["d"]["members"]}
+            assert set(members) == {"ana", "bea"} and all(isinstance(uuid.UUID(u), uuid.UUID) for u in members.values())
+
+            post = {"room": "uuid-room", "body": "one"}
+            first = await ana.call("room.post", post, id="u-1")
+            again = await ana.call("room.post", post, id="u-1")
+            assert first["ok"] and first["dup"] is False and first["d"]["seq"] == 1
+            assert again["dup"] is True and again["d"] == first["d"]
+
+            # Sent without waiting, as an outbox resends: they run in batches of what arrived together.
+            ids = [await ana.send("room.post", {"room": "uuid-room", "body": f"batched {n}"}) for n in range(2, 8)]
+            acks = [await ana.ack(id) for id in ids]
+            assert [a["d"]["seq"] for a in acks] == list(range(2, 8)), acks
+            seen = await bea.messages_until("uuid-room", 7)
+            assert {f["d"]["sender"]["id"] for f in seen.values()} == {members["ana"]}
+
+            marks = await bea.call("receipt", {"room": "uuid-room", "delivered": 7, "read": 7})
+            assert marks["d"] == {"room": "uuid-room", "delivered": 7, "read": 7}
+            while not any(f["t"] == "status" for f in ana.inbox):
+                ana.inbox.append(await ana.receive())
+            assert next(f for f in ana.inbox if f["t"] == "status")["d"]["user"] == members["bea"]
+
+            liked = await bea.call("reaction.add", {"room": "uuid-room", "seq": 3})
+            assert liked["d"] == {"room": "uuid-room", "seq": 3, "count": 1}
+        finally:
+            await ana.close()
+            await bea.close()
+        assert "WARNING" not in server.log() and "ERROR" not in server.log(), server.log()
     finally:
         server.stop()

@@ -1,9 +1,12 @@
 """Settings of a host project that adds `messaging`: the steps of docs/INTEGRATION.md and nothing else.
 
-Reads `HOST_DATABASE` (an SQLite file) and `REDIS_URL` from the environment.
+Reads `HOST_DATABASE` (an SQLite file) and `REDIS_URL` from the environment;
+`HOST_DATABASE_URL` (postgres://user@host:port/name) puts it on PostgreSQL
+instead, and `HOST_UUID_USERS=1` gives it a user model keyed by UUID.
 """
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 SECRET_KEY = "host-project-test-key"
@@ -46,6 +49,16 @@ DATABASES = {
         "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
     }
 }
+if os.environ.get("HOST_DATABASE_URL"):
+    url = urlsplit(os.environ["HOST_DATABASE_URL"])
+    DATABASES["default"] = {
+        "ENGINE": "django.db.backends.postgresql", "NAME": url.path.lstrip("/"), "USER": url.username or "",
+        "PASSWORD": url.password or "", "HOST": url.hostname or "", "PORT": url.port or "",
+    }
+
+if os.environ.get("HOST_UUID_USERS") == "1":
+    INSTALLED_APPS.append("accounts")
+    AUTH_USER_MODEL = "accounts.User"
 
 REDIS_URL = os.environ["REDIS_URL"]
 
