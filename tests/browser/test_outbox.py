@@ -172,7 +172,7 @@ def test_an_entry_put_back_after_its_ack_is_resent_and_stays_one(server, new_con
     page.evaluate(
         """async (id) => {
             const db = await new Promise((ok, no) => {
-                const req = indexedDB.open(`messaging-user-${document.body.dataset.userId}`);
+                const req = indexedDB.open(`messaging-user-${JSON.parse(document.getElementById("messaging-me").textContent)}`);
                 req.onsuccess = () => ok(req.result); req.onerror = () => no(req.error);
             });
             const tx = db.transaction("outbox", "readwrite");

@@ -18,7 +18,9 @@ const ROOM_SLUG = /^[a-z0-9][a-z0-9-]{0,63}$/;
 const RANK = { sending: 0, sent: 1, delivered: 2, read: 3 };
 const STATE_LABEL = { sending: "Sending", sent: "Sent", delivered: "Delivered", read: "Read", failed: "Failed" };
 
-const me = Number(document.body.dataset.userId);
+// This user's id as frames carry it: a number, or a string for a UUID key.
+// Compared with `===` to ids from frames, and it names the user's outbox.
+const me = JSON.parse(document.getElementById("messaging-me").textContent);
 const $ = (selector) => document.querySelector(selector);
 const ui = {
   conn: $("[data-testid=conn]"),
