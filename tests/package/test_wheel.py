@@ -23,6 +23,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import redis
 from packaging.requirements import Requirement
 
 from tests.support.hostproject import migrate, postgres_database, uuid_users_env
@@ -185,6 +186,10 @@ async def test_users_keyed_by_uuid_on_postgresql(uuid_host, tmp_path):
             again = await ana.call("room.post", post, id="u-1")
             assert first["ok"] and first["dup"] is False and first["d"]["seq"] == 1
             assert again["dup"] is True and again["d"] == first["d"]
+            # Redis forgot it: the statement fails on the record's key, and the record answers.
+            redis.Redis.from_url(env["REDIS_URL"]).flushdb()
+            forgotten = await ana.call("room.post", post, id="u-1")
+            assert forgotten["dup"] is True and forgotten["d"] == first["d"]
 
             # Sent without waiting, as an outbox resends: they run in batches of what arrived together.
             ids = [await ana.send("room.post", {"room": "uuid-room", "body": f"batched {n}"}) for n in range(2, 8)]
