@@ -195,8 +195,10 @@ async def open_sockets(target: Target, sessions: list[str], load: Load, run_tag:
     return sockets
 
 
-async def drive(target: Target, sessions: list[str], load: Load, progress=None) -> Result:
-    """Run one load against `target`; `progress(done, total)` is called as acks arrive."""
+async def drive(target: Target, sessions: list[str], load: Load, progress=None, timed=None) -> Result:
+    """Run one load against `target`; `progress(done, total)` is called as acks arrive,
+    `timed("start")` and `timed("end")` around the timed part (after the sockets
+    opened and any seeding, until the last ack)."""
     run_tag = uuid.uuid4().hex[:8]
     sockets = await open_sockets(target, sessions, load, run_tag)
     result = Result()
@@ -215,6 +217,8 @@ async def drive(target: Target, sessions: list[str], load: Load, progress=None) 
         # of the collector's passes.
         gc.collect()
         gc.freeze()
+        if timed is not None:
+            timed("start")
         started = time.perf_counter()
         cpu_started = time.process_time()
         per_socket_interval = load.sockets / load.rate if load.rate else None
@@ -290,6 +294,8 @@ async def drive(target: Target, sessions: list[str], load: Load, progress=None) 
         )
         result.seconds = time.perf_counter() - started
         result.client_cpu_s = time.process_time() - cpu_started
+        if timed is not None:
+            timed("end")
         result.frames = result.commands + sum(s.fanout for s in sockets)
         await asyncio.sleep(0.2)  # let the last fan-out frames land
         result.fanout_frames = sum(s.fanout for s in sockets)
