@@ -3,7 +3,6 @@ host project, on PostgreSQL, the app from this checkout): it tells its own
 messages from others' and keeps each user's outbox to that user."""
 from __future__ import annotations
 
-import os
 import re
 import sys
 
@@ -11,7 +10,7 @@ import psycopg
 import pytest
 from playwright.sync_api import expect
 
-from ..support.hostproject import HOST, migrate, postgres_database, uuid_users_env
+from ..support.hostproject import HOST, host_env, migrate, postgres_database, uuid_users_env
 from ..support.servers import ROOT, Daphne, RedisServer
 from .conftest import bubbles, join, sign_in, write
 
@@ -24,11 +23,8 @@ STORED = re.compile(r"^(sent|delivered|read)$")
 def uuid_host(tmp_path_factory):
     """(the host's daphne, its database URL)."""
     redis_server = RedisServer(tmp_path_factory.mktemp("redis")).start()
-    env = {
-        key: value for key, value in os.environ.items()
-        if key not in {"DJANGO_SETTINGS_MODULE", "DATABASE_URL", "PROMETHEUS_MULTIPROC_DIR"}
-    }
-    env.update(REDIS_URL=redis_server.url, PYTHONPATH=str(ROOT))
+    # The app from this checkout, not from a wheel.
+    env = host_env(redis_server.url, PYTHONPATH=str(ROOT))
     try:
         with postgres_database("host_uuid_page") as database_url:
             env = uuid_users_env(env, database_url)

@@ -13,7 +13,6 @@ import ast
 import asyncio
 import email
 import importlib.metadata
-import os
 import shutil
 import subprocess
 import sys
@@ -26,7 +25,7 @@ import pytest
 import redis
 from packaging.requirements import Requirement
 
-from tests.support.hostproject import migrate, postgres_database, uuid_users_env
+from tests.support.hostproject import host_env, migrate, postgres_database, uuid_users_env
 from tests.support.servers import Daphne, RedisServer
 from tests.support.wsclient import WsClient, sign_in
 
@@ -70,11 +69,7 @@ def host(venv, tmp_path_factory):
     shutil.copytree(HOST, project, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
     redis_server = RedisServer(tmp_path_factory.mktemp("redis"))
     redis_server.start()
-    env = {
-        key: value for key, value in os.environ.items()
-        if key not in {"DJANGO_SETTINGS_MODULE", "PYTHONPATH", "DATABASE_URL", "PROMETHEUS_MULTIPROC_DIR"}
-    }
-    env.update(REDIS_URL=redis_server.url, HOST_DATABASE=str(project / "db.sqlite3"), DJANGO_SETTINGS_MODULE="hostsite.settings")
+    env = host_env(redis_server.url, HOST_DATABASE=str(project / "db.sqlite3"))
     python = venv / "bin" / "python"
     run(python, "manage.py", "migrate", "--noinput", cwd=project, env=env)
     yield python, project, env

@@ -31,9 +31,18 @@ def postgres_database(suffix: str) -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def host_env(redis_url: str, **settings: str) -> dict[str, str]:
+    """This process's environment, less what points at the demo project, for the host project's processes."""
+    env = {
+        key: value for key, value in os.environ.items()
+        if key not in {"DJANGO_SETTINGS_MODULE", "PYTHONPATH", "DATABASE_URL", "PROMETHEUS_MULTIPROC_DIR"}
+    }
+    return {**env, "DJANGO_SETTINGS_MODULE": "hostsite.settings", "REDIS_URL": redis_url, **settings}
+
+
 def uuid_users_env(env: dict[str, str], database_url: str) -> dict[str, str]:
     """The host's environment on PostgreSQL with its user model keyed by UUID."""
-    return {**env, "HOST_DATABASE_URL": database_url, "HOST_UUID_USERS": "1", "DJANGO_SETTINGS_MODULE": "hostsite.settings"}
+    return {**env, "HOST_DATABASE_URL": database_url, "HOST_UUID_USERS": "1"}
 
 
 def migrate(python: str | Path, project: Path, env: dict[str, str]) -> None:
