@@ -321,7 +321,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 # (its outbox resends, `since` replays). Sent, autobahn would
                 # raise, and a room's broadcast would log it as a failure.
                 return
-        await self.send(text_data=text)
+        try:
+            await self.send(text_data=text)
+        except OSError:
+            # The same under other servers: ASGI has a send on a closed
+            # connection raise a subclass of OSError (uvicorn's
+            # ClientDisconnected).
+            return
 
     async def refuse_frame(self, message: str) -> None:
         self.bad_frames += 1

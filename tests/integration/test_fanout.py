@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 
 import pytest
@@ -12,7 +13,7 @@ from messaging.fanout import Hub, RedisHub, get_hub, unpack
 from messaging.idempotency import reset_claim_store
 
 from ..support.waiting import wait_for
-from .conftest import rows
+from .conftest import Client, rows
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -225,3 +226,47 @@ async def test_a_message_that_is_not_packed_frames_is_dropped_and_the_room_goes_
         assert "not a packed list of frames" in caplog.text
     finally:
         await hub.leave("lobby", member)
+
+
+class ClientGoneConsumer(consumers.ChatConsumer):
+    """The consumer under a server whose client has gone while its disconnect
+    is still on the way: a send raises, as ASGI says, an OSError (uvicorn's
+    ClientDisconnected)."""
+
+    gone: set = set()
+
+    async def send(self, *args, **kwargs) -> None:
+        if self.user.pk in self.gone:
+            raise OSError("the client is gone")
+        await super().send(*args, **kwargs)
+
+
+async def test_a_member_whose_client_is_gone_costs_its_frames_only(make_user, open_clients, caplog):
+    ana, bob = await make_user("ana"), await make_user("bob")
+    ana_socket = await open_clients(ana)
+    bob_socket = await Client(bob, consumer=ClientGoneConsumer).connect()
+    try:
+        await ana_socket.join("gone")
+        await bob_socket.join("gone")
+        ClientGoneConsumer.gone = {bob.pk}
+        caplog.clear()
+
+        # Ana's post: Bob's copy is lost with his client, hers arrives, nothing is logged as failed.
+        ack = await ana_socket.call("room.post", {"room": "gone", "body": "to the room"})
+        assert ack["ok"]
+        [frame] = await ana_socket.frames("msg", 1)
+        assert frame["d"]["body"] == "to the room"
+        # Bob's own post, sent before his client went: applied, its ack lost; his socket goes on.
+        await bob_socket.send("room.post", {"room": "gone", "body": "from bob"})
+        [frame] = await ana_socket.frames("msg", 1)
+        assert frame["d"]["body"] == "from bob"
+        await bob_socket.send("room.post", {"room": "gone", "body": "and again"})
+        [frame] = await ana_socket.frames("msg", 1)
+        assert frame["d"]["body"] == "and again"
+        assert [(r["seq"], r["body"]) for r in await rows(room__slug="gone")] == [
+            (1, "to the room"), (2, "from bob"), (3, "and again"),
+        ]
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    finally:
+        ClientGoneConsumer.gone = set()
+        await bob_socket.close()
