@@ -153,7 +153,6 @@ class Measured:
     def __init__(self, servers: list[Server]) -> None:
         self.procs = [psutil.Process(s.pid) for s in servers]
         self.marks: dict[str, tuple] = {}
-        self.mark("start")
 
     def mark(self, when: str) -> None:
         """`drive`'s `timed`: the counters at "start" and at "end"."""
@@ -161,8 +160,6 @@ class Measured:
         self.marks[when] = (time.perf_counter(), servers, service_cpu(), busy_cpu())
 
     def done(self) -> dict:
-        if "end" not in self.marks:
-            self.mark("end")
         (t0, servers0, services0, box0), (t1, servers1, services1, box1) = self.marks["start"], self.marks["end"]
         wall = t1 - t0
         spent = {

@@ -25,12 +25,11 @@ import pytest
 import redis
 from packaging.requirements import Requirement
 
-from tests.support.hostproject import host_env, migrate, postgres_database, uuid_users_env
+from tests.support.hostproject import HOST, host_env, migrate, postgres_database, uuid_users_env
 from tests.support.servers import Daphne, RedisServer
 from tests.support.wsclient import WsClient, sign_in
 
 ROOT = Path(__file__).resolve().parents[2]
-HOST = Path(__file__).resolve().parent / "hostproject"
 
 
 def run(*command: str | Path, cwd: Path | None = None, env: dict | None = None) -> str:
@@ -71,7 +70,7 @@ def host(venv, tmp_path_factory):
     redis_server.start()
     env = host_env(redis_server.url, HOST_DATABASE=str(project / "db.sqlite3"))
     python = venv / "bin" / "python"
-    run(python, "manage.py", "migrate", "--noinput", cwd=project, env=env)
+    migrate(python, project, env)
     yield python, project, env
     redis_server.stop()
 
