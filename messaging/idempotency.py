@@ -349,11 +349,16 @@ async def execute_many_async(deliveries: list[Delivery]) -> list[Outcome | Excep
     """
     store = get_claim_store()
     owner = uuid.uuid4().hex
+    started = time.perf_counter()
     batch = Batch(deliveries, await store.aclaim_many([d.key for d in deliveries], owner))
+    claimed = time.perf_counter()
     try:
         await batch.apply_async()
     finally:
+        applied = time.perf_counter()
         await store.afinish(*batch.finish(), owner)
+        # Where a batch's cycle goes, which bounds how often a process's batches can run.
+        metrics.batch_phases(claimed - started, applied - claimed, time.perf_counter() - applied)
     return batch.results()
 
 

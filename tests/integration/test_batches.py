@@ -273,6 +273,32 @@ async def test_commands_that_arrive_together_run_in_batches_each_with_its_own_ou
         assert seqs == list(range(1, len(seqs) + 1))
 
 
+def phase_samples() -> dict[str, tuple[float, float]]:
+    """Per phase of a batch, the process's (count, sum) of its time histogram."""
+    def value(phase: str, kind: str) -> float:
+        return REGISTRY.get_sample_value(f"messaging_command_batch_phase_seconds_{kind}", {"phase": phase}) or 0.0
+
+    return {phase: (value(phase, "count"), value(phase, "sum")) for phase in ("claims", "apply", "results")}
+
+
+async def test_each_batch_times_its_claims_statement_and_results(users):
+    ana, bob, cid = users
+    sizes, phases0 = BatchSizes(), phase_samples()
+    deliveries = [delivery(user, "a", f"{user.username} {n}") for n in range(6) for user in (ana, bob, cid)]
+    started = asyncio.get_running_loop().time()
+    outcomes = await asyncio.gather(*(execute_async(d.user, d.command, d.handler, d.data) for d in deliveries))
+    elapsed = asyncio.get_running_loop().time() - started
+    assert all(not o.dup for o in outcomes)
+
+    batches, _ = sizes.delta()
+    phases = {phase: (count - phases0[phase][0], total - phases0[phase][1]) for phase, (count, total) in phase_samples().items()}
+    assert batches >= 1
+    assert {phase: count for phase, (count, _) in phases.items()} == dict.fromkeys(phases, batches), "one sample per batch"
+    assert all(total > 0 for _, total in phases.values())
+    # The phases follow each other inside the batches, which ran within the calls.
+    assert sum(total for _, total in phases.values()) <= elapsed
+
+
 def _post_parts(user, room: str, body: str) -> tuple:
     d = delivery(user, room, body)
     return d.command, d.handler, d.data
