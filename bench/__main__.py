@@ -16,11 +16,13 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import psutil
 import psycopg
 import redis
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.servers import ROOT
 from tests.support.wsclient import sign_in
@@ -29,6 +31,8 @@ from .load import Load, Target, drive, hold_idle
 from .servers import Server
 
 SECRET = "bench-secret-not-for-production"
+# The servers' `/metrics`, read around each full-path load for its batches.
+METRICS_TOKEN = "bench-metrics"
 
 
 def parse_args() -> argparse.Namespace:
@@ -95,6 +99,7 @@ def prepare(args: argparse.Namespace, out: Path) -> dict[str, str]:
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "STATIC_ROOT": str(out / "static"),
         "LOG_LEVEL": "WARNING",
+        "METRICS_TOKEN": METRICS_TOKEN,
         # Each of the bench's 16 users sends far above the default limits (20
         # commands/s per socket, 600 per 10 s per user), which would answer a
         # share of the load `rate_limited`. Raised, not off: every command
@@ -150,14 +155,22 @@ class Measured:
     and the load generator: what a second server process can add depends on
     what is left."""
 
-    def __init__(self, servers: list[Server]) -> None:
+    def __init__(self, servers: list[Server], *, batches: bool = False) -> None:
         self.procs = [psutil.Process(s.pid) for s in servers]
+        # The full path's servers: their batches' counters too.
+        self.urls = [s.url for s in servers] if batches else []
         self.marks: dict[str, tuple] = {}
+        self.batches: dict[str, dict[str, float]] = {}
 
     def mark(self, when: str) -> None:
-        """`drive`'s `timed`: the counters at "start" and at "end"."""
+        """`drive`'s `timed`: the counters at "start" and at "end"; the servers'
+        metrics are read outside that span, so reading them is not counted."""
+        if when == "start" and self.urls:
+            self.batches[when] = batch_counters(self.urls)
         servers = sum(t.user + t.system for t in (p.cpu_times() for p in self.procs))
         self.marks[when] = (time.perf_counter(), servers, service_cpu(), busy_cpu())
+        if when == "end" and self.urls:
+            self.batches[when] = batch_counters(self.urls)
 
     def done(self) -> dict:
         (t0, servers0, services0, box0), (t1, servers1, services1, box1) = self.marks["start"], self.marks["end"]
@@ -172,7 +185,43 @@ class Measured:
             "postgresql_cpu_cores": round(spent["postgresql"] / wall, 2),
             "redis_cpu_cores": round(spent["redis"] / wall, 2),
             "box_busy_cores": round((box1 - box0) / wall, 2),
+            **self.batch_summary(wall),
         }
+
+    def batch_summary(self, wall: float) -> dict:
+        """The full path's batches over the timed part: how many, how large, and
+        where each one's time went (mean ms per phase; the phases add up to its cycle)."""
+        if not self.batches:
+            return {}
+        spent = {key: self.batches["end"][key] - self.batches["start"].get(key, 0.0) for key in self.batches["end"]}
+        count = spent.get("count", 0.0)
+        if not count:
+            return {}
+        return {
+            "batches_per_s": round(count / wall, 1),
+            "batch_mean_size": round(spent["size"] / count, 1),
+            **{f"batch_{phase}_ms": round(spent[phase] / count * 1000, 2) for phase in ("claims", "apply", "results")},
+        }
+
+
+def batch_counters(urls: list[str]) -> dict[str, float]:
+    """Summed over the servers: batches run, commands they carried, seconds in each phase."""
+    totals: dict[str, float] = {}
+    for url in urls:
+        request = urllib.request.Request(url + "/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
+        text = urllib.request.urlopen(request, timeout=10).read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "messaging_command_batch_size_count":
+                    key = "count"
+                elif sample.name == "messaging_command_batch_size_sum":
+                    key = "size"
+                elif sample.name == "messaging_command_batch_phase_seconds_sum":
+                    key = sample.labels["phase"]
+                else:
+                    continue
+                totals[key] = totals.get(key, 0.0) + sample.value
+    return totals
 
 
 def service_cpu() -> dict[str, dict[int, float]]:
@@ -195,7 +244,7 @@ def busy_cpu() -> float:
 
 
 def run_load(servers: list[Server], kind: str, sessions: list[str], load: Load, label: str) -> dict:
-    measured = Measured(servers)
+    measured = Measured(servers, batches=kind == "full")
     result = asyncio.run(drive(Target(kind, [s.url for s in servers]), sessions, load, Progress(label), measured.mark))
     summary = {**result.summary(), **measured.done()}
     if summary["acks_per_s"]:
