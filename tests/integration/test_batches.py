@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from prometheus_client import REGISTRY
 
 from messaging import commands, handlers, idempotency
+from messaging.conf import get_settings
 from messaging.exceptions import Forbidden, IdReused, Unavailable
 from messaging.handlers import CommandContext
 from messaging.idempotency import (
@@ -295,8 +296,10 @@ async def test_each_batch_times_its_claims_statement_and_results(users):
     assert batches >= 1
     assert {phase: count for phase, (count, _) in phases.items()} == dict.fromkeys(phases, batches), "one sample per batch"
     assert all(total > 0 for _, total in phases.values())
-    # The phases follow each other inside the batches, which ran within the calls.
-    assert sum(total for _, total in phases.values()) <= elapsed
+    # The phases follow each other inside the batches, which ran within the
+    # calls, at most as many at once as the batcher has runners.
+    runners = max(1, get_settings().DB_THREADS // 2)
+    assert sum(total for _, total in phases.values()) <= elapsed * runners
 
 
 def _post_parts(user, room: str, body: str) -> tuple:
