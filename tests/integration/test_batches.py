@@ -233,25 +233,29 @@ def test_batches_over_the_same_rooms_in_opposite_orders_do_not_deadlock(django_u
         )
 
 
-class BatchSizes:
-    """The process's batch-size histogram, as deltas since the test started."""
+class Histogram:
+    """One of the process's histograms (one label set), as deltas since the test started."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str, **labels: str) -> None:
+        self.name, self.labels = name, labels
         self.count0, self.sum0 = self.read()
 
-    @staticmethod
-    def read() -> tuple[float, float]:
-        count, total = (REGISTRY.get_sample_value(f"messaging_command_batch_size_{kind}") for kind in ("count", "sum"))
-        return count or 0.0, total or 0.0
+    def read(self) -> tuple[float, float]:
+        return tuple(REGISTRY.get_sample_value(f"{self.name}_{kind}", self.labels) or 0.0 for kind in ("count", "sum"))
 
     def delta(self) -> tuple[float, float]:
         count, total = self.read()
         return count - self.count0, total - self.sum0
 
 
+def batch_sizes() -> Histogram:
+    """How many batches ran, and how many commands they carried."""
+    return Histogram("messaging_command_batch_size")
+
+
 async def test_commands_that_arrive_together_run_in_batches_each_with_its_own_outcome(users):
     ana, bob, cid = users
-    sizes = BatchSizes()
+    sizes = batch_sizes()
     deliveries = [
         delivery(user, room, f"{user.username} {n}") for n in range(8) for user, room in ((ana, "b"), (bob, "a"), (cid, "a"))
     ]
@@ -274,17 +278,10 @@ async def test_commands_that_arrive_together_run_in_batches_each_with_its_own_ou
         assert seqs == list(range(1, len(seqs) + 1))
 
 
-def phase_samples() -> dict[str, tuple[float, float]]:
-    """Per phase of a batch, the process's (count, sum) of its time histogram."""
-    def value(phase: str, kind: str) -> float:
-        return REGISTRY.get_sample_value(f"messaging_command_batch_phase_seconds_{kind}", {"phase": phase}) or 0.0
-
-    return {phase: (value(phase, "count"), value(phase, "sum")) for phase in ("claims", "apply", "results")}
-
-
 async def test_each_batch_times_its_claims_statement_and_results(users):
     ana, bob, cid = users
-    sizes, phases0 = BatchSizes(), phase_samples()
+    sizes = batch_sizes()
+    times = {phase: Histogram("messaging_command_batch_phase_seconds", phase=phase) for phase in ("claims", "apply", "results")}
     deliveries = [delivery(user, "a", f"{user.username} {n}") for n in range(6) for user in (ana, bob, cid)]
     started = asyncio.get_running_loop().time()
     outcomes = await asyncio.gather(*(execute_async(d.user, d.command, d.handler, d.data) for d in deliveries))
@@ -292,7 +289,7 @@ async def test_each_batch_times_its_claims_statement_and_results(users):
     assert all(not o.dup for o in outcomes)
 
     batches, _ = sizes.delta()
-    phases = {phase: (count - phases0[phase][0], total - phases0[phase][1]) for phase, (count, total) in phase_samples().items()}
+    phases = {phase: histogram.delta() for phase, histogram in times.items()}
     assert batches >= 1
     assert {phase: count for phase, (count, _) in phases.items()} == dict.fromkeys(phases, batches), "one sample per batch"
     assert all(total > 0 for _, total in phases.values())
@@ -330,7 +327,7 @@ async def test_claims_still_work_after_redis_forgets_its_scripts(users, own_redi
 async def test_while_a_batch_is_quick_the_next_waits_for_it_and_takes_the_whole_queue(users, settings, monkeypatch, threads):
     settings.MESSAGING = {**settings.MESSAGING, "DB_THREADS": threads}
     monkeypatch.setattr(idempotency, "BATCH_OVERLAP_AFTER", 60)  # no batch here counts as slow
-    sizes = BatchSizes()
+    sizes = batch_sizes()
     deliveries = [delivery(user, "a", f"m{n}") for n in range(5) for user in users]
     outcomes = await asyncio.gather(*(execute_async(d.user, d.command, d.handler, d.data) for d in deliveries))
     # The first alone, at once; the others queued meanwhile, together.
