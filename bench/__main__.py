@@ -28,6 +28,7 @@ from tests.support.servers import ROOT
 from tests.support.wsclient import sign_in
 
 from .load import Load, Target, drive, hold_idle
+from .report import markdown
 from .servers import Server
 
 SECRET = "bench-secret-not-for-production"
@@ -381,10 +382,12 @@ def main() -> None:
         "targets": {} if args.rate else targets(peak, curves, idle),
     }
     (out / "results.json").write_text(json.dumps(report, indent=2))
+    tables = markdown(report)
+    (out / "results.md").write_text(tables)
     if curves:
         plot(curves, out / "latency.png")
-    print(json.dumps({"median": peak, "targets": report["targets"]}, indent=2))
-    print(f"wrote {out / 'results.json'} and {out / 'latency.png'}")
+    print(tables)
+    print(f"wrote {out / 'results.json'}, {out / 'results.md'}" + (f" and {out / 'latency.png'}" if curves else ""))
 
 
 def profile(start, sessions: list[str], load: Load, out: Path, *, wall: bool = False) -> None:

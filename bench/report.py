@@ -1,0 +1,109 @@
+"""The bench's results as the Markdown tables docs/PERFORMANCE.md shows.
+
+Built from the report `python -m bench` writes as JSON, so a table in the doc
+is the run's own, not a transcription of it.
+"""
+from __future__ import annotations
+
+# (heading, key in a run's summary, digits; None rounds to a whole number)
+PEAK_COLUMNS = [
+    ("acks/s", "acks_per_s", None),
+    ("p50 ms", "p50_ms", None),
+    ("p95 ms", "p95_ms", None),
+    ("p99 ms", "p99_ms", None),
+    ("fan-out frames/s", "fanout_frames_per_s", None),
+    ("server CPU (cores)", "server_cpu_cores", 2),
+    ("PostgreSQL (cores)", "postgresql_cpu_cores", 2),
+    ("Redis (cores)", "redis_cpu_cores", 2),
+    ("load generator (cores)", "client_cpu_cores", 2),
+    ("box busy (cores)", "box_busy_cores", 2),
+    ("box CPU per ack (us)", "box_cpu_us_per_ack", None),
+    ("server RSS MB", "server_rss_mb", None),
+]
+BATCH_COLUMNS = [
+    ("batches/s", "batches_per_s", None),
+    ("commands per batch", "batch_mean_size", 1),
+    ("claims ms", "batch_claims_ms", 2),
+    ("apply ms", "batch_apply_ms", 2),
+    ("results ms", "batch_results_ms", 2),
+]
+CURVE_COLUMNS = [
+    ("acks/s", "acks_per_s", None),
+    ("p50 ms", "p50_ms", 1),
+    ("p95 ms", "p95_ms", 1),
+    ("p99 ms", "p99_ms", 1),
+    ("server CPU (cores)", "server_cpu_cores", 2),
+]
+
+
+def cell(value: float | None, digits: int | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.{digits}f}" if digits is not None else f"{round(value)}"
+
+
+def verdict(target: dict) -> str:
+    if target["value"] is None:
+        return "not measured"
+    return {True: "yes", False: "no", None: "not a target"}[target["met"]]
+
+
+def table(headings: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headings) + " |", "|" + " --- |" * len(headings)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def markdown(report: dict) -> str:
+    """The peak table (medians of the rounds, each column on its own, with each
+    round's acks/s), the full path's batches, the latency curve and the targets."""
+    median, rounds = report["median"], report["rounds"]
+    parts = [table(
+        ["configuration", *(h for h, _, _ in PEAK_COLUMNS), "acks/s of the rounds"],
+        [[name, *(cell(m.get(key), digits) for _, key, digits in PEAK_COLUMNS),
+          "/".join(cell(run["acks_per_s"], None) for run in rounds[name])]
+         for name, m in median.items()],
+    )]
+    batched = {name: m for name, m in median.items() if "batches_per_s" in m}
+    if batched:
+        parts.append(table(
+            ["configuration", *(h for h, _, _ in BATCH_COLUMNS), "cycle ms (the three)"],
+            [[name, *(cell(m.get(key), digits) for _, key, digits in BATCH_COLUMNS),
+              cell(m["batch_claims_ms"] + m["batch_apply_ms"] + m["batch_results_ms"], 2)]
+             for name, m in batched.items()],
+        ))
+    curve_rows = []
+    for config, points in report["latency_vs_load"].items():
+        for point in points:
+            by_fraction = report["latency_rounds"][config]
+            # Keyed by the fraction itself, or by its text once read back from JSON.
+            of_rounds = by_fraction.get(point["fraction"]) or by_fraction.get(str(point["fraction"]), [])
+            curve_rows.append([
+                config, f"{round(point['offered_per_s'])} ({point['fraction']:.0%})",
+                *(cell(point.get(key), digits) for _, key, digits in CURVE_COLUMNS),
+                ", ".join(cell(run["p99_ms"], 1) for run in of_rounds),
+            ])
+    if curve_rows:
+        parts.append(table(
+            ["configuration", "offered/s (share of peak)", *(h for h, _, _ in CURVE_COLUMNS), "p99 of the rounds"],
+            curve_rows,
+        ))
+    if report["idle"]:
+        idle = report["idle"]
+        parts.append(f"{idle['sockets']:,} idle signed-in sockets: the process grew from "
+                     f"{idle['rss_before_mb']:.0f} MB to {idle['rss_mb']:.0f} MB.")
+    if report["targets"]:
+        parts.append(table(
+            ["target", "measured", "met"],
+            [[name, "-" if t["value"] is None else f"{t['value']}", verdict(t)] for name, t in report["targets"].items()],
+        ))
+    return "\n\n".join(parts) + "\n"
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+    from pathlib import Path
+
+    # `python -m bench.report [results.json]`: the tables of an earlier run.
+    print(markdown(json.loads(Path(sys.argv[1] if len(sys.argv) > 1 else "artifacts/bench/results.json").read_text())), end="")
