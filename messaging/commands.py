@@ -15,7 +15,7 @@ from .handlers import CommandContext, command
 from .loopdb import loop_database
 from .models import CommandRecord, Membership, Message, MessageState, Room
 from .protocol import format_time, message_body, optional_seq, room_slug
-from .reactions import backlog_reactions
+from .reactions import backlog_reactions, range_reactions
 from .receipts import move_watermarks
 from .rooms import joined_room_id
 
@@ -45,10 +45,12 @@ def stored_msg_frame(message: Message, room: str) -> dict:
 class Join:
     room: str
     since: int | None
+    # An extension: the lowest seq the client shows, whose counts it wants again.
+    reactions_from: int | None = None
 
 
 def validate_join(d: dict) -> Join:
-    return Join(room=room_slug(d), since=optional_seq(d, "since"))
+    return Join(room=room_slug(d), since=optional_seq(d, "since"), reactions_from=optional_seq(d, "reactions_from"))
 
 
 @command("room.join", validate=validate_join, exactly_once=False, subscribes_to=lambda join: join.room)
@@ -77,6 +79,12 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
         backlog = list(messages.filter(seq__gt=join.since).order_by("seq")[: conf.REPLAY_LIMIT])
     for message in backlog:
         ctx.reply(stored_msg_frame(message, room.slug))
+    if join.reactions_from is not None:
+        # The messages the client has, below the backlog: their counts may
+        # have moved while it was away. Sent before the backlog's, so all the
+        # `reaction` frames come in seq order.
+        below = backlog[0].seq - 1 if backlog else room.last_seq
+        ctx.replies.extend(range_reactions(room, join.reactions_from, below, limit=conf.REPLAY_LIMIT))
     ctx.replies.extend(backlog_reactions(room.slug, backlog))
     return {"room": room.slug, "last_seq": room.last_seq, "members": members}
 

@@ -12,7 +12,10 @@ Frames (an extension of protocol v1, docs/PROTOCOL.md):
   `{"room", "seq", "count"}`, the count right after this reaction was applied;
 - broadcast `{"t": "reaction", "d": {"room", "seq", "count"}}` to the room;
 - after a `room.join` backlog, one `reaction` frame per backlog message that
-  has reactions.
+  has reactions; with `reactions_from` in the join, first one per message
+  from that seq up to the backlog that has reactions (the newest
+  `REPLAY_LIMIT`), so a client that was away learns the counts of the
+  messages it already shows.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from django.db import connection
 
 from .exceptions import Invalid
 from .handlers import CommandContext, command
-from .models import Message, ReactionCount
+from .models import Message, ReactionCount, Room
 from .protocol import optional_seq, room_slug
 from .rooms import joined_room_id
 
@@ -70,6 +73,19 @@ def add_reaction(ctx: CommandContext, reaction: Reaction) -> dict:
     count = increment(message_id)
     ctx.broadcast(reaction.room, reaction_frame(reaction.room, reaction.seq, count))
     return {"room": reaction.room, "seq": reaction.seq, "count": count}
+
+
+def range_reactions(room: Room, first: int, last: int, *, limit: int) -> list[dict]:
+    """`reaction` frames for the room's messages with seq in [first, last] that
+    have any: the newest `limit` of them, in seq order."""
+    if last < first:
+        return []
+    counts = (
+        ReactionCount.objects.filter(message__room=room, message__seq__gte=first, message__seq__lte=last, count__gt=0)
+        .order_by("-message__seq")
+        .values_list("message__seq", "count")[:limit]
+    )
+    return [reaction_frame(room.slug, seq, count) for seq, count in reversed(list(counts))]
 
 
 def backlog_reactions(room: str, messages: Iterable[Message]) -> list[dict]:

@@ -7,13 +7,17 @@ with the same id. What the page shows is the server's count (acks and
 """
 from __future__ import annotations
 
+import asyncio
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from playwright.sync_api import expect
 
 from messaging.models import ReactionCount
 
+from ..support.wsclient import WsClient
+from ..support.wsclient import sign_in as ws_sign_in
 from .conftest import Relay, bubbles, join, leave_behind_the_pages_back, poll, screenshot, sign_in, write
 
 pytestmark = [pytest.mark.e2e]
@@ -165,6 +169,37 @@ def test_a_page_that_was_offline_catches_up_on_counts_when_back(server, new_cont
     expect_count([bob], 2)
     expect(bubbles(bob, BODY)).to_have_count(1)
     assert stored_count(BODY) == 2
+
+
+def post_from_another_client(base_url: str, room: str, count: int) -> None:
+    """`count` posts to `room` by a protocol client of a guest of its own (on a thread: the page's loop is Playwright's)."""
+
+    async def post() -> None:
+        client = await WsClient(base_url, ws_sign_in(base_url, "Cid")).connect()
+        try:
+            assert (await client.call("room.join", {"room": room}))["ok"]
+            for n in range(count):
+                assert (await client.call("room.post", {"room": room, "body": f"filler {n}"}))["ok"]
+        finally:
+            await client.close()
+
+    with ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, post()).result(timeout=60)
+
+
+def test_a_page_back_online_catches_up_on_counts_of_every_message_it_shows(server, new_context):
+    _, ana, bob_context, bob = ana_and_bob_with_a_message(server, new_context)
+    # BODY is then one of 61 messages on Bob's page, far from the newest.
+    post_from_another_client(server.url, "lobby", 60)
+    expect(bubbles(bob, "filler 59")).to_have_count(1)
+    bob_context.set_offline(True)
+    expect(bob.locator("[data-testid=conn]")).to_have_attribute("data-state", "offline")
+    plus_one(ana).click()
+    expect_count([ana], 1)
+    bob_context.set_offline(False)
+    expect(bob.locator("[data-testid=conn]")).to_have_attribute("data-state", "open")
+    expect_count([bob], 1)
+    expect(bubbles(bob, BODY)).to_have_count(1)
 
 
 def test_the_page_in_pictures_with_reactions(server, new_context):

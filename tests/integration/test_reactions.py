@@ -7,7 +7,7 @@ import pytest
 from channels.db import database_sync_to_async
 
 from messaging.idempotency import reset_claim_store
-from messaging.models import CommandRecord, ReactionCount
+from messaging.models import CommandRecord, Membership, ReactionCount
 
 from ..support.wsclient import WsClient, sign_in
 
@@ -119,6 +119,65 @@ async def test_join_backlog_carries_the_counts(make_user, open_clients):
     assert [f["d"]["seq"] for f in await bob.frames("msg", 2)] == [1, 2]
     assert await bob.frames("reaction", 1) == [{"t": "reaction", "d": {"room": "lobby", "seq": 1, "count": 2}}]
     assert await bob.nothing_more()
+
+
+async def room_with_reactions(make_user, open_clients):
+    """Ana posted 1-5 in `lobby`; Bob gave 1 two "+1"s, 3 one and 5 one. Ana's first socket."""
+    ana, bob = await open_clients(await make_user("ana")), await open_clients(await make_user("bob"))
+    for client in (ana, bob):
+        await client.join("lobby")
+    for n in range(1, 6):
+        assert (await ana.call("room.post", {"room": "lobby", "body": f"message {n}"}))["ok"]
+    for seq in (1, 1, 3, 5):
+        assert (await bob.call("reaction.add", {"room": "lobby", "seq": seq}))["ok"]
+    return ana
+
+
+async def test_a_rejoin_with_reactions_from_brings_the_counts_of_messages_the_client_shows(make_user, open_clients):
+    ana = await room_with_reactions(make_user, open_clients)
+    # Ana's page showed 2-3 when it lost its socket: its rejoin asks for what
+    # came after 3, and for the counts from 2 on.
+    again = await open_clients(ana.user)
+    await again.join("lobby", since=3, reactions_from=2)
+    frames = [await again.receive() for _ in range(4)]
+    assert [(f["t"], f["d"]["seq"]) for f in frames] == [("msg", 4), ("msg", 5), ("reaction", 3), ("reaction", 5)]
+    assert [f["d"]["count"] for f in frames[2:]] == [1, 1]
+    assert await again.nothing_more()
+
+    # Up to date, it still learns every count from where it asks.
+    latest = await open_clients(ana.user)
+    await latest.join("lobby", since=5, reactions_from=1)
+    frames = await latest.frames("reaction", 3)
+    assert [(f["d"]["seq"], f["d"]["count"]) for f in frames] == [(1, 2), (3, 1), (5, 1)]
+    assert await latest.nothing_more()
+
+
+async def test_without_reactions_from_a_rejoin_brings_only_the_backlogs_counts(make_user, open_clients):
+    ana = await room_with_reactions(make_user, open_clients)
+    again = await open_clients(ana.user)
+    await again.join("lobby", since=3)
+    assert [f["d"]["seq"] for f in await again.frames("msg", 2)] == [4, 5]
+    assert [f["d"]["seq"] for f in await again.frames("reaction", 1)] == [5]
+    assert await again.nothing_more()
+
+
+async def test_the_counts_below_the_backlog_are_the_newest_replay_limit(make_user, open_clients, settings):
+    ana = await room_with_reactions(make_user, open_clients)
+    settings.MESSAGING = {**settings.MESSAGING, "REPLAY_LIMIT": 2}
+    again = await open_clients(ana.user)
+    await again.join("lobby", since=5, reactions_from=1)
+    assert [f["d"]["seq"] for f in await again.frames("reaction", 2)] == [3, 5]
+    assert await again.nothing_more()
+
+
+@pytest.mark.parametrize("reactions_from", [-1, "1", 1.5, True, [1]])
+async def test_a_bad_reactions_from_is_invalid_and_joins_nobody(make_user, open_clients, reactions_from):
+    eve = await make_user("eve")
+    client = await open_clients(eve)
+    ack = await client.call("room.join", {"room": "lobby", "reactions_from": reactions_from})
+    assert ack["ok"] is False and ack["error"]["code"] == "invalid" and ack["error"]["retry"] is False
+    assert not await database_sync_to_async(Membership.objects.filter(user=eve).exists)()
+    assert await client.nothing_more()
 
 
 async def test_same_reaction_through_two_server_processes_counts_once(start_daphne):

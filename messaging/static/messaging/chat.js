@@ -11,8 +11,6 @@ import { ACK_TIMEOUT_MS, backoffDelay, Connection, Outbox } from "./outbox.js";
 import { IdbStore } from "./store.js";
 
 const RECEIPT_BATCH_MS = 300;
-// A rejoin after a reconnect fetches this many shown messages again, for their reaction counts.
-const REFRESH_ON_REJOIN = 50;
 const REACTION = "reaction.add";
 const ROOM_SLUG = /^[a-z0-9][a-z0-9-]{0,63}$/;
 const RANK = { sending: 0, sent: 1, delivered: 2, read: 3 };
@@ -129,15 +127,20 @@ async function joinRoom(slug) {
 
 /**
  * (Re)join with `since` when anything is shown, so the backlog is exactly what
- * is missing. `refresh` (after a reconnect) reaches back over the last
- * REFRESH_ON_REJOIN shown messages too: the server tells reaction counts only
- * for a join's backlog, and those may have moved while the socket was away.
- * The repeated messages are dropped by (room, seq).
+ * is missing. `refresh` (after a reconnect) also asks for the reaction counts
+ * of every message shown (`reactions_from` its lowest seq): they may have
+ * moved while the socket was away, and the server otherwise tells counts only
+ * for a join's backlog.
  */
 function join(room, { refresh = false } = {}) {
   const id = crypto.randomUUID();
   const d = { room: room.slug };
-  if (room.shown !== null) d.since = refresh ? Math.max(0, room.shown - REFRESH_ON_REJOIN) : room.shown;
+  if (room.shown !== null) d.since = room.shown;
+  if (refresh && room.bySeq.size > 0) {
+    let lowest = Infinity;
+    for (const seq of room.bySeq.keys()) lowest = Math.min(lowest, seq);
+    d.reactions_from = lowest;
+  }
   if (connection.send({ id, t: "room.join", d })) room.joining = id;
   return id;
 }
