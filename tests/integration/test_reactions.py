@@ -130,6 +130,10 @@ async def room_with_reactions(make_user, open_clients):
         assert (await ana.call("room.post", {"room": "lobby", "body": f"message {n}"}))["ok"]
     for seq in (1, 1, 3, 5):
         assert (await bob.call("reaction.add", {"room": "lobby", "seq": seq}))["ok"]
+    # Every live frame has reached the room's sockets: a socket that joins
+    # from here on hears none of them, only what its join sends.
+    await ana.frames("msg", 5)
+    await ana.frames("reaction", 4)
     return ana
 
 
