@@ -24,6 +24,7 @@ import psycopg
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
+from messaging.metrics import BATCH_PHASE_NAMES
 from tests.support.servers import ROOT
 from tests.support.wsclient import sign_in
 
@@ -201,7 +202,7 @@ class Measured:
         return {
             "batches_per_s": round(count / wall, 1),
             "batch_mean_size": round(spent["size"] / count, 1),
-            **{f"batch_{phase}_ms": round(spent[phase] / count * 1000, 2) for phase in ("claims", "apply", "results")},
+            **{f"batch_{phase}_ms": round(spent[phase] / count * 1000, 2) for phase in BATCH_PHASE_NAMES},
         }
 
 

@@ -5,6 +5,8 @@ is the run's own, not a transcription of it.
 """
 from __future__ import annotations
 
+from messaging.metrics import BATCH_PHASE_NAMES
+
 # (heading, key in a run's summary, digits; None rounds to a whole number)
 PEAK_COLUMNS = [
     ("acks/s", "acks_per_s", None),
@@ -23,9 +25,7 @@ PEAK_COLUMNS = [
 BATCH_COLUMNS = [
     ("batches/s", "batches_per_s", None),
     ("commands per batch", "batch_mean_size", 1),
-    ("claims ms", "batch_claims_ms", 2),
-    ("apply ms", "batch_apply_ms", 2),
-    ("results ms", "batch_results_ms", 2),
+    *((f"{phase} ms", f"batch_{phase}_ms", 2) for phase in BATCH_PHASE_NAMES),
 ]
 CURVE_COLUMNS = [
     ("acks/s", "acks_per_s", None),
@@ -69,7 +69,7 @@ def markdown(report: dict) -> str:
         parts.append(table(
             ["configuration", *(h for h, _, _ in BATCH_COLUMNS), "cycle ms (the three)"],
             [[name, *(cell(m.get(key), digits) for _, key, digits in BATCH_COLUMNS),
-              cell(m["batch_claims_ms"] + m["batch_apply_ms"] + m["batch_results_ms"], 2)]
+              cell(sum(m[f"batch_{phase}_ms"] for phase in BATCH_PHASE_NAMES), 2)]
              for name, m in batched.items()],
         ))
     curve_rows = []

@@ -88,8 +88,9 @@ def command_answered(type: str, outcome: str, seconds: float, *, source: str | N
     latency.observe(seconds)
 
 
-# A batch's three phases, children looked up once (see `_children`).
-_batch_phases = tuple(BATCH_PHASES.labels(phase) for phase in ("claims", "apply", "results"))
+# A batch's phases, in the order they run; their children looked up once (see `_children`).
+BATCH_PHASE_NAMES = ("claims", "apply", "results")
+_batch_phases = tuple(BATCH_PHASES.labels(phase) for phase in BATCH_PHASE_NAMES)
 
 
 def batch_phases(claims: float, apply: float, results: float) -> None:

@@ -19,6 +19,7 @@ from messaging.handlers import CommandContext
 from messaging.idempotency import (
     ClaimBusy, claim_key, execute_async, execute_many, execute_many_async, reset_claim_store,
 )
+from messaging.metrics import BATCH_PHASE_NAMES
 from messaging.models import CommandRecord, Message, Room
 
 from .conftest import apply_command, post_delivery, wait_until
@@ -281,7 +282,7 @@ async def test_commands_that_arrive_together_run_in_batches_each_with_its_own_ou
 async def test_each_batch_times_its_claims_statement_and_results(users):
     ana, bob, cid = users
     sizes = batch_sizes()
-    times = {phase: Histogram("messaging_command_batch_phase_seconds", phase=phase) for phase in ("claims", "apply", "results")}
+    times = {phase: Histogram("messaging_command_batch_phase_seconds", phase=phase) for phase in BATCH_PHASE_NAMES}
     deliveries = [delivery(user, "a", f"{user.username} {n}") for n in range(6) for user in (ana, bob, cid)]
     started = asyncio.get_running_loop().time()
     outcomes = await asyncio.gather(*(execute_async(d.user, d.command, d.handler, d.data) for d in deliveries))
