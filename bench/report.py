@@ -42,6 +42,15 @@ def cell(value: float | None, digits: int | None) -> str:
     return f"{value:.{digits}f}" if digits is not None else f"{round(value)}"
 
 
+def headings(columns: list[tuple]) -> list[str]:
+    return [heading for heading, _, _ in columns]
+
+
+def cells(source: dict, columns: list[tuple]) -> list[str]:
+    """`source`'s values of `columns`, formatted."""
+    return [cell(source.get(key), digits) for _, key, digits in columns]
+
+
 def verdict(target: dict) -> str:
     if target["value"] is None:
         return "not measured"
@@ -59,17 +68,15 @@ def markdown(report: dict) -> str:
     round's acks/s), the full path's batches, the latency curve and the targets."""
     median, rounds = report["median"], report["rounds"]
     parts = [table(
-        ["configuration", *(h for h, _, _ in PEAK_COLUMNS), "acks/s of the rounds"],
-        [[name, *(cell(m.get(key), digits) for _, key, digits in PEAK_COLUMNS),
-          "/".join(cell(run["acks_per_s"], None) for run in rounds[name])]
+        ["configuration", *headings(PEAK_COLUMNS), "acks/s of the rounds"],
+        [[name, *cells(m, PEAK_COLUMNS), "/".join(cell(run["acks_per_s"], None) for run in rounds[name])]
          for name, m in median.items()],
     )]
     batched = {name: m for name, m in median.items() if "batches_per_s" in m}
     if batched:
         parts.append(table(
-            ["configuration", *(h for h, _, _ in BATCH_COLUMNS), "cycle ms (the three)"],
-            [[name, *(cell(m.get(key), digits) for _, key, digits in BATCH_COLUMNS),
-              cell(sum(m[f"batch_{phase}_ms"] for phase in BATCH_PHASE_NAMES), 2)]
+            ["configuration", *headings(BATCH_COLUMNS), "cycle ms (the three)"],
+            [[name, *cells(m, BATCH_COLUMNS), cell(sum(m[f"batch_{phase}_ms"] for phase in BATCH_PHASE_NAMES), 2)]
              for name, m in batched.items()],
         ))
     curve_rows = []
@@ -80,12 +87,12 @@ def markdown(report: dict) -> str:
             of_rounds = by_fraction.get(point["fraction"]) or by_fraction.get(str(point["fraction"]), [])
             curve_rows.append([
                 config, f"{round(point['offered_per_s'])} ({point['fraction']:.0%})",
-                *(cell(point.get(key), digits) for _, key, digits in CURVE_COLUMNS),
+                *cells(point, CURVE_COLUMNS),
                 ", ".join(cell(run["p99_ms"], 1) for run in of_rounds),
             ])
     if curve_rows:
         parts.append(table(
-            ["configuration", "offered/s (share of peak)", *(h for h, _, _ in CURVE_COLUMNS), "p99 of the rounds"],
+            ["configuration", "offered/s (share of peak)", *headings(CURVE_COLUMNS), "p99 of the rounds"],
             curve_rows,
         ))
     if report["idle"]:
