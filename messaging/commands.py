@@ -16,7 +16,7 @@ from .loopdb import loop_database
 from .models import CommandRecord, Membership, Message, MessageState, Room
 from .protocol import format_time, message_body, optional_seq, room_slug
 from .reactions import backlog_reactions, range_reactions
-from .receipts import move_watermarks
+from .receipts import Move, amove_watermarks, move_watermarks
 from .rooms import joined_room_id
 
 
@@ -300,11 +300,21 @@ def validate_receipt(d: dict) -> Receipt:
     return receipt
 
 
-@command("receipt", validate=validate_receipt, exactly_once=False)
-def receipt(ctx: CommandContext, receipt: Receipt) -> dict:
-    move = move_watermarks(ctx.user, receipt.room, receipt.delivered, receipt.read)
+def receipt_moved(ctx: CommandContext, receipt: Receipt, move: Move) -> dict:
+    """The receipt's ack data; a move is broadcast to the room as `status`."""
     marks = move.watermarks
     if move.moved:
         status = {"room": receipt.room, "user": ctx.user.pk, "delivered": marks.delivered, "read": marks.read}
         ctx.broadcast(receipt.room, {"t": "status", "d": status})
     return {"room": receipt.room, "delivered": marks.delivered, "read": marks.read}
+
+
+async def areceipt(ctx: CommandContext, receipt: Receipt) -> dict | None:
+    """`receipt` from the event loop: one round trip, no database thread; None where it cannot."""
+    move = await amove_watermarks(ctx.user, receipt.room, receipt.delivered, receipt.read)
+    return None if move is None else receipt_moved(ctx, receipt, move)
+
+
+@command("receipt", validate=validate_receipt, exactly_once=False, apply_async=areceipt)
+def receipt(ctx: CommandContext, receipt: Receipt) -> dict:
+    return receipt_moved(ctx, receipt, move_watermarks(ctx.user, receipt.room, receipt.delivered, receipt.read))

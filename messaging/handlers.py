@@ -42,6 +42,9 @@ class CommandContext:
 
 Validator = Callable[[dict], Any]
 Applier = Callable[[CommandContext, Any], dict]
+# `apply` from the event loop (messaging/loopdb.py), without a database thread;
+# None where the database has no such form.
+AsyncApplier = Callable[[CommandContext, Any], Awaitable["dict | None"]]
 # Applies the command and writes its durable record for the given fingerprint
 # in one atomic statement; returns None where the database has no such form.
 RecordedApplier = Callable[[CommandContext, Any, str], "dict | None"]
@@ -74,6 +77,8 @@ class Handler:
     apply_recorded_many: RecordedBatchApplier | None = None
     # The batch form on the event loop, tried first where it is set (see `command`).
     apply_recorded_many_async: AsyncRecordedBatchApplier | None = None
+    # A command that is not exactly-once from the event loop, tried first where it is set.
+    apply_async: AsyncApplier | None = None
 
 
 _registry: dict[str, Handler] = {}
@@ -95,6 +100,7 @@ def command(
     apply_recorded: RecordedApplier | None = None,
     apply_recorded_many: RecordedBatchApplier | None = None,
     apply_recorded_many_async: AsyncRecordedBatchApplier | None = None,
+    apply_async: AsyncApplier | None = None,
 ) -> Callable[[Applier], Applier]:
     """Register `apply(ctx, data) -> ack data` as the handler of `type`.
 
@@ -119,7 +125,17 @@ def command(
       the event loop (a statement through `messaging.loopdb`), for batches of
       one command or more; where it returns None the batch takes a database
       thread and the forms above.
+
+    A type that is not exactly-once may add `apply_async(ctx, data)`: `apply`
+    as a coroutine on the event loop, in a transaction of its own (one
+    statement through `messaging.loopdb`). Where it returns None, `apply` runs
+    in a transaction on a database thread.
     """
+
+    if exactly_once and apply_async is not None:
+        # Its statement would write no record: an exactly-once type's loop form
+        # is `apply_recorded_many_async`.
+        raise ValueError(f"{type!r} is exactly-once: give apply_recorded_many_async, not apply_async")
 
     def decorate(apply: Applier) -> Applier:
         register(
@@ -132,6 +148,7 @@ def command(
                 apply_recorded=apply_recorded,
                 apply_recorded_many=apply_recorded_many,
                 apply_recorded_many_async=apply_recorded_many_async,
+                apply_async=apply_async,
             )
         )
         return apply

@@ -35,7 +35,7 @@ import time
 import uuid
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import groupby
@@ -531,10 +531,11 @@ def _one_statement() -> AbstractContextManager:
     return transaction.atomic() if connection.in_atomic_block else nullcontext()
 
 
-def _guarded(apply: Any, user: Any, command: Command, handler: Handler, data: Any, **kwargs: Any) -> Outcome:
-    """Run `apply`, turning unexpected failures into `Unavailable` (IntegrityError passes)."""
+@contextmanager
+def _unexpected_as_unavailable(user: Any, command: Command) -> Iterator[None]:
+    """Unexpected failures inside, logged, become `Unavailable`; refusals and IntegrityError pass."""
     try:
-        return apply(user, command, handler, data, **kwargs)
+        yield
     except (CommandError, IntegrityError):
         raise
     except DatabaseError as exc:
@@ -543,6 +544,12 @@ def _guarded(apply: Any, user: Any, command: Command, handler: Handler, data: An
     except Exception as exc:
         log.exception("handler failed for %s %s by user %s", command.t, command.id, user.pk)
         raise Unavailable() from exc
+
+
+def _guarded(apply: Any, user: Any, command: Command, handler: Handler, data: Any, **kwargs: Any) -> Outcome:
+    """Run `apply`, turning unexpected failures into `Unavailable` (IntegrityError passes)."""
+    with _unexpected_as_unavailable(user, command):
+        return apply(user, command, handler, data, **kwargs)
 
 
 def _apply(user: Any, command: Command, handler: Handler, data: Any, *, fingerprint: str | None = None) -> Outcome:
@@ -636,8 +643,8 @@ def _batcher() -> Batcher[Delivery]:
     processes by 1.4x (docs/PERFORMANCE.md). A batch that runs longer than
     `BATCH_OVERLAP_AFTER` (a slow statement, a lock held elsewhere) no longer
     holds up the rest: the next one starts beside it. The other threads
-    serve the commands that are not batched (room.join, receipts) and the
-    session checks.
+    serve the commands that are neither batched nor run on the loop (room.join)
+    and the session checks.
     """
     loop = asyncio.get_running_loop()
     batcher = _batchers.get(loop)
@@ -665,11 +672,26 @@ async def execute_async(user: Any, command: Command, handler: Handler, data: Any
     takes over and applies the command itself.
     """
     if not handler.exactly_once:
+        if handler.apply_async is not None:
+            outcome = await _apply_on_loop(user, command, handler, data)
+            if outcome is not None:
+                return outcome
         return await run_in_db_thread(execute, user, command, handler, data)
     [result] = await execute_together([Delivery(user, command, handler, data, contextvars.copy_context())])
     if isinstance(result, BaseException):
         raise result
     return result
+
+
+async def _apply_on_loop(user: Any, command: Command, handler: Handler, data: Any) -> Outcome | None:
+    """`handler.apply_async` of a command that is not exactly-once, failures
+    handled as `_guarded` does; None where it has no loop form."""
+    ctx = CommandContext(user=user, command_id=command.id, type=handler.type)
+    with _unexpected_as_unavailable(user, command):
+        result = await handler.apply_async(ctx, data)
+    if result is None:
+        return None
+    return Outcome(data=result, replies=ctx.replies, broadcasts=ctx.broadcasts)
 
 
 async def execute_together(deliveries: list[Delivery]) -> list[Outcome | Exception]:

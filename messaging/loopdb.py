@@ -6,12 +6,15 @@ of its replies waited for the GIL behind the loop: a batch of 16 posts took
 4.8-5.1 ms to apply from the loop's side, 3.5-3.6 ms here (docs/PERFORMANCE.md).
 With psycopg's async connection the statement is one more event on the loop.
 
+Receipts are one statement too (a call of `messaging_move_watermarks`), so
+they run here as well.
+
 Each event loop keeps its own connections, opened with the parameters Django
 uses for the database (so a test run's database, and `OPTIONS` such as
-`prepare_threshold`), in autocommit mode: one per statement running at once
-(a batcher runs at most `DB_THREADS // 2` batches at once), kept between
-statements like Django's persistent connections, and dropped when broken or
-interrupted, so that the next statement opens a fresh one.
+`prepare_threshold`), in autocommit mode: one per statement running at once,
+at most `connection_limit()` (more statements wait for one, in turn), kept
+between statements like Django's persistent connections, and dropped when
+broken or interrupted, so that the next statement opens a fresh one.
 
 Errors are Django's: a unique violation raises `django.db.IntegrityError`,
 any other database error `django.db.DatabaseError`, as the ORM would.
@@ -33,6 +36,15 @@ except ImportError:  # psycopg2 only: every statement stays on a database thread
     psycopg = None
 
 
+def connection_limit() -> int:
+    """How many connections an event loop keeps at most: `DB_THREADS`, and at
+    least 2, so that a batch of posts (at most `DB_THREADS // 2` run at once)
+    finds one beside a receipt. Before receipts ran here, the threads bounded
+    them; a thousand sockets sending receipts at once must not open a
+    thousand connections."""
+    return max(2, get_settings().DB_THREADS)
+
+
 class LoopDatabase:
     """One event loop's connections to one database."""
 
@@ -43,9 +55,15 @@ class LoopDatabase:
         self.idle: list[Any] = []
         # Every open connection, idle or running a statement, for `close`.
         self.open: set[Any] = set()
+        # A slot per connection that may be open; a statement holds one while it runs.
+        self.slots = asyncio.Semaphore(connection_limit())
 
     async def fetch(self, sql: str, params: dict[str, Any]) -> list[tuple]:
         """Run one statement (its own transaction) and return its rows."""
+        async with self.slots:
+            return await self.fetch_on_a_connection(sql, params)
+
+    async def fetch_on_a_connection(self, sql: str, params: dict[str, Any]) -> list[tuple]:
         started = time.perf_counter()
         try:
             conn = self.idle.pop() if self.idle else await self.connect()

@@ -8,7 +8,10 @@ than the sender who had joined before it was posted. States never move back.
 
 A move is applied in one transaction: the membership row, a `WatermarkMove`
 (when it happened, for the per-recipient view) and the message states, with
-one set-based UPDATE per state over the seq range that moved.
+one set-based UPDATE per state over the seq range that moved. On PostgreSQL
+that transaction is one call of the function `messaging_move_watermarks`
+(migration 0007): one round trip, from the event loop where it has its own
+connections (`amove_watermarks`); elsewhere the ORM's statements below.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from .exceptions import Forbidden, Invalid
+from .loopdb import loop_database
 from .models import Membership, Message, MessageState, Room, WatermarkMove
 
 # The first key of PostgreSQL's two-key advisory locks taken here ("rcpt"),
@@ -46,12 +50,55 @@ class Move:
     moved: bool
 
 
+# The move as one call (migration 0007), and the same from the event loop.
+MOVE_CALL = "SELECT * FROM messaging_move_watermarks(%s, %s, %s, %s)"
+LOOP_MOVE_CALL = "SELECT * FROM messaging_move_watermarks(%(room)s, %(user)s, %(delivered)s, %(read)s)"
+
+
 def move_watermarks(user: Any, room_slug: str, delivered: int | None, read: int | None) -> Move:
     """Move `user`'s watermarks in a room forward. Call inside a transaction.
 
     Raises `Forbidden` for a non-member and `Invalid` for a seq beyond the
     room's last one; either way nothing changes.
     """
+    if connection.vendor != "postgresql":
+        return move_watermarks_portably(user, room_slug, delivered, read)
+    with connection.cursor() as cursor:
+        cursor.execute(MOVE_CALL, [room_slug, user.pk, delivered, read])
+        rows = cursor.fetchall()
+    return called_move(rows, delivered, read)
+
+
+async def amove_watermarks(user: Any, room_slug: str, delivered: int | None, read: int | None) -> Move | None:
+    """`move_watermarks` in a transaction of its own, from the event loop's
+    connections (messaging/loopdb.py); None where there are none."""
+    database = loop_database()
+    if database is None:
+        return None
+    params = {"room": room_slug, "user": user.pk, "delivered": delivered, "read": read}
+    return called_move(await database.fetch(LOOP_MOVE_CALL, params), delivered, read)
+
+
+def called_move(rows: list[tuple], delivered: int | None, read: int | None) -> Move:
+    """The `Move` of the function's rows, or its refusal (nothing changed then)."""
+    if not rows:
+        raise Forbidden("join the room first")
+    [(last_seq, old_delivered, old_read, new_delivered, new_read)] = rows
+    if new_delivered is None:
+        beyond_last_seq(last_seq, delivered, read)
+    new = Watermarks(new_delivered, new_read)
+    return Move(new, moved=new != Watermarks(old_delivered, old_read))
+
+
+def beyond_last_seq(last_seq: int, delivered: int | None, read: int | None) -> None:
+    """Raise `Invalid` for the first of `delivered`, `read` beyond the room's last seq."""
+    for name, value in (("delivered", delivered), ("read", read)):
+        if value is not None and value > last_seq:
+            raise Invalid(f"{name} {value} is beyond the room's last seq {last_seq}")
+
+
+def move_watermarks_portably(user: Any, room_slug: str, delivered: int | None, read: int | None) -> Move:
+    """`move_watermarks` in the ORM's statements, for any database: eight round trips."""
     membership = (
         Membership.objects.select_for_update(of=("self",))
         .select_related("room")
@@ -60,10 +107,7 @@ def move_watermarks(user: Any, room_slug: str, delivered: int | None, read: int 
     )
     if membership is None:
         raise Forbidden("join the room first")
-    last_seq = membership.room.last_seq
-    for name, value in (("delivered", delivered), ("read", read)):
-        if value is not None and value > last_seq:
-            raise Invalid(f"{name} {value} is beyond the room's last seq {last_seq}")
+    beyond_last_seq(membership.room.last_seq, delivered, read)
 
     old = Watermarks(membership.delivered, membership.read)
     new = old.forward(delivered, read)

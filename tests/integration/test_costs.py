@@ -12,13 +12,15 @@ import uuid
 from contextlib import contextmanager
 
 import pytest
-from django.db import connection
+from asgiref.sync import sync_to_async
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from messaging import handlers, idempotency, loopdb
-from messaging.idempotency import Delivery, execute, execute_many, execute_many_async, get_claim_store
+from messaging.idempotency import Delivery, execute, execute_async, execute_many, execute_many_async, get_claim_store
 from messaging.models import CommandRecord, Message
 from messaging.protocol import Command
+from messaging.receipts import move_watermarks_portably
 
 # A one-statement post (membership, seq, message and record); the claim, then the result.
 POST_QUERIES, POST_REDIS = 1, 2
@@ -38,9 +40,14 @@ BATCH_KNOWN_DUPLICATE_QUERIES, BATCH_KNOWN_DUPLICATE_REDIS = 0, 1
 # statement from the event loop, no database thread hop; with the loop's
 # connections turned off (LOOP_DATABASE), one hop for the posts.
 BATCH_POST_HOPS, BATCH_KNOWN_DUPLICATE_HOPS, BATCH_POST_HOPS_WITHOUT_LOOP_DATABASE = 0, 0, 1
-# BEGIN, lock the membership, the room's state lock, move it, record the move,
-# advance the message states per watermark that moved, COMMIT.
-RECEIPT_QUERIES, RECEIPT_REDIS = 8, 0
+# BEGIN, the move (one call of its function, migration 0007), COMMIT.
+RECEIPT_QUERIES, RECEIPT_REDIS = 3, 0
+# As the server runs it (execute_async): that call from the event loop, its own transaction.
+LOOP_RECEIPT_QUERIES, LOOP_RECEIPT_HOPS = 1, 0
+# The ORM's form, for databases without the function: BEGIN, lock the membership,
+# the room's state lock, move it, record the move, advance the message states
+# per watermark that moved, COMMIT.
+PORTABLE_RECEIPT_QUERIES = 8
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -266,13 +273,48 @@ def test_a_batch_without_a_batch_form_runs_one_by_one_within_the_two_round_trips
     assert len(redis_calls) <= POST_REDIS, redis_calls
 
 
-def test_a_receipt_costs_no_redis_and_a_few_queries(member, django_user_model):
-    reader = django_user_model.objects.create_user(username=f"r-{uuid.uuid4().hex[:8]}")
-    run(reader, "room.join", {"room": "lobby"})
-    run(member, "room.post", {"room": "lobby", "body": "read me"})
+def test_a_receipt_costs_no_redis_and_a_few_queries(reader):
     with counted() as (queries, redis_calls):
         outcome = run(reader, "receipt", {"room": "lobby", "delivered": 2, "read": 2})
     assert outcome.data == {"room": "lobby", "delivered": 2, "read": 2}
     assert Message.objects.get(seq=2).state == "read"
     assert len(queries) <= RECEIPT_QUERIES, [q["sql"] for q in queries]
+    assert len(redis_calls) <= RECEIPT_REDIS, redis_calls
+
+
+@pytest.fixture
+def reader(member, django_user_model):
+    """A member of the lobby, behind `member`'s post (seq 2)."""
+    user = django_user_model.objects.create_user(username=f"r-{uuid.uuid4().hex[:8]}")
+    run(user, "room.join", {"room": "lobby"})
+    run(member, "room.post", {"room": "lobby", "body": "read me"})
+    return user
+
+
+async def test_on_the_event_loop_a_receipt_costs_one_statement_and_no_database_thread(reader, monkeypatch):
+    hops, queries = [], []
+    to_thread = idempotency.run_in_db_thread
+    fetch = loopdb.LoopDatabase.fetch
+
+    async def counting_hop(func, *args):
+        hops.append(func)
+        return await to_thread(func, *args)
+
+    async def counting_fetch(database, sql, params):
+        queries.append(sql)
+        return await fetch(database, sql, params)
+
+    monkeypatch.setattr(idempotency, "run_in_db_thread", counting_hop)
+    monkeypatch.setattr(loopdb.LoopDatabase, "fetch", counting_fetch)
+    outcome = await execute_async(*parts(reader, "receipt", {"room": "lobby", "delivered": 2, "read": 2}))
+    assert outcome.data == {"room": "lobby", "delivered": 2, "read": 2}
+    assert await sync_to_async(lambda: Message.objects.get(seq=2).state)() == "read"
+    assert (len(hops), len(queries)) <= (LOOP_RECEIPT_HOPS, LOOP_RECEIPT_QUERIES), (hops, queries)
+
+
+def test_the_portable_receipt_path_stays_within_its_ceiling(reader):
+    with counted() as (queries, redis_calls), transaction.atomic():
+        move = move_watermarks_portably(reader, "lobby", 2, 2)
+    assert move.moved and Message.objects.get(seq=2).state == "read"
+    assert len(queries) <= PORTABLE_RECEIPT_QUERIES, [q["sql"] for q in queries]
     assert len(redis_calls) <= RECEIPT_REDIS, redis_calls

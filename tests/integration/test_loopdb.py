@@ -10,11 +10,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
 
-from messaging import idempotency
+from messaging import handlers, idempotency
 from messaging.exceptions import Unavailable
-from messaging.idempotency import Delivery, claim_key, execute_many_async
+from messaging.idempotency import Delivery, claim_key, execute_async, execute_many_async
 from messaging.loopdb import LoopDatabase, close_loop_databases, loop_database
-from messaging.models import CommandRecord, Message
+from messaging.models import CommandRecord, Membership, Message
+from messaging.protocol import Command
 
 from .conftest import apply_command, post_delivery
 
@@ -216,3 +217,74 @@ async def test_bodies_reach_the_database_and_the_frames_exactly_as_sent(members,
     assert [body for _, body in (await stored())[0]] == TRICKY_BODIES
     frames = [frame for o in outcomes for _, frame in o.broadcasts]
     assert [f["d"]["body"] for f in frames] == TRICKY_BODIES
+
+
+def receipt(user, delivered: int) -> tuple:
+    command = Command(id=uuid.uuid4().hex, t="receipt", d={"room": "a", "delivered": delivered})
+    handler = handlers.lookup("receipt")
+    return user, command, handler, handlers.validate(handler, command.d)
+
+
+@sync_to_async
+def watermark(user) -> int:
+    return Membership.objects.get(user=user, room__slug="a").delivered
+
+
+async def test_a_receipt_on_a_killed_connection_is_unavailable_moves_nothing_and_the_retry_moves(members):
+    ana, bob = members
+    await execute_many_async([post(ana, "one")])
+    assert (await execute_async(*receipt(bob, 1))).data["delivered"] == 1
+    database = loop_database()
+    [pid] = backend_pids(database)
+    await sync_to_async(terminate)(pid)
+
+    with pytest.raises(Unavailable):
+        await execute_async(*receipt(ana, 1))
+    assert database.open == set(), "the broken connection is dropped"
+    assert await watermark(ana) == 0
+    moved = await execute_async(*receipt(ana, 1))
+    assert moved.data["delivered"] == 1 and moved.broadcasts
+    assert await watermark(ana) == 1
+
+
+async def test_a_receipt_cancelled_while_it_waits_moves_nothing_and_drops_its_connection(members):
+    ana, bob = members
+    await execute_many_async([post(ana, "one")])
+    database = loop_database()
+    locker = await LoopDatabase().connect()
+    try:
+        async with locker.transaction():
+            await locker.execute(
+                "SELECT m.id FROM messaging_membership m JOIN messaging_room r ON r.id = m.room_id"
+                " WHERE r.slug = 'a' AND m.user_id = %s FOR UPDATE", [bob.pk]
+            )
+            waiting = asyncio.ensure_future(execute_async(*receipt(bob, 1)))
+            await wait_for_lock_waiters(locker, 1)
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            assert database.open == set(), "a connection interrupted mid-statement is not reused"
+        await asyncio.sleep(0.2)
+    finally:
+        await locker.close()
+    assert await watermark(bob) == 0
+    assert (await execute_async(*receipt(bob, 1))).data["delivered"] == 1
+
+
+async def test_a_loop_opens_no_more_connections_than_its_limit_and_the_rest_wait_their_turn(settings):
+    settings.MESSAGING = {**settings.MESSAGING, "DB_THREADS": 3}
+    database = LoopDatabase()
+    most = 0
+
+    async def watched(sql, params):
+        nonlocal most
+        rows = await database.fetch(sql, params)
+        most = max(most, len(database.open))
+        return rows
+
+    try:
+        results = await asyncio.gather(*(watched("SELECT %(n)s::int, pg_sleep(0.05)", {"n": n}) for n in range(10)))
+        assert [rows[0][0] for rows in results] == list(range(10))
+        assert most == len(database.open) == 3
+    finally:
+        database.close()

@@ -1,6 +1,8 @@
 """Property: any order and repetition of receipts ends where their maxima, applied once, end.
 
-Runs the real `move_watermarks` on PostgreSQL. Each example builds a room in a
+Runs the real moves on PostgreSQL, both of them: the function call that
+`move_watermarks` makes there (migration 0007) and the ORM's statements that
+it makes on other databases. Each example builds a room in a
 savepoint and rolls it back, and is checked three ways: against the same
 receipts' maxima applied once, against the recipients rule computed here from
 the final watermarks, and step by step for states that never move back.
@@ -16,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from messaging.models import Membership, Message, Room
-from messaging.receipts import move_watermarks
+from messaging.receipts import move_watermarks, move_watermarks_portably
 
 pytestmark = [pytest.mark.django_db]
 
@@ -49,7 +51,7 @@ class Rollback(Exception):
     pass
 
 
-def run(users, scenario: Scenario, receipts) -> tuple[dict, dict, list[dict]]:
+def run(move, users, scenario: Scenario, receipts) -> tuple[dict, dict, list[dict]]:
     """Build the room, apply `receipts`, return (watermarks, states with times, states after each step)."""
     try:
         with transaction.atomic():
@@ -63,7 +65,7 @@ def run(users, scenario: Scenario, receipts) -> tuple[dict, dict, list[dict]]:
             )
             steps = []
             for member, delivered, read in receipts:
-                move_watermarks(users[member], "prop", delivered, read)
+                move(users[member], "prop", delivered, read)
                 steps.append(dict(Message.objects.filter(room=room).values_list("seq", "state")))
             marks = {
                 m.user_id: (m.delivered, m.read) for m in Membership.objects.filter(room=room)
@@ -102,6 +104,11 @@ def expected_states(scenario: Scenario, marks: dict, users) -> dict:
     return expected
 
 
+@pytest.fixture(params=[move_watermarks, move_watermarks_portably], ids=["function", "orm"])
+def move(request):
+    return request.param
+
+
 @pytest.fixture
 def users(django_user_model):
     return [django_user_model.objects.create_user(username=f"p{i}") for i in range(4)]
@@ -114,9 +121,9 @@ def users(django_user_model):
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(scenario=scenarios())
-def test_any_order_and_repetition_of_receipts_ends_like_their_maxima_once(users, scenario):
-    marks, states, steps = run(users, scenario, scenario.receipts)
-    once_marks, once_states, _ = run(users, scenario, maxima(scenario))
+def test_any_order_and_repetition_of_receipts_ends_like_their_maxima_once(move, users, scenario):
+    marks, states, steps = run(move, users, scenario, scenario.receipts)
+    once_marks, once_states, _ = run(move, users, scenario, maxima(scenario))
     assert marks == once_marks
     assert states == once_states
     assert states == expected_states(scenario, marks, users[: len(scenario.joined)])

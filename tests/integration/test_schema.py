@@ -8,6 +8,8 @@ from django.apps import apps
 from django.core.management import call_command
 from django.db import connection
 
+from messaging.models import Membership, Room
+
 pytestmark = [pytest.mark.django_db]
 
 
@@ -98,3 +100,32 @@ def test_a_process_of_the_version_before_can_still_add_members(django_user_model
         )
     membership = Membership.objects.get(room=room, user=user)
     assert (membership.pruned_delivered, membership.pruned_read) == (0, 0)
+
+
+def move_function_arguments() -> list[str]:
+    """The input argument types of each `messaging_move_watermarks` in the database."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT oidvectortypes(proargtypes) FROM pg_proc WHERE proname = 'messaging_move_watermarks'"
+        )
+        return [arguments for (arguments,) in cursor.fetchall()]
+
+
+def test_a_receipts_move_is_one_function_taking_the_hosts_user_id():
+    user_id = Membership._meta.get_field("user").db_type(connection)
+    assert move_function_arguments() == [f"text, {user_id}, bigint, bigint"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_move_function_migration_goes_back_and_forward_again(django_user_model):
+    from messaging.receipts import move_watermarks
+
+    try:
+        call_command("migrate", "messaging", "0006", verbosity=0)
+        assert move_function_arguments() == []
+    finally:
+        call_command("migrate", "messaging", verbosity=0)
+    assert len(move_function_arguments()) == 1
+    user = django_user_model.objects.create_user(username="mover")
+    Membership.objects.create(user=user, room=Room.objects.create(slug="again", last_seq=1))
+    assert move_watermarks(user, "again", 1, None).watermarks.delivered == 1
