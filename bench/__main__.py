@@ -317,11 +317,15 @@ def main() -> None:
             try:
                 kind = kind_of(config)
                 measure(config, servers, kind, reference, config)
-                if kind == "full" and not args.rate:  # the full path and its levers: the duplicate and first-time shares
+                if kind == "full" and not args.rate:
+                    # The full path and its levers: the duplicate and first-time
+                    # shares; and receipts, which a chat sends for every message.
                     first = Load(**{**reference.__dict__, "duplicates": 0.0})
                     dups = Load(**{**reference.__dict__, "seed_only_duplicates": True})
+                    receipts = Load(**{**reference.__dict__, "duplicates": 0.0, "receipts": True})
                     measure(config + ", first-time posts only", servers, kind, first, "first-time only")
                     measure(config + ", duplicates only", servers, kind, dups, "duplicates only")
+                    measure(config + ", receipts", servers, kind, receipts, "receipts")
             finally:
                 for s in servers:
                     s.stop()

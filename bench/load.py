@@ -65,6 +65,10 @@ class Load:
     room_size: int = 4  # sockets per room: each post fans out to this many
     rate: float | None = None  # commands per second over all sockets; None: as fast as acks come
     seed_only_duplicates: bool = False  # post `messages` ids untimed first, then time only their duplicates
+    # Receipts instead of posts: each room gets at least `messages` posts untimed
+    # first, then a socket's receipt i moves its delivered and read to i + 1
+    # (every one a move: message states advance, a `status` frame fans out).
+    receipts: bool = False
     timeout: float = 60.0
 
 
@@ -207,6 +211,10 @@ async def drive(target: Target, sessions: list[str], load: Load, progress=None, 
     try:
         if load.seed_only_duplicates:
             seeded = await asyncio.gather(*(_seed(s, load.messages) for s in sockets))
+        elif load.receipts:
+            per_socket = -(-load.messages // load.room_size)  # a room's sockets post `messages` or more
+            await asyncio.gather(*(_seed(s, per_socket) for s in sockets))
+            seeded = [_receipts(s, load.messages) for s in sockets]
         else:
             seeded = [[] for _ in sockets]
         for s in sockets:
@@ -261,7 +269,11 @@ async def drive(target: Target, sessions: list[str], load: Load, progress=None, 
 
             due = started + rng.random() * (per_socket_interval or 0)
             for i in range(load.messages):
-                if seeded[n]:
+                t = "room.post"
+                if load.receipts:
+                    id, d = seeded[n][i]
+                    t = "receipt"
+                elif seeded[n]:
                     id, d = seeded[n][i]
                 elif sent and rng.random() < load.duplicates and (pick := rng.choice(sent))[0] not in inflight:
                     # One copy of an id in flight per socket: the client matches acks by id.
@@ -279,7 +291,7 @@ async def drive(target: Target, sessions: list[str], load: Load, progress=None, 
                 await slots.acquire()
                 inflight.add(id)
                 begin = origin if origin is not None else time.perf_counter()
-                future = socket.request(id, "room.post", d)
+                future = socket.request(id, t, d)
                 timer = loop.call_at(loop.time() + load.timeout, future.cancel)
                 future.add_done_callback(functools.partial(finished, id, d, begin, timer))
                 outstanding += 1
@@ -313,6 +325,10 @@ async def _seed(socket: Socket, count: int) -> list[tuple[str, dict]]:
         assert ack["ok"], ack
         ids.append((id, d))
     return ids
+
+
+def _receipts(socket: Socket, count: int) -> list[tuple[str, dict]]:
+    return [(uuid.uuid4().hex, {"room": socket.room, "delivered": i + 1, "read": i + 1}) for i in range(count)]
 
 
 async def hold_idle(target: Target, session: str, count: int, connect_concurrency: int = 50) -> list:
