@@ -50,9 +50,8 @@ class Move:
     moved: bool
 
 
-# The move as one call (migration 0007), and the same from the event loop.
-MOVE_CALL = "SELECT * FROM messaging_move_watermarks(%s, %s, %s, %s)"
-LOOP_MOVE_CALL = "SELECT * FROM messaging_move_watermarks(%(room)s, %(user)s, %(delivered)s, %(read)s)"
+# The move as one call (migration 0007), on Django's connection or the event loop's.
+MOVE_CALL = "SELECT * FROM messaging_move_watermarks(%(room)s, %(user)s, %(delivered)s, %(read)s)"
 
 
 def move_watermarks(user: Any, room_slug: str, delivered: int | None, read: int | None) -> Move:
@@ -64,7 +63,7 @@ def move_watermarks(user: Any, room_slug: str, delivered: int | None, read: int 
     if connection.vendor != "postgresql":
         return move_watermarks_portably(user, room_slug, delivered, read)
     with connection.cursor() as cursor:
-        cursor.execute(MOVE_CALL, [room_slug, user.pk, delivered, read])
+        cursor.execute(MOVE_CALL, {"room": room_slug, "user": user.pk, "delivered": delivered, "read": read})
         rows = cursor.fetchall()
     return called_move(rows, delivered, read)
 
@@ -76,7 +75,7 @@ async def amove_watermarks(user: Any, room_slug: str, delivered: int | None, rea
     if database is None:
         return None
     params = {"room": room_slug, "user": user.pk, "delivered": delivered, "read": read}
-    return called_move(await database.fetch(LOOP_MOVE_CALL, params), delivered, read)
+    return called_move(await database.fetch(MOVE_CALL, params), delivered, read)
 
 
 def called_move(rows: list[tuple], delivered: int | None, read: int | None) -> Move:
