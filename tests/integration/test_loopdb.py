@@ -113,26 +113,36 @@ def terminate(pid: int) -> None:
 async def test_a_batch_cancelled_mid_statement_stores_nothing_and_drops_its_connection(members, redis_client):
     ana, _ = members
     await execute_many_async([post(ana, "one")])
-    database = loop_database()
-    locker = await LoopDatabase().connect()
-    try:
-        async with locker.transaction():
-            # The room's row lock, which every post of the room takes for its seq.
-            await locker.execute("SELECT id FROM messaging_room WHERE slug = 'a' FOR UPDATE")
-            batch = asyncio.ensure_future(execute_many_async([post(ana, "cancelled", id="cancelled")]))
-            await wait_for_lock_waiters(locker, 1)
-            batch.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await batch
-            assert database.open == set(), "a connection interrupted mid-statement is not reused"
-        # The lock is gone: a statement that had survived the cancel would commit now.
-        await asyncio.sleep(0.2)
-    finally:
-        await locker.close()
+    # The room's row lock, which every post of the room takes for its seq.
+    await cancel_while_it_waits(
+        "SELECT id FROM messaging_room WHERE slug = 'a' FOR UPDATE", [],
+        execute_many_async([post(ana, "cancelled", id="cancelled")]),
+    )
     assert await stored() == ([(1, "one")], 1)
     assert not redis_client.exists(claim_key(ana.pk, "cancelled")), "its claim is released"
     [retried] = await execute_many_async([post(ana, "cancelled", id="cancelled")])
     assert not retried.dup and retried.data["seq"] == 2
+
+
+async def cancel_while_it_waits(lock: str, params: list, statement) -> None:
+    """Hold `lock` (a locking SELECT) in a transaction, start `statement` (a
+    coroutine) and cancel it once it waits for that lock: its connection must
+    be dropped. Then let the lock go, and give a statement that had survived
+    the cancel the time to commit."""
+    database = loop_database()
+    locker = await LoopDatabase().connect()
+    try:
+        async with locker.transaction():
+            await locker.execute(lock, params)
+            waiting = asyncio.ensure_future(statement)
+            await wait_for_lock_waiters(locker, 1)
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            assert database.open == set(), "a connection interrupted mid-statement is not reused"
+        await asyncio.sleep(0.2)
+    finally:
+        await locker.close()
 
 
 async def wait_for_lock_waiters(locker, count: int) -> None:
@@ -250,23 +260,12 @@ async def test_a_receipt_on_a_killed_connection_is_unavailable_moves_nothing_and
 async def test_a_receipt_cancelled_while_it_waits_moves_nothing_and_drops_its_connection(members):
     ana, bob = members
     await execute_many_async([post(ana, "one")])
-    database = loop_database()
-    locker = await LoopDatabase().connect()
-    try:
-        async with locker.transaction():
-            await locker.execute(
-                "SELECT m.id FROM messaging_membership m JOIN messaging_room r ON r.id = m.room_id"
-                " WHERE r.slug = 'a' AND m.user_id = %s FOR UPDATE", [bob.pk]
-            )
-            waiting = asyncio.ensure_future(execute_async(*receipt(bob, 1)))
-            await wait_for_lock_waiters(locker, 1)
-            waiting.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await waiting
-            assert database.open == set(), "a connection interrupted mid-statement is not reused"
-        await asyncio.sleep(0.2)
-    finally:
-        await locker.close()
+    # Bob's membership row, which his receipt locks first.
+    await cancel_while_it_waits(
+        "SELECT m.id FROM messaging_membership m JOIN messaging_room r ON r.id = m.room_id"
+        " WHERE r.slug = 'a' AND m.user_id = %s FOR UPDATE", [bob.pk],
+        execute_async(*receipt(bob, 1)),
+    )
     assert await watermark(bob) == 0
     assert (await execute_async(*receipt(bob, 1))).data["delivered"] == 1
 
