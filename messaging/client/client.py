@@ -1,0 +1,465 @@
+"""An asyncio client of the protocol: one reconnecting socket, an outbox, rooms resumed by seq.
+
+What a program that talks to `messaging` (a bot, a script, another backend,
+the project's own tests) needs so that pressing "send" once means one effect:
+
+- every exactly-once command goes through the outbox (`messaging.client.outbox`):
+  its id is minted once, it is stored before the first send, and it is resent
+  with that id after every reconnect, ack timeout and `retry: true` refusal,
+  until an `ok` ack or a final refusal settles it;
+- the socket reconnects with full-jitter exponential backoff, to the next of
+  the given servers when one fails;
+- after each reconnect the rooms are joined again with `since`, before the
+  outbox resends anything (a post needs its membership), and every message is
+  taken once, in seq order (`messaging.client.rooms`);
+- naturally idempotent commands (`room.join`, `receipt`, `room.history`, ...)
+  are requests: sent on the open socket, sent again on the next if the ack
+  did not come, never stored.
+
+A close with 4401 (no signed-in user) stops the client: retrying cannot help.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import random
+import time
+import uuid
+from collections import Counter
+from typing import Any, AsyncIterator, Callable, Sequence
+
+import websockets
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+
+from .auth import handshake_headers
+from .outbox import MemoryStore, Outbox, backoff_delay, final
+from .rooms import RoomView
+
+log = logging.getLogger(__name__)
+
+# Commands whose effect is idempotent by nature: they are asked, never kept in the outbox.
+REQUEST_TYPES = frozenset({"room.join", "receipt", "room.history", "room.members", "rooms.list", "typing",
+                           "room.invite", "dm.open"})
+CLOSE_UNAUTHENTICATED = 4401
+
+
+class Refused(Exception):
+    """The server refused the command for good (`ok: false`, `retry: false`)."""
+
+    def __init__(self, error: dict) -> None:
+        self.error = error
+        self.code = error.get("code")
+        super().__init__(f"{self.code}: {error.get('message', '')}")
+
+
+class Unauthorized(Exception):
+    """The server closed the socket with 4401: this session or token signs nobody in."""
+
+
+class _Request:
+    """A naturally idempotent command on its way, and who waits for its ack."""
+
+    __slots__ = ("frame", "future", "on_ack", "sent", "due", "attempts")
+
+    def __init__(self, frame: dict, future: asyncio.Future, on_ack: Callable[[dict], None] | None) -> None:
+        self.frame = frame
+        self.future = future
+        self.on_ack = on_ack
+        self.sent = False
+        self.due = 0.0
+        self.attempts = 0
+
+
+class Client:
+    """One user's connection to one deployment of `messaging` (any of its `urls`)."""
+
+    def __init__(
+        self,
+        urls: str | Sequence[str],
+        *,
+        session: str | None = None,
+        token: str | None = None,
+        store: MemoryStore | None = None,
+        origin: str | None = None,
+        ack_timeout: float = 5.0,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 30.0,
+        open_timeout: float = 10.0,
+        keep: int = 1000,
+        outbox_limit: int = 1000,
+        on_event: Callable[[dict], Any] | None = None,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.urls = [urls] if isinstance(urls, str) else list(urls)
+        if not self.urls:
+            raise ValueError("give at least one server URL")
+        self.session, self.token, self.origin = session, token, origin
+        self.ack_timeout = ack_timeout
+        self.backoff_base, self.backoff_cap = backoff_base, backoff_cap
+        self.open_timeout = open_timeout
+        self.keep = keep
+        self.rand = rand
+        self.on_event = on_event
+        self.outbox = Outbox(store, limit=outbox_limit, ack_timeout=ack_timeout, backoff_base=backoff_base,
+                             backoff_cap=backoff_cap, rand=rand)
+        self.rooms: dict[str, RoomView] = {}
+        self.state = "connecting"
+        # What happened to the connection: connects, handshake failures, close codes; for tests and logs.
+        self.stats: Counter[str] = Counter()
+        self._waiters: dict[str, asyncio.Future] = {}
+        self._requests: dict[str, _Request] = {}
+        self._events: asyncio.Queue | None = None
+        self._ws: Any = None
+        self._ready = False
+        self._server = 0
+        self._wake: asyncio.Event | None = None
+        self._opened: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self._closing = False
+        self._failure: BaseException | None = None
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def start(self, *, wait: bool = True, timeout: float = 30.0) -> "Client":
+        """Start connecting; with `wait`, return once the first socket is open and its rooms joined."""
+        self._wake, self._opened = asyncio.Event(), asyncio.Event()
+        self._task = asyncio.create_task(self._run(), name="messaging-client")
+        if wait:
+            await asyncio.wait_for(self._until_ready(), timeout)
+        return self
+
+    async def close(self) -> None:
+        """Close the socket and stop; what the outbox holds stays in its store."""
+        self._closing = True
+        if self._ws is not None:
+            await self._ws.close()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        self.state = "closed"
+        for future in [*self._waiters.values(), *(r.future for r in self._requests.values())]:
+            if not future.done():
+                future.cancel()
+
+    async def __aenter__(self) -> "Client":
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def drop(self) -> None:
+        """Lose the socket as a network would (no close handshake); the client reconnects."""
+        if self._ws is not None:
+            self._ws.transport.abort()
+
+    async def settled(self, timeout: float | None = None) -> bool:
+        """Wait (at most `timeout`) until the outbox is empty; whether it is."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while len(self.outbox) and (deadline is None or time.monotonic() < deadline):
+            self._raise_failure()
+            await asyncio.sleep(0.05)
+        return not len(self.outbox)
+
+    # -- commands ----------------------------------------------------------------
+
+    async def submit(self, t: str, d: dict, *, id: str | None = None, timeout: float | None = None) -> dict:
+        """An exactly-once command through the outbox; its `ok` ack (raises `Refused` for a final refusal).
+
+        With a `timeout` the wait ends with `TimeoutError`, but the command
+        stays in the outbox and is still sent until it is settled. A given `id`
+        makes the action deterministic (a bot answering message 42 once,
+        whatever restarts it goes through); without one, a new id is minted.
+        """
+        entry = self.outbox.add(t, d, id)
+        future = self._waiters.get(entry.id)
+        if future is None:
+            future = self._waiters[entry.id] = asyncio.get_running_loop().create_future()
+        self._kick()
+        return await asyncio.wait_for(asyncio.shield(future), timeout)
+
+    async def post(self, room: str, body: str, *, id: str | None = None, timeout: float | None = None) -> dict:
+        """`room.post`; the ack's `d` (`room`, `seq`, `at`)."""
+        return (await self.submit("room.post", {"room": room, "body": body}, id=id, timeout=timeout))["d"]
+
+    async def request(self, t: str, d: dict, *, timeout: float | None = None) -> dict:
+        """A naturally idempotent command; its `ok` ack (raises `Refused` for a final refusal)."""
+        id, future = self._ask(t, d)
+        return await self._answer(id, future, timeout)
+
+    async def join(self, room: str, *, timeout: float | None = None) -> dict:
+        """Join `room` (and again after every reconnect, from where the client stopped); the ack's `d`."""
+        view = self.rooms.get(room)
+        if view is None:
+            view = self.rooms[room] = RoomView(room, keep=self.keep)
+        id, future = self._start_join(view)
+        return (await self._answer(id, future, timeout))["d"]
+
+    async def receipt(self, room: str, *, delivered: int | None = None, read: int | None = None) -> dict:
+        d: dict[str, Any] = {"room": room}
+        if delivered is not None:
+            d["delivered"] = delivered
+        if read is not None:
+            d["read"] = read
+        return (await self.request("receipt", d))["d"]
+
+    def messages(self, room: str) -> list[dict]:
+        """The room's messages this client holds (the newest `keep`), in seq order."""
+        view = self.rooms.get(room)
+        return list(view.messages.values()) if view else []
+
+    def events(self) -> AsyncIterator[dict]:
+        """Every frame worth a program's attention, as it comes: each message once and in
+        order (`msg`), changes (`msg.edit`, ...), acks of outbox commands, and the rest.
+
+        Frames are kept for the stream from this call on; a reader that stops
+        reading stops the client reading its socket too (bounded memory on
+        both sides, the server closing a socket that stops reading).
+        """
+        if self._events is None:
+            self._events = asyncio.Queue(maxsize=self.keep)
+        return self._stream(self._events)
+
+    @staticmethod
+    async def _stream(queue: asyncio.Queue) -> AsyncIterator[dict]:
+        while True:
+            yield await queue.get()
+
+    # -- the connection ----------------------------------------------------------
+
+    async def _until_ready(self) -> None:
+        while not self._ready:
+            self._raise_failure()
+            await asyncio.sleep(0.02)
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    def _kick(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    def _url(self) -> tuple[str, str]:
+        base = self.urls[self._server % len(self.urls)].rstrip("/")
+        return base, base.replace("http", "ws", 1) + "/ws/"
+
+    async def _run(self) -> None:
+        failures = 0
+        while not self._closing:
+            base, url = self._url()
+            self.state = "connecting"
+            try:
+                ws = await websockets.connect(
+                    url, additional_headers=handshake_headers(base, session=self.session, token=self.token,
+                                                              origin=self.origin),
+                    open_timeout=self.open_timeout, max_size=None, compression=None, ping_interval=20,
+                )
+            except (OSError, InvalidHandshake, asyncio.TimeoutError) as exc:
+                self.stats["handshake_failures"] += 1
+                if isinstance(exc, InvalidStatus):
+                    self.stats[f"handshake_status:{exc.response.status_code}"] += 1
+                log.debug("connecting to %s failed: %s", url, exc)
+                self._server += 1  # that one failed: the next one
+                await asyncio.sleep(backoff_delay(failures, base=self.backoff_base, cap=self.backoff_cap,
+                                                  rand=self.rand))
+                failures += 1
+                continue
+            self._ws, failures = ws, 0
+            self.stats["connects"] += 1
+            self.state = "open"
+            code = await self._serve(ws)
+            self._ws, self._ready = None, False
+            self.outbox.disconnected()
+            for request in self._requests.values():
+                request.sent = False
+            self.stats[f"close:{code}"] += 1
+            if code == CLOSE_UNAUTHENTICATED:
+                self.state = "closed"
+                self._failure = Unauthorized("the server closed the socket with 4401: sign in again")
+                for future in [*self._waiters.values(), *(r.future for r in self._requests.values())]:
+                    if not future.done():
+                        future.set_exception(self._failure)
+                return
+            self._server = int(self.rand() * len(self.urls))
+            await asyncio.sleep(backoff_delay(0, base=self.backoff_base, cap=self.backoff_cap, rand=self.rand))
+
+    async def _serve(self, ws: Any) -> int | None:
+        """Run one socket: rejoin, then send what is due while reading; its close code when it ends."""
+        reader = asyncio.create_task(self._read(ws))
+        sender = asyncio.create_task(self._send_due(ws))
+        try:
+            await asyncio.wait([reader, sender], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (reader, sender):
+                task.cancel()
+            await asyncio.gather(reader, sender, return_exceptions=True)
+            ws.transport.abort()
+        for task in (reader, sender):
+            if not task.cancelled() and isinstance(task.exception(), Exception) and not isinstance(
+                    task.exception(), ConnectionClosed):
+                log.warning("client socket task failed", exc_info=task.exception())
+        received = ws.protocol.close_rcvd
+        return received.code if received is not None else None
+
+    async def _send_due(self, ws: Any) -> None:
+        # Rejoin first, every room from where it stopped, then let the outbox go:
+        # a post needs the membership its join makes. A join that takes longer
+        # than the ack timeout holds nothing up.
+        joins = [self._start_join(view)[1] for view in self.rooms.values()]
+        for frame in self._frames_due(joins_only=True):
+            await ws.send(frame)
+        if joins:
+            await asyncio.wait([asyncio.shield(j) for j in joins], timeout=self.ack_timeout)
+        self._ready = True
+        while True:
+            for frame in self._frames_due():
+                await ws.send(frame)
+            wakeup = self._next_wakeup()
+            self._wake.clear()
+            timeout = None if wakeup is None else max(0.0, wakeup - time.monotonic())
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+
+    def _frames_due(self, *, joins_only: bool = False) -> list[str]:
+        now = time.monotonic()
+        frames = []
+        for request in self._requests.values():
+            if joins_only and request.frame["t"] != "room.join":
+                continue
+            overdue = request.sent and now - request.due > self.ack_timeout
+            if (not request.sent and now >= request.due) or overdue:
+                request.sent, request.due = True, now
+                request.attempts += 1
+                frames.append(json.dumps(request.frame))
+        if self._ready and not joins_only:
+            for entry in self.outbox.due():
+                self.outbox.sent(entry)
+                if entry.attempts > 1:
+                    self.stats["resends"] += 1
+                frames.append(json.dumps(entry.frame()))
+        return frames
+
+    def _next_wakeup(self) -> float | None:
+        times = [r.due + (self.ack_timeout if r.sent else 0.0) for r in self._requests.values()]
+        wakeup = self.outbox.next_wakeup()
+        if wakeup is not None:
+            times.append(wakeup)
+        return min(times, default=None)
+
+    def _ask(self, t: str, d: dict, on_ack: Callable[[dict], None] | None = None) -> tuple[str, asyncio.Future]:
+        id = uuid.uuid4().hex
+        future = asyncio.get_running_loop().create_future()
+        self._requests[id] = _Request({"id": id, "t": t, "d": d}, future, on_ack)
+        self._kick()
+        return id, future
+
+    async def _answer(self, id: str, future: asyncio.Future, timeout: float | None) -> dict:
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            self._requests.pop(id, None)  # given up on: not sent again
+            raise
+
+    def _start_join(self, view: RoomView) -> tuple[str, asyncio.Future]:
+        """The room's join in flight, or a new one from where the room's messages stop."""
+        running = self._requests.get(view.joining) if view.joining else None
+        if running is not None:
+            return view.joining, running.future
+
+        def joined(ack: dict) -> None:
+            view.joined(ack["d"])
+            # The backlog follows the ack; if it stops short of `last_seq`
+            # (more than the server replays), join again from where it stopped.
+            asyncio.get_running_loop().call_later(1.0, self._catch_up, view)
+
+        id, future = self._ask("room.join", view.join_data(), on_ack=joined)
+        view.joining = id
+        return id, future
+
+    async def _read(self, ws: Any) -> None:
+        async for text in ws:
+            try:
+                frame = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(frame, dict):
+                await self._handle(frame)
+
+    async def _handle(self, frame: dict) -> None:
+        kind = frame.get("t")
+        if kind == "ack":
+            await self._acked(frame)
+        elif kind == "msg":
+            view = self.rooms.get((frame.get("d") or {}).get("room"))
+            if view is None:
+                return
+            for d in view.take(frame["d"]):
+                await self._emit({"t": "msg", "d": d})
+            if view.held:
+                self._catch_up(view)
+        elif kind in ("msg.edit", "msg.delete"):
+            view = self.rooms.get((frame.get("d") or {}).get("room"))
+            if view is not None and view.changed(frame["d"]) is not None:
+                await self._emit(frame)
+        else:
+            await self._emit(frame)
+
+    async def _acked(self, ack: dict) -> None:
+        id = ack.get("id")
+        request = self._requests.get(id)
+        if request is not None:
+            if final(ack):
+                del self._requests[id]
+                if ack.get("ok") and request.on_ack is not None:
+                    request.on_ack(ack)
+                self._resolve(request.future, ack)
+                for view in self.rooms.values():
+                    if view.joining == id:
+                        view.joining = None
+            else:
+                retry_after = (ack.get("error") or {}).get("retry_after") or 0.0
+                pause = backoff_delay(request.attempts - 1, base=self.backoff_base, cap=self.backoff_cap,
+                                      rand=self.rand)
+                request.sent, request.due = False, time.monotonic() + max(pause, retry_after)
+            self._kick()
+            return
+        if id not in self.outbox:
+            return
+        if final(ack):
+            self.outbox.settle(id)
+            future = self._waiters.pop(id, None)
+            if future is not None:
+                self._resolve(future, ack)
+            await self._emit(ack)
+        else:
+            self.outbox.retry_later(id, (ack.get("error") or {}).get("retry_after"))
+            self.stats[f"retry:{(ack.get('error') or {}).get('code')}"] += 1
+        self._kick()
+
+    @staticmethod
+    def _resolve(future: asyncio.Future, ack: dict) -> None:
+        if future.done():
+            return
+        if ack.get("ok"):
+            future.set_result(ack)
+        else:
+            future.set_exception(Refused(ack.get("error") or {}))
+
+    def _catch_up(self, view: RoomView) -> None:
+        """A gap, or a replay cut short: join again from where the room's messages stop."""
+        if view.behind() and view.joining is None and self._ws is not None and view.slug in self.rooms:
+            _, future = self._start_join(view)
+            future.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+    async def _emit(self, event: dict) -> None:
+        if self.on_event is not None:
+            result = self.on_event(event)
+            if inspect.isawaitable(result):
+                await result
+        if self._events is not None:
+            await self._events.put(event)
+
