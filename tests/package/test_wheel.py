@@ -198,6 +198,12 @@ async def test_users_keyed_by_uuid_on_postgresql(uuid_host, tmp_path):
                 ana.inbox.append(await ana.receive())
             assert next(f for f in ana.inbox if f["t"] == "status")["d"]["user"] == members["bea"]
 
+            first, last = sorted(members.values())
+            page = await bea.call("room.members", {"room": "uuid-room", "after": first})
+            assert [m["user"] for m in page["d"]["members"]] == [last] and page["d"]["more"] is False
+            refused = await bea.call("room.members", {"room": "uuid-room", "after": 1})
+            assert refused["error"]["code"] == "invalid", refused
+
             liked = await bea.call("reaction.add", {"room": "uuid-room", "seq": 3})
             assert liked["d"] == {"room": "uuid-room", "seq": 3, "count": 1}
         finally:
