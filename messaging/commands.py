@@ -38,9 +38,15 @@ def msg_frame(room: str, seq: int, id: str, sender: Any, body: str, at: str) -> 
     }
 
 
-def stored_msg_frame(message: Message, room: str) -> dict:
-    return msg_frame(room, message.seq, message.client_msg_id, message.sender, message.body,
-                     format_time(message.sent_at))
+def stored_msg_frame(message: Message, room: str, viewer: Any) -> dict:
+    """A stored message's `msg` frame for `viewer`'s socket. Of the viewer's own
+    messages it carries the stored `state` (an extension): in a room too big for
+    `status` frames a client cannot work it out from the members' watermarks."""
+    frame = msg_frame(room, message.seq, message.client_msg_id, message.sender, message.body,
+                      format_time(message.sent_at))
+    if message.sender_id == viewer.pk:
+        frame["d"]["state"] = message.state
+    return frame
 
 
 # Members, as the join ack and room.members list them ------------------------
@@ -115,7 +121,7 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
     else:
         backlog = list(messages.filter(seq__gt=join.since).order_by("seq")[: conf.REPLAY_LIMIT])
     for message in backlog:
-        ctx.reply(stored_msg_frame(message, room.slug))
+        ctx.reply(stored_msg_frame(message, room.slug, ctx.user))
     if join.reactions_from is not None:
         # The messages the client has, below the backlog: their counts may
         # have moved while it was away. Sent before the backlog's, so all the
@@ -390,11 +396,22 @@ def validate_receipt(d: dict) -> Receipt:
 
 
 def receipt_moved(ctx: CommandContext, receipt: Receipt, move: Move) -> dict:
-    """The receipt's ack data; a move is broadcast to the room as `status`."""
+    """The receipt's ack data, after queueing the frames that tell its move.
+
+    A move is broadcast to the room as `status` while the room has at most
+    `MEMBERS_ON_JOIN` members: in a bigger one every receipt would be a frame
+    to every socket, N² frames when N members read. Each message it moved
+    on is told to its sender alone, as `state`, in every room.
+    """
     marks = move.watermarks
-    if move.moved:
+    if move.moved and move.members <= get_settings().MEMBERS_ON_JOIN:
         status = {"room": receipt.room, "user": ctx.user.pk, "delivered": marks.delivered, "read": marks.read}
         ctx.broadcast(receipt.room, {"t": "status", "d": status})
+    if move.messages:
+        at = format_time(move.at)
+        for message in move.messages:
+            state = {"room": receipt.room, "seq": message.seq, "state": message.state.value, "at": at}
+            ctx.send_to_user(message.sender, {"t": "state", "d": state}, room=receipt.room)
     return {"room": receipt.room, "delivered": marks.delivered, "read": marks.read}
 
 

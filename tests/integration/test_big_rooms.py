@@ -1,5 +1,5 @@
-"""Rooms of any size (PROTOCOL.md 1.1, "Safety limits"): the join ack and `room.members`,
-on real PostgreSQL and Redis.
+"""Rooms of any size (PROTOCOL.md 1.1, "Safety limits"): the join ack, `room.members`,
+and receipts without `status` frames above `MEMBERS_ON_JOIN`, on real PostgreSQL and Redis.
 
 The crowds are inserted in SQL (tests/support/crowds.py); the members that
 act have sockets on the real consumer.
@@ -10,12 +10,14 @@ import json
 
 import pytest
 from channels.db import database_sync_to_async
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
-from messaging.models import Membership, Room
+from messaging.models import Membership, Message, Room
+from messaging.receipts import move_watermarks, move_watermarks_portably
 
-from ..support.crowds import LONG_NAME, crowd
+from ..support.crowds import LONG_NAME, catch_up, crowd
 from .conftest import apply_command
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -148,3 +150,114 @@ async def test_room_members_of_a_room_one_is_not_in_is_forbidden(big_room, make_
         assert ack["ok"] is False and ack["error"]["code"] == "forbidden", ack
     assert await database_sync_to_async(room_state)() == before, "neither joined nor created"
 
+
+# Receipts above MEMBERS_ON_JOIN ---------------------------------------------
+
+
+def states(room: str) -> dict[int, str]:
+    return dict(Message.objects.filter(room__slug=room).values_list("seq", "state"))
+
+
+async def receipt(client, room: str, **given) -> None:
+    ack = await client.call("receipt", {"room": room, **given})
+    assert ack["ok"], ack
+
+
+async def test_over_the_cap_receipts_broadcast_no_status_and_each_senders_sockets_get_each_state_once(
+    make_user, open_clients
+):
+    crowd_ids = await database_sync_to_async(crowd)("big", 150, name_length=20)
+    ana_user = await make_user("ana")
+    ana, ana_again, ana_elsewhere = [await open_clients(ana_user) for _ in range(3)]
+    bob, cat = await open_clients(await make_user("bob")), await open_clients(await make_user("cat"))
+    for client in (ana, ana_again, bob, cat):
+        await client.join("big")
+    await ana_elsewhere.join("side")
+    for body in ("one", "two"):
+        assert (await ana.call("room.post", {"room": "big", "body": body}))["ok"]
+    for client in (ana, ana_again, bob, cat):
+        await client.frames("msg", 2)
+    # The crowd has read both; bob and cat are the last recipients.
+    await database_sync_to_async(catch_up)("big", crowd_ids, 2)
+
+    await receipt(bob, "big", delivered=2, read=2)
+    assert await database_sync_to_async(states)("big") == {1: "sent", 2: "sent"}
+    await receipt(cat, "big", delivered=2)
+    for client in (ana, ana_again):
+        assert [(f["d"]["seq"], f["d"]["state"]) for f in await client.frames("state", 2)] == [
+            (1, "delivered"), (2, "delivered")
+        ]
+    await receipt(cat, "big", read=2)
+    for client in (ana, ana_again):
+        frames = await client.frames("state", 2)
+        assert [(f["d"]["room"], f["d"]["seq"], f["d"]["state"]) for f in frames] == [("big", 1, "read"), ("big", 2, "read")]
+        assert frames[0]["d"]["at"] == frames[1]["d"]["at"]
+    assert await database_sync_to_async(states)("big") == {1: "read", 2: "read"}
+    for client in (ana, ana_again, ana_elsewhere, bob, cat):
+        assert await client.nothing_more(), (client.user, client.inbox)
+
+
+async def test_frames_per_receipt_grow_with_the_room_not_with_its_square(make_user, open_clients, settings):
+    # 30 members, each with a socket, read one message: 29 receipts.
+    settings.MESSAGING = {**settings.MESSAGING, "MEMBERS_ON_JOIN": 10}
+    members = [await open_clients(await make_user(f"m{n}")) for n in range(30)]
+    for member in members:
+        await member.join("room")
+    assert (await members[0].call("room.post", {"room": "room", "body": "read me"}))["ok"]
+    for member in members:
+        await member.frames("msg", 1)
+    for member in members[1:]:
+        await receipt(member, "room", read=1)
+    # The last reader's receipt took it to delivered and on to read: a frame each, to the sender.
+    told = await members[0].frames("state", 2)
+    assert [f["d"]["state"] for f in told] == ["delivered", "read"]
+    for member in members:
+        assert await member.nothing_more(), member.inbox
+    # Before: a status frame per receipt to each of the 30 sockets, 870 in all.
+
+
+async def test_a_receipt_tells_at_most_states_per_receipt_messages_per_state(make_user, open_clients, settings):
+    settings.MESSAGING = {**settings.MESSAGING, "STATES_PER_RECEIPT": 3}
+    ana, bob = await open_clients(await make_user("ana")), await open_clients(await make_user("bob"))
+    await ana.join("lobby")
+    await bob.join("lobby")
+    for n in range(5):
+        assert (await ana.call("room.post", {"room": "lobby", "body": f"m{n}"}))["ok"]
+    await receipt(bob, "lobby", read=5)
+    told = [(f["d"]["seq"], f["d"]["state"]) for f in await ana.frames("state", 6)]
+    assert told == [(3, "delivered"), (4, "delivered"), (5, "delivered"), (3, "read"), (4, "read"), (5, "read")]
+    assert await database_sync_to_async(states)("lobby") == {n: "read" for n in range(1, 6)}, "all moved all the same"
+    await ana.frames("msg", 5)
+    await ana.frames("status", 1)
+    assert await ana.nothing_more(), ana.inbox
+
+
+async def test_a_join_backlog_carries_the_state_of_the_users_own_messages(make_user, open_clients):
+    ana, bob = await open_clients(await make_user("ana")), await open_clients(await make_user("bob"))
+    await ana.join("lobby")
+    await bob.join("lobby")
+    for body in ("one", "two", "three"):
+        assert (await ana.call("room.post", {"room": "lobby", "body": body}))["ok"]
+    assert (await bob.call("room.post", {"room": "lobby", "body": "four"}))["ok"]
+    await receipt(bob, "lobby", delivered=3, read=1)
+    await ana.close()
+    await bob.close()
+
+    ana, bob = await open_clients(ana.user), await open_clients(bob.user)
+    await ana.join("lobby", since=0)
+    backlog = [f["d"] for f in await ana.frames("msg", 4)]
+    assert [d.get("state") for d in backlog] == ["read", "delivered", "delivered", None], "only her own"
+    await bob.join("lobby", since=0)
+    assert [f["d"].get("state") for f in await bob.frames("msg", 4)] == [None, None, None, "sent"]
+
+
+@pytest.mark.parametrize("move", [move_watermarks, move_watermarks_portably], ids=["function", "orm"])
+def test_a_move_counts_the_members_only_up_to_one_past_the_cap(big_room, django_user_model, move):
+    ana = django_user_model.objects.get(pk=big_room[0])
+    Room.objects.filter(slug="crowd").update(last_seq=1)
+    Message.objects.create(room=Room.objects.get(slug="crowd"), seq=1, sender=ana, client_msg_id="m1", body="x",
+                           sent_at=timezone.now())
+    reader = django_user_model.objects.get(pk=big_room[1])
+    with transaction.atomic():
+        moved = move(reader, "crowd", 1, None)
+    assert moved.moved and moved.members == 101 and moved.messages == ()

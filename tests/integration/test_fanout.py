@@ -377,3 +377,26 @@ async def test_without_redis_a_users_frames_reach_its_sockets_in_the_process():
     await hub.detach(7, socket)
     assert 7 not in hub.users and "7" not in hub.users
 
+
+async def test_a_socket_whose_attach_failed_attaches_at_its_next_join(make_user, open_clients, monkeypatch):
+    ana_user = await make_user("ana")
+    hub = get_hub()
+    real = type(hub).attach
+    failures = iter([redis.ConnectionError("Redis went away")])
+
+    async def attach_once_broken(self, user_id, member):
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        await real(self, user_id, member)
+
+    monkeypatch.setattr(type(hub), "attach", attach_once_broken)
+    ana = await open_clients(ana_user)
+    assert not any(ana.user.pk == socket.user.pk for sockets in hub.users.values() for socket in sockets)
+    bob = await open_clients(await make_user("bob"))
+    await ana.join("lobby")
+    await bob.join("lobby")
+    assert (await ana.call("room.post", {"room": "lobby", "body": "hi"}))["ok"]
+    assert (await bob.call("receipt", {"room": "lobby", "delivered": 1}))["ok"]
+    [state] = await ana.frames("state", 1)
+    assert state["d"]["seq"] == 1 and state["d"]["state"] == "delivered"
