@@ -5,10 +5,10 @@
 // A message of this user is one bubble from the optimistic copy to the
 // server's `msg`, keyed by its command id. Its state comes from the server's
 // `state` frames and the `state` of its backlog `msg`, and in a room whose
-// members the page knows all of, also from the members' watermarks. A stored message carries a "+1"
-// button whose count is the highest the server has told (acks and `reaction`
-// frames); a click is an outbox entry like a post. User text only ever goes
-// through textContent.
+// members the page knows all of, also from the members' watermarks. A stored
+// message carries a "+1" button whose count is the highest the server has
+// told (acks and `reaction` frames); a click is an outbox entry like a post.
+// User text only ever goes through textContent.
 import { ACK_TIMEOUT_MS, backoffDelay, Connection, Outbox } from "./outbox.js";
 import { IdbStore } from "./store.js";
 
@@ -85,7 +85,11 @@ class Room {
     ui.roomList.append(item);
   }
 
-  /** The state the server records for message `seq` of `sender`, by the recipients rule; in a room the page knows only some members of, "sent" (the server tells the rest). */
+  /**
+   * The state the server records for message `seq` of `sender`, by the
+   * recipients rule; in a room the page knows only some members of, "sent"
+   * (the server's `state` frames tell the rest).
+   */
   stateOf(seq, sender) {
     if (this.partial) return "sent";
     const recipients = [...this.members].filter(([id, m]) => id !== sender && m.joined_seq < seq).map(([, m]) => m);
