@@ -1,12 +1,17 @@
-"""The built-in command types of protocol v1: room.join, room.post, receipt."""
+"""The built-in command types: room.join, room.post and receipt of protocol v1,
+room.members of 1.1."""
 from __future__ import annotations
 
 import functools
+import re
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from django.db import connection
+from django.contrib.auth import get_user_model
+from django.db import connection, models
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from .conf import get_settings
@@ -33,9 +38,53 @@ def msg_frame(room: str, seq: int, id: str, sender: Any, body: str, at: str) -> 
     }
 
 
-def stored_msg_frame(message: Message, room: str) -> dict:
-    return msg_frame(room, message.seq, message.client_msg_id, message.sender, message.body,
-                     format_time(message.sent_at))
+def stored_msg_frame(message: Message, room: str, viewer: Any) -> dict:
+    """A stored message's `msg` frame for `viewer`'s socket. Of the viewer's own
+    messages it carries the stored `state` (an extension): in a room too big for
+    `status` frames a client cannot work it out from the members' watermarks."""
+    frame = msg_frame(room, message.seq, message.client_msg_id, message.sender, message.body,
+                      format_time(message.sent_at))
+    if message.sender_id == viewer.pk:
+        frame["d"]["state"] = message.state
+    return frame
+
+
+# Members, as the join ack and room.members list them ------------------------
+
+# The most entries of one `room.members` page (PROTOCOL.md 1.1 fixes it).
+MEMBERS_PAGE = 100
+
+
+def members_in_order(room_id: int) -> QuerySet[Membership]:
+    """A room's members in `room.members`' order: by user id, which `after` names,
+    so a page follows from the previous one's last entry through the
+    membership's unique index, even if that member has left since."""
+    return Membership.objects.filter(room_id=room_id).select_related("user").order_by("user_id")
+
+
+def member_entry(membership: Membership) -> dict:
+    # `joined_seq` (an extension) lets a client tell a message's recipients,
+    # and so show the states the server records.
+    return {"user": membership.user_id, "name": display_name(membership.user), "delivered": membership.delivered,
+            "read": membership.read, "joined_seq": membership.joined_seq}
+
+
+def members_on_join(room: Room, user: Any) -> tuple[list[dict], int]:
+    """The join ack's `members` and `members_total`.
+
+    `members` is the first page of `room.members`' order, `MEMBERS_ON_JOIN`
+    long, with the joining user's own entry on it: where it would not be, it
+    takes the place of the page's last (it comes after all of them in that
+    order). A client resumes its receipts from its own watermarks. Two
+    queries at most, each bounded, and the count only when the page is full.
+    """
+    limit = get_settings().MEMBERS_ON_JOIN
+    page = list(members_in_order(room.pk)[:limit])
+    if len(page) < limit:
+        return [member_entry(m) for m in page], len(page)
+    if not any(m.user_id == user.pk for m in page):
+        page[-1] = members_in_order(room.pk).get(user_id=user.pk)
+    return [member_entry(m) for m in page], Membership.objects.filter(room=room).count()
 
 
 # room.join ------------------------------------------------------------------
@@ -64,13 +113,7 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
         # no receipt can move a message on without counting the newcomer.
         room = Room.objects.select_for_update().get(pk=room.pk)
         Membership.objects.get_or_create(room=room, user=ctx.user, defaults={"joined_seq": room.last_seq})
-    members = [
-        # `joined_seq` (an extension) lets a client tell a message's
-        # recipients, and so show the states the server records.
-        {"user": m.user_id, "name": display_name(m.user), "delivered": m.delivered, "read": m.read,
-         "joined_seq": m.joined_seq}
-        for m in Membership.objects.filter(room=room).select_related("user").order_by("joined_at", "pk")
-    ]
+    members, members_total = members_on_join(room, ctx.user)
     conf = get_settings()
     messages = Message.objects.filter(room=room).select_related("sender")
     if join.since is None:
@@ -78,7 +121,7 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
     else:
         backlog = list(messages.filter(seq__gt=join.since).order_by("seq")[: conf.REPLAY_LIMIT])
     for message in backlog:
-        ctx.reply(stored_msg_frame(message, room.slug))
+        ctx.reply(stored_msg_frame(message, room.slug, ctx.user))
     if join.reactions_from is not None:
         # The messages the client has, below the backlog: their counts may
         # have moved while it was away. Sent before the backlog's, so all the
@@ -86,7 +129,59 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
         below = backlog[0].seq - 1 if backlog else room.last_seq
         ctx.replies.extend(range_reactions(room, join.reactions_from, below, limit=conf.REPLAY_LIMIT))
     ctx.replies.extend(backlog_reactions(room.slug, backlog))
-    return {"room": room.slug, "last_seq": room.last_seq, "members": members}
+    return {"room": room.slug, "last_seq": room.last_seq, "members": members, "members_total": members_total}
+
+
+# room.members ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MembersPage:
+    room: str
+    # The user id of the previous page's last entry; None for the first page.
+    after: Any
+
+
+UUID_TEXT = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+INT64 = range(-(2**63), 2**63)
+
+
+def optional_user_id(data: dict, key: str) -> Any:
+    """A user id of the host's key type, as frames carry one: an integer for
+    an integer key, a UUID's text (8-4-4-4-12 hex digits) for a UUID key, a
+    string for any other; None if absent. Anything else is `Invalid`, so no
+    value reaches the database that it cannot compare with the key."""
+    value = data.get(key)
+    if value is None:
+        return None
+    pk = get_user_model()._meta.pk
+    if isinstance(pk, models.IntegerField):
+        # bool is an int in Python, but true is not a user id.
+        if isinstance(value, int) and not isinstance(value, bool) and value in INT64:
+            return value
+        raise Invalid(f"{key} must be a user id (an integer)")
+    if isinstance(pk, models.UUIDField):
+        if isinstance(value, str) and UUID_TEXT.fullmatch(value):
+            return uuid.UUID(value)
+        raise Invalid(f"{key} must be a user id (a UUID)")
+    if isinstance(value, str) and (pk.max_length is None or len(value) <= pk.max_length):
+        return value
+    raise Invalid(f"{key} must be a user id (a string)")
+
+
+def validate_members(d: dict) -> MembersPage:
+    return MembersPage(room=room_slug(d), after=optional_user_id(d, "after"))
+
+
+@command("room.members", validate=validate_members, exactly_once=False)
+def list_members(ctx: CommandContext, page: MembersPage) -> dict:
+    """One page of a room's members, in a stable order (`members_in_order`); members only."""
+    members = members_in_order(joined_room_id(ctx.user, page.room))
+    if page.after is not None:
+        members = members.filter(user_id__gt=page.after)
+    found = list(members[: MEMBERS_PAGE + 1])
+    return {"room": page.room, "members": [member_entry(m) for m in found[:MEMBERS_PAGE]],
+            "more": len(found) > MEMBERS_PAGE}
 
 
 # room.post ------------------------------------------------------------------
@@ -301,11 +396,22 @@ def validate_receipt(d: dict) -> Receipt:
 
 
 def receipt_moved(ctx: CommandContext, receipt: Receipt, move: Move) -> dict:
-    """The receipt's ack data; a move is broadcast to the room as `status`."""
+    """The receipt's ack data, after queueing the frames that tell its move.
+
+    A move is broadcast to the room as `status` while the room has at most
+    `MEMBERS_ON_JOIN` members: in a bigger one every receipt would be a frame
+    to every socket, N² frames when N members read. Each message it moved
+    on is told to its sender alone, as `state`, in every room.
+    """
     marks = move.watermarks
-    if move.moved:
+    if move.moved and move.members <= get_settings().MEMBERS_ON_JOIN:
         status = {"room": receipt.room, "user": ctx.user.pk, "delivered": marks.delivered, "read": marks.read}
         ctx.broadcast(receipt.room, {"t": "status", "d": status})
+    if move.messages:
+        at = format_time(move.at)
+        for message in move.messages:
+            state = {"room": receipt.room, "seq": message.seq, "state": message.state.value, "at": at}
+            ctx.send_to_user(message.sender, {"t": "state", "d": state}, room=receipt.room)
     return {"room": receipt.room, "delivered": marks.delivered, "read": marks.read}
 
 

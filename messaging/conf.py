@@ -10,6 +10,8 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `MAX_FRAME_BYTES` | 65536 | largest text frame; larger ones close the socket with 1009 |
 | `REPLAY_LIMIT` | 500 | most messages sent as backlog on `room.join` with `since` |
 | `RECENT_ON_JOIN` | 50 | messages sent as backlog on `room.join` without `since` |
+| `MEMBERS_ON_JOIN` | 100 | most members a `room.join` ack lists (with `members_total`; `room.members` pages through the rest); in a room of more members, receipts broadcast no `status` frames |
+| `STATES_PER_RECEIPT` | 500 | most `state` frames one receipt sends per state (`delivered`, `read`): those of the newest messages it moved |
 | `BODY_MAX_CHARS` | 4000 | longest message body, after trimming |
 | `BAD_FRAME_LIMIT` | 10 | malformed frames in a row that close the socket with 1008 |
 | `REDIS_URL` | None | Redis for the dedup window; None keeps only the durable record |
@@ -48,6 +50,8 @@ class MessagingSettings:
     MAX_FRAME_BYTES: int = 65536
     REPLAY_LIMIT: int = 500
     RECENT_ON_JOIN: int = 50
+    MEMBERS_ON_JOIN: int = 100
+    STATES_PER_RECEIPT: int = 500
     BODY_MAX_CHARS: int = 4000
     BAD_FRAME_LIMIT: int = 10
     REDIS_URL: str | None = None
@@ -68,6 +72,10 @@ class MessagingSettings:
         for name in ("RATE_BURST", "RATE_PER_SECOND", "USER_RATE_LIMIT", "USER_RATE_WINDOW"):
             if getattr(self, name) <= 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be positive")
+        # A join ack always lists the joining member itself.
+        for name in ("MEMBERS_ON_JOIN", "STATES_PER_RECEIPT"):
+            if getattr(self, name) < 1:
+                raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be at least 1")
         if self.SESSION_CHECK_INTERVAL < 0:
             raise ImproperlyConfigured("MESSAGING['SESSION_CHECK_INTERVAL'] must be 0 (off) or positive")
 

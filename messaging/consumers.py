@@ -191,6 +191,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.inbox: deque[tuple[str | None, float]] = deque()
         self.worker: asyncio.Task | None = None
         self.closed = False
+        # Whether the hub delivers the user's own frames (`personal`) here.
+        self.attached = False
         self.signed_in = self.user is not None and self.user.is_authenticated
         await self.accept()
         # Daphne's connection, written to directly (messaging/frames.py).
@@ -206,6 +208,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         session_key = getattr(session, "session_key", None)
         if session_key and conf.SESSION_CHECK_INTERVAL > 0:
             self.session_watch = SessionWatch.join(self, session_key, conf.SESSION_CHECK_INTERVAL)
+        await self.attach()
 
     async def disconnect(self, code: int) -> None:
         # The command being answered finishes (a join's subscription must
@@ -221,6 +224,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
             self.session_watch = None
         for room in list(getattr(self, "rooms", ())):
             await self.unsubscribe(room)
+        if getattr(self, "attached", False):
+            self.attached = False
+            try:
+                await self.hub.detach(self.user.pk, self)
+            except Exception:
+                log.exception("detaching the sockets of user %s failed", self.user.pk)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """Queue the frame for `answer_inbox`, which answers the socket's frames in order.
@@ -437,6 +446,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
     def publish(self, outcome: Outcome) -> None:
         for room, frame in outcome.broadcasts:
             self.broadcast(room, frame)
+        for user_id, room, frame in outcome.to_users:
+            self.hub.publish_to_user(user_id, room, encode(frame))
 
     def answered(self, handler: handlers.Handler | None, outcome: str, started: float, *, source: str | None = None) -> None:
         """Count and log one ack, the one place where every command's outcome is known."""
@@ -449,8 +460,23 @@ class ChatConsumer(AsyncWebsocketConsumer):
             "answered %s%s in %.1f ms", outcome, f" from {source}" if source else "", seconds * 1000,
         )
 
+    async def attach(self) -> None:
+        """Have the hub deliver the user's own frames to this socket (`personal`).
+
+        Best effort like a room's live frames: a failure (Redis away) is tried
+        again at the socket's next join, before that room's frames can come.
+        """
+        try:
+            await self.hub.attach(self.user.pk, self)
+        except Exception:
+            log.exception("attaching a socket of user %s failed", self.user.pk)
+            return
+        self.attached = True
+
     async def subscribe(self, room: str) -> str | None:
         """Add this socket to the room's live frames; returns the room if this call added it."""
+        if not self.attached:
+            await self.attach()
         if room in self.rooms:
             return None
         try:
@@ -491,6 +517,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
             # A message at or below the join's last seq was in its backlog
             # (or beyond its replay limit, for the client to fetch by seq).
             await self.send_text(text)
+
+    async def personal(self, room: str | None, text: str) -> None:
+        """A frame for this socket's user, from the hub; one for a room only
+        while this socket is joined to it, after a running join's backlog."""
+        if room is None:
+            await self.send_text(text)
+        elif room in self.held or room in self.rooms:
+            await self.live(room, None, text)
 
     async def release_held(self, room: str | None) -> None:
         """After a join's ack and backlog: send what the room published meanwhile."""

@@ -1,4 +1,5 @@
-"""Live fan-out: a room's frames to every socket joined to it, in every process.
+"""Live fan-out: a room's frames to every socket joined to it, and a user's
+frames to that user's sockets, in every process.
 
 Each server process keeps which of its sockets joined which room, and (with
 Redis) one Pub/Sub connection subscribed to exactly those rooms. The frames a
@@ -8,6 +9,13 @@ process subscribed to the room decodes it once and hands each frame to its
 sockets in that room. The publishing process hears its
 own publish like any other, so every socket of a room sees one order: the
 order in which Redis received the publishes.
+
+Frames for one user (a `state` frame for a message's sender) travel the same
+way on the user's own channel: the process subscribes to it while it holds a
+socket of that user, and hands each frame to those sockets; a frame addressed
+to the user's sockets in a room goes only to those joined to it. A user's
+frames keep their order among themselves; they are not ordered against the
+rooms' frames.
 
 Why not channels' `group_send`: with `RedisChannelLayer` a broadcast costs a
 Lua script over the group's members, a message per member in Redis and a
@@ -25,9 +33,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import weakref
 from collections import deque
-from typing import Iterator, Protocol
+from typing import Any, Iterator, Protocol, Sequence
 
 import redis
 import redis.asyncio as aioredis
@@ -38,34 +47,73 @@ from .conf import get_settings
 log = logging.getLogger(__name__)
 
 # Frames queued for publishing past which the oldest are dropped: a Redis that
-# cannot keep up must not grow the process without bound.
+# cannot keep up must not grow the process without bound. Rooms' frames and
+# users' frames have a queue each.
 PUBLISH_BACKLOG = 10_000
-# Most publishes sent in one pipelined round trip.
+# Most publishes sent in one pipelined round trip, of each queue.
 PUBLISH_BATCH = 500
 
+ROOM_TAG = re.compile(rb"[a-z0-9][a-z0-9-]{0,63}")
 
-def pack(frames: list[tuple[int | None, str]]) -> bytes:
-    """A room's frames, in order, as one Pub/Sub message: per frame a line
-    `<seq or -> <length>`, then that many bytes of UTF-8 text."""
+
+def pack_tagged(frames: list[tuple[bytes, str]]) -> bytes:
+    """Frames, in order, as one Pub/Sub message: per frame a line
+    `<tag> <length>`, then that many bytes of UTF-8 text. A tag has no space
+    and no newline."""
     parts = []
-    for seq, text in frames:
+    for tag, text in frames:
         payload = text.encode()
-        parts.append(b"%s %d\n%s" % (b"-" if seq is None else b"%d" % seq, len(payload), payload))
+        parts.append(b"%s %d\n%s" % (tag, len(payload), payload))
     return b"".join(parts)
 
 
-def unpack(data: bytes) -> Iterator[tuple[int | None, str]]:
-    """The frames of a `pack`ed message; ValueError if it is not one."""
+def unpack_tagged(data: bytes) -> Iterator[tuple[bytes, str]]:
+    """The frames of a `pack_tagged` message; ValueError if it is not one."""
     at = 0
     while at < len(data):
         newline = data.index(b"\n", at)
-        seq, length = data[at:newline].split(b" ")
+        tag, length = data[at:newline].split(b" ")
         size = int(length)
         end = newline + 1 + size
         if size < 0 or end > len(data):
             raise ValueError("a frame's length is negative or runs past the end of the message")
-        yield None if seq == b"-" else int(seq), data[newline + 1:end].decode()
+        yield tag, data[newline + 1:end].decode()
         at = end
+
+
+def pack(frames: list[tuple[int | None, str]]) -> bytes:
+    """A room's frames as one Pub/Sub message, each tagged with its message's seq or `-`."""
+    return pack_tagged([(b"-" if seq is None else b"%d" % seq, text) for seq, text in frames])
+
+
+def unpack(data: bytes) -> Iterator[tuple[int | None, str]]:
+    """The frames of a `pack`ed message; ValueError if it is not one."""
+    for tag, text in unpack_tagged(data):
+        yield None if tag == b"-" else int(tag), text
+
+
+def pack_for_user(frames: list[tuple[str | None, str]]) -> bytes:
+    """A user's frames as one Pub/Sub message, each tagged with the room whose
+    joined sockets it is for, or `-` for all the user's sockets (a slug never
+    is `-`, nor holds a space)."""
+    return pack_tagged([(b"-" if room is None else room.encode(), text) for room, text in frames])
+
+
+def unpack_for_user(data: bytes) -> Iterator[tuple[str | None, str]]:
+    """The frames of a `pack_for_user` message; ValueError if it is not one."""
+    for tag, text in unpack_tagged(data):
+        if tag == b"-":
+            yield None, text
+        elif ROOM_TAG.fullmatch(tag):
+            yield tag.decode(), text
+        else:
+            raise ValueError("a user's frame is tagged with neither a room nor -")
+
+
+def user_key(user_id: Any) -> str:
+    """A user as the hub knows it: the id's text, the same for an id from the
+    ORM, from SQL or from a channel name (integers and UUIDs alike)."""
+    return str(user_id)
 
 
 class Member(Protocol):
@@ -73,6 +121,10 @@ class Member(Protocol):
 
     async def live(self, room: str, seq: int | None, text: str) -> None:
         """Send one live frame of `room`; `seq` is the message's, None for other frames."""
+
+    async def personal(self, room: str | None, text: str) -> None:
+        """Send one frame addressed to this socket's user: if `room` is given,
+        only while this socket is joined to it."""
 
 
 class Hub:
@@ -84,7 +136,11 @@ class Hub:
 
     def __init__(self) -> None:
         self.members: dict[str, set[Member]] = {}
+        # Per user (`user_key`), this process's sockets of that user.
+        self.users: dict[str, set[Member]] = {}
         self.outbox: deque[tuple[str, int | None, str]] = deque()
+        # Frames for one user: (user key, room or None, text).
+        self.user_outbox: deque[tuple[str, str | None, str]] = deque()
         self.pump: asyncio.Task | None = None
 
     async def join(self, room: str, member: Member) -> None:
@@ -98,28 +154,56 @@ class Hub:
             if not members:
                 del self.members[room]
 
+    async def attach(self, user_id: Any, member: Member) -> None:
+        """From return on, `member` gets every frame published to the user `user_id`."""
+        self.users.setdefault(user_key(user_id), set()).add(member)
+
+    async def detach(self, user_id: Any, member: Member) -> None:
+        key = user_key(user_id)
+        sockets = self.users.get(key)
+        if sockets is not None:
+            sockets.discard(member)
+            if not sockets:
+                del self.users[key]
+
     def publish(self, room: str, seq: int | None, text: str) -> None:
         """Queue one frame for everyone in `room`, and return at once.
 
         Frames leave in the order they were queued. A socket's own command is
         acked before its broadcast is queued; nothing here waits for a peer.
         """
-        if len(self.outbox) >= PUBLISH_BACKLOG:
-            self.outbox.popleft()
-            metrics.FANOUT_FRAMES.labels("dropped").inc()
-        self.outbox.append((room, seq, text))
+        queue(self.outbox, (room, seq, text))
+        self.start_pump()
+
+    def publish_to_user(self, user_id: Any, room: str | None, text: str) -> None:
+        """Queue one frame for the sockets of the user `user_id` (those joined
+        to `room`, if given) in every process, and return at once."""
+        queue(self.user_outbox, (user_key(user_id), room, text))
+        self.start_pump()
+
+    def start_pump(self) -> None:
         if self.pump is None or self.pump.done():
             self.pump = asyncio.create_task(self.send_queued())
 
     async def send_queued(self) -> None:
-        while self.outbox:
-            batch = [self.outbox.popleft() for _ in range(min(len(self.outbox), PUBLISH_BATCH))]
-            await self.send(batch)
+        while self.outbox or self.user_outbox:
+            await self.send(take(self.outbox), take(self.user_outbox))
 
-    async def send(self, batch: list[tuple[str, int | None, str]]) -> None:
+    async def send(self, batch: list[tuple[str, int | None, str]],
+                   to_users: Sequence[tuple[str, str | None, str]] = ()) -> None:
         for room, seq, text in batch:
             await self.deliver(room, seq, text)
-        metrics.FANOUT_FRAMES.labels("published").inc(len(batch))
+        for key, room, text in to_users:
+            await self.deliver_to_user(key, room, text)
+        metrics.FANOUT_FRAMES.labels("published").inc(len(batch) + len(to_users))
+
+    async def deliver_to_user(self, key: str, room: str | None, text: str) -> None:
+        for member in list(self.users.get(key, ())):
+            try:
+                await member.personal(room, text)
+            except Exception:
+                # One broken socket must not keep the frame from the user's others.
+                log.warning("a frame for user %s not delivered", key, exc_info=True)
 
     async def deliver(self, room: str, seq: int | None, text: str) -> None:
         for member in list(self.members.get(room, ())):
@@ -128,6 +212,19 @@ class Hub:
             except Exception:
                 # One broken socket must not keep the frame from the others.
                 log.warning("live frame for room %s not delivered", room, exc_info=True)
+
+
+def queue(outbox: deque, item: tuple) -> None:
+    """Append to a bounded outbox, dropping (and counting) the oldest when it is full."""
+    if len(outbox) >= PUBLISH_BACKLOG:
+        outbox.popleft()
+        metrics.FANOUT_FRAMES.labels("dropped").inc()
+    outbox.append(item)
+
+
+def take(outbox: deque) -> list:
+    """The oldest `PUBLISH_BATCH` items of an outbox, taken out of it."""
+    return [outbox.popleft() for _ in range(min(len(outbox), PUBLISH_BATCH))]
 
 
 class RedisHub(Hub):
@@ -149,6 +246,8 @@ class RedisHub(Hub):
         # `live`, not the `room` of versions that published one frame per
         # message: processes of the two formats do not hear each other.
         self.prefix = f"messaging:{db}:live:"
+        # Versions before per-user frames never subscribe to these.
+        self.user_prefix = f"messaging:{db}:user:"
         self.pubsub: aioredis.client.PubSub | None = None
         self.listener: asyncio.Task | None = None
         self.confirmations: dict[bytes, asyncio.Future] = {}
@@ -157,30 +256,58 @@ class RedisHub(Hub):
     def channel(self, room: str) -> bytes:
         return (self.prefix + room).encode()
 
-    async def join(self, room: str, member: Member) -> None:
+    def user_channel(self, key: str) -> bytes:
+        return (self.user_prefix + key).encode()
+
+    async def attach(self, user_id: Any, member: Member) -> None:
+        key = user_key(user_id)
+        await self.add_subscribed(self.users, key, self.user_channel(key), member)
+
+    async def add_subscribed(self, sockets: dict[str, set[Member]], key: str, channel: bytes, member: Member) -> None:
+        """`member` among the `sockets` of `key` (a room, a user), subscribed to
+        `channel` first if it is the first there.
+
+        Subscribed before the caller reads a room's backlog (or joins a room,
+        for a user's frames), and confirmed by Redis, so a frame published
+        after that is heard. A failure raises: the caller goes without these
+        live frames, and its next join tries again.
+        """
         async with self.lock:
-            if room in self.members:
-                self.members[room].add(member)
+            if key in sockets:
+                sockets[key].add(member)
                 return
-            # Subscribed before the caller reads its backlog, and confirmed by
-            # Redis, so a message committed after that read is heard live.
-            # A failure raises: the caller joins without live frames, and
-            # its next join tries again.
-            await self.subscribe(self.channel(room))
-            self.members[room] = {member}
+            await self.subscribe(channel)
+            sockets[key] = {member}
+
+    async def detach(self, user_id: Any, member: Member) -> None:
+        key = user_key(user_id)
+        async with self.lock:
+            await super().detach(user_id, member)
+            if key in self.users:
+                return
+            await self.unsubscribe_or_stop(self.user_channel(key), f"user {key}")
+
+    async def join(self, room: str, member: Member) -> None:
+        await self.add_subscribed(self.members, room, self.channel(room), member)
 
     async def leave(self, room: str, member: Member) -> None:
         async with self.lock:
             await super().leave(room, member)
-            if room in self.members or self.pubsub is None:
+            if room in self.members:
                 return
-            if not self.members:
-                await self.stop_listening()
-                return
-            try:
-                await self.pubsub.unsubscribe(self.channel(room))
-            except (OSError, redis.RedisError) as exc:
-                log.warning("unsubscribing from room %s failed: %s", room, exc)
+            await self.unsubscribe_or_stop(self.channel(room), f"room {room}")
+
+    async def unsubscribe_or_stop(self, channel: bytes, what: str) -> None:
+        """Leave a channel no socket here needs any more; with none left at all, the subscription."""
+        if self.pubsub is None:
+            return
+        if not self.members and not self.users:
+            await self.stop_listening()
+            return
+        try:
+            await self.pubsub.unsubscribe(channel)
+        except (OSError, redis.RedisError) as exc:
+            log.warning("unsubscribing from %s failed: %s", what, exc)
 
     async def subscribe(self, channel: bytes) -> None:
         if self.pubsub is None:
@@ -232,7 +359,11 @@ class RedisHub(Hub):
                     confirmed.set_result(None)
 
     async def heard(self, channel: bytes, data: bytes) -> None:
-        room = channel.decode()[len(self.prefix):]
+        name = channel.decode()
+        if name.startswith(self.user_prefix):
+            await self.heard_for_user(name[len(self.user_prefix):], data)
+            return
+        room = name[len(self.prefix):]
         try:
             frames = list(unpack(data))
         except ValueError:
@@ -241,20 +372,36 @@ class RedisHub(Hub):
         for seq, text in frames:
             await self.deliver(room, seq, text)
 
-    async def send(self, batch: list[tuple[str, int | None, str]]) -> None:
+    async def heard_for_user(self, key: str, data: bytes) -> None:
+        try:
+            frames = list(unpack_for_user(data))
+        except ValueError:
+            log.warning("dropped a message for user %s that is not a packed list of frames", key)
+            return
+        for room, text in frames:
+            await self.deliver_to_user(key, room, text)
+
+    async def send(self, batch: list[tuple[str, int | None, str]],
+                   to_users: Sequence[tuple[str, str | None, str]] = ()) -> None:
         by_room: dict[str, list[tuple[int | None, str]]] = {}
         for room, seq, text in batch:
             by_room.setdefault(room, []).append((seq, text))
+        by_user: dict[str, list[tuple[str | None, str]]] = {}
+        for key, room, text in to_users:
+            by_user.setdefault(key, []).append((room, text))
+        frames = len(batch) + len(to_users)
         try:
             pipe = self.client.pipeline(transaction=False)
-            for room, frames in by_room.items():
-                pipe.publish(self.channel(room), pack(frames))
+            for room, room_frames in by_room.items():
+                pipe.publish(self.channel(room), pack(room_frames))
+            for key, user_frames in by_user.items():
+                pipe.publish(self.user_channel(key), pack_for_user(user_frames))
             await pipe.execute()
         except (OSError, redis.RedisError) as exc:
-            metrics.FANOUT_FRAMES.labels("lost").inc(len(batch))
-            log.warning("%d live frames lost, Redis publish failed: %s", len(batch), exc)
+            metrics.FANOUT_FRAMES.labels("lost").inc(frames)
+            log.warning("%d live frames lost, Redis publish failed: %s", frames, exc)
             return
-        metrics.FANOUT_FRAMES.labels("published").inc(len(batch))
+        metrics.FANOUT_FRAMES.labels("published").inc(frames)
 
 
 _hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Hub] = weakref.WeakKeyDictionary()

@@ -23,8 +23,10 @@ class CommandContext:
     """What a handler sees of its command, and where it leaves side effects.
 
     `replies` are frames for the issuing socket, sent after the ack;
-    `broadcasts` are `(room, frame)` pairs, sent to the room after commit.
-    Both are discarded when the transaction fails.
+    `broadcasts` are `(room, frame)` pairs, sent to the room after commit;
+    `to_users` are `(user id, room or None, frame)`, sent after commit to
+    that user's sockets (those joined to the room, if one is given). All are
+    discarded when the transaction fails.
     """
 
     user: Any
@@ -32,12 +34,18 @@ class CommandContext:
     type: str
     replies: list[dict] = field(default_factory=list)
     broadcasts: list[tuple[str, dict]] = field(default_factory=list)
+    to_users: list[tuple[Any, str | None, dict]] = field(default_factory=list)
 
     def reply(self, frame: dict) -> None:
         self.replies.append(frame)
 
     def broadcast(self, room: str, frame: dict) -> None:
         self.broadcasts.append((room, frame))
+
+    def send_to_user(self, user_id: Any, frame: dict, *, room: str | None = None) -> None:
+        """After commit, `frame` to the sockets of the user `user_id`, in every
+        process: those joined to `room`, or all of them without one."""
+        self.to_users.append((user_id, room, frame))
 
 
 Validator = Callable[[dict], Any]

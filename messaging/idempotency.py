@@ -105,6 +105,12 @@ class Outcome:
     source: str | None = None
     replies: list[dict] = field(default_factory=list)
     broadcasts: list[tuple[str, dict]] = field(default_factory=list)
+    to_users: list[tuple[Any, str | None, dict]] = field(default_factory=list)
+
+    @classmethod
+    def applied(cls, data: dict, ctx: CommandContext) -> Outcome:
+        """This delivery applied the command: its result, and the frames its handler left on `ctx`."""
+        return cls(data=data, replies=ctx.replies, broadcasts=ctx.broadcasts, to_users=ctx.to_users)
 
 
 class ClaimBusy(Exception):
@@ -520,7 +526,7 @@ def _batch_applied(entries: BatchEntries, results: list) -> list[Applied]:
         if isinstance(result, CommandError):
             applied.append((result, None))
         else:
-            outcome = Outcome(data=result, replies=ctx.replies, broadcasts=ctx.broadcasts)
+            outcome = Outcome.applied(result, ctx)
             applied.append((outcome, Stored(fingerprint, result)))
     return applied
 
@@ -558,14 +564,14 @@ def _apply(user: Any, command: Command, handler: Handler, data: Any, *, fingerpr
         with _one_statement():
             result = handler.apply_recorded(ctx, data, fingerprint)
         if result is not None:
-            return Outcome(data=result, replies=ctx.replies, broadcasts=ctx.broadcasts)
+            return Outcome.applied(result, ctx)
     with transaction.atomic():
         result = handler.apply(ctx, data)
         if fingerprint is not None:
             CommandRecord.objects.create(
                 user=user, command_id=command.id, type=handler.type, fingerprint=fingerprint, result=result
             )
-    return Outcome(data=result, replies=ctx.replies, broadcasts=ctx.broadcasts)
+    return Outcome.applied(result, ctx)
 
 
 def _recall(user: Any, command_id: str) -> Stored | None:
@@ -691,7 +697,7 @@ async def _apply_on_loop(user: Any, command: Command, handler: Handler, data: An
         result = await handler.apply_async(ctx, data)
     if result is None:
         return None
-    return Outcome(data=result, replies=ctx.replies, broadcasts=ctx.broadcasts)
+    return Outcome.applied(result, ctx)
 
 
 async def execute_together(deliveries: list[Delivery]) -> list[Outcome | Exception]:

@@ -60,8 +60,8 @@ OPEN_SOCKETS = Gauge(
 )
 FANOUT_FRAMES = Counter(
     "messaging_fanout_frames",
-    "Live frames (msg, status, reaction) by what became of them: published to the room; lost (the "
-    "publish failed) or dropped (the publish queue was full). Clients catch up on lost ones by seq.",
+    "Live frames (a room's msg, status, reaction; a user's state) by what became of them: published; lost "
+    "(the publish failed) or dropped (the publish queue was full). Clients catch up on lost ones by seq.",
     ["outcome"],
 )
 

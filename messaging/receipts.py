@@ -9,9 +9,14 @@ than the sender who had joined before it was posted. States never move back.
 A move is applied in one transaction: the membership row, a `WatermarkMove`
 (when it happened, for the per-recipient view) and the message states, with
 one set-based UPDATE per state over the seq range that moved. On PostgreSQL
-that transaction is one call of the function `messaging_move_watermarks`
-(migration 0007): one round trip, from the event loop where it has its own
+that transaction is one call of the function `messaging_move_watermarks_v2`
+(migration 0008): one round trip, from the event loop where it has its own
 connections (`amove_watermarks`); elsewhere the ORM's statements below.
+
+A move also says what it did, for the frames that tell it (`commands.py`):
+the messages it moved, each with its sender and new state (the newest
+`STATES_PER_RECEIPT` per state), and how many members the room has, counted
+up to one past `MEMBERS_ON_JOIN`.
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from django.db.models import Case, DateTimeField, Exists, F, OuterRef, Q, QueryS
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from .conf import get_settings
 from .exceptions import Forbidden, Invalid
 from .loopdb import loop_database
 from .models import Membership, Message, MessageState, Room, WatermarkMove
@@ -45,13 +51,39 @@ class Watermarks:
 
 
 @dataclass(frozen=True)
+class MovedMessage:
+    """A message a move took to a new state."""
+
+    seq: int
+    sender: Any  # the sender's user id
+    state: MessageState
+
+
+@dataclass(frozen=True)
 class Move:
     watermarks: Watermarks
     moved: bool
+    # The room's members, counted up to one past `MEMBERS_ON_JOIN`; 0 if nothing moved.
+    members: int = 0
+    # When the move was made: the time of every state it reached.
+    at: datetime | None = None
+    # Per state in seq order, the newest `STATES_PER_RECEIPT` messages it moved
+    # there; a message that went from sent to delivered and on to read in this
+    # move is in both.
+    messages: tuple[MovedMessage, ...] = ()
 
 
-# The move as one call (migration 0007), on Django's connection or the event loop's.
-MOVE_CALL = "SELECT * FROM messaging_move_watermarks(%(room)s, %(user)s, %(delivered)s, %(read)s)"
+# The move as one call (migration 0008), on Django's connection or the event loop's.
+MOVE_CALL = (
+    "SELECT * FROM messaging_move_watermarks_v2("
+    "%(room)s, %(user)s, %(delivered)s, %(read)s, %(members_upto)s, %(states_limit)s)"
+)
+
+
+def move_parameters(user: Any, room_slug: str, delivered: int | None, read: int | None) -> dict[str, Any]:
+    conf = get_settings()
+    return {"room": room_slug, "user": user.pk, "delivered": delivered, "read": read,
+            "members_upto": conf.MEMBERS_ON_JOIN, "states_limit": conf.STATES_PER_RECEIPT}
 
 
 def move_watermarks(user: Any, room_slug: str, delivered: int | None, read: int | None) -> Move:
@@ -63,7 +95,7 @@ def move_watermarks(user: Any, room_slug: str, delivered: int | None, read: int 
     if connection.vendor != "postgresql":
         return move_watermarks_portably(user, room_slug, delivered, read)
     with connection.cursor() as cursor:
-        cursor.execute(MOVE_CALL, {"room": room_slug, "user": user.pk, "delivered": delivered, "read": read})
+        cursor.execute(MOVE_CALL, move_parameters(user, room_slug, delivered, read))
         rows = cursor.fetchall()
     return called_move(rows, delivered, read)
 
@@ -74,19 +106,28 @@ async def amove_watermarks(user: Any, room_slug: str, delivered: int | None, rea
     database = loop_database()
     if database is None:
         return None
-    params = {"room": room_slug, "user": user.pk, "delivered": delivered, "read": read}
-    return called_move(await database.fetch(MOVE_CALL, params), delivered, read)
+    rows = await database.fetch(MOVE_CALL, move_parameters(user, room_slug, delivered, read))
+    return called_move(rows, delivered, read)
 
 
 def called_move(rows: list[tuple], delivered: int | None, read: int | None) -> Move:
     """The `Move` of the function's rows, or its refusal (nothing changed then)."""
     if not rows:
         raise Forbidden("join the room first")
-    [(last_seq, old_delivered, old_read, new_delivered, new_read)] = rows
+    [(last_seq, old_delivered, old_read, new_delivered, new_read, members, at,
+      delivered_seqs, delivered_senders, read_seqs, read_senders)] = rows
     if new_delivered is None:
         beyond_last_seq(last_seq, delivered, read)
     new = Watermarks(new_delivered, new_read)
-    return Move(new, moved=new != Watermarks(old_delivered, old_read))
+    if new == Watermarks(old_delivered, old_read):
+        return Move(new, moved=False)
+    messages = [
+        MovedMessage(seq, sender, state)
+        for state, seqs, senders in ((MessageState.DELIVERED, delivered_seqs, delivered_senders),
+                                     (MessageState.READ, read_seqs, read_senders))
+        for seq, sender in zip(seqs or (), senders or (), strict=True)
+    ]
+    return Move(new, moved=True, members=members, at=at, messages=tuple(messages))
 
 
 def beyond_last_seq(last_seq: int, delivered: int | None, read: int | None) -> None:
@@ -97,7 +138,9 @@ def beyond_last_seq(last_seq: int, delivered: int | None, read: int | None) -> N
 
 
 def move_watermarks_portably(user: Any, room_slug: str, delivered: int | None, read: int | None) -> Move:
-    """`move_watermarks` in the ORM's statements, for any database: eight round trips."""
+    """`move_watermarks` in the ORM's statements, for any database: at most
+    eleven round trips (the ORM has no UPDATE ... RETURNING, so each state's
+    moved messages are read back, and the members counted)."""
     membership = (
         Membership.objects.select_for_update(of=("self",))
         .select_related("room")
@@ -120,11 +163,15 @@ def move_watermarks_portably(user: Any, room_slug: str, delivered: int | None, r
     # This member is a recipient only of messages after it joined: nothing at
     # or below `joined_seq` can change state because of its receipts.
     floor = membership.joined_seq
+    messages: list[MovedMessage] = []
     if new.delivered > old.delivered:
-        advance_states(membership.room_id, max(old.delivered, floor), new.delivered, MessageState.DELIVERED, now)
+        messages += advance_states(membership.room_id, max(old.delivered, floor), new.delivered,
+                                   MessageState.DELIVERED, now)
     if new.read > old.read:
-        advance_states(membership.room_id, max(old.read, floor), new.read, MessageState.READ, now)
-    return Move(new, moved=True)
+        messages += advance_states(membership.room_id, max(old.read, floor), new.read, MessageState.READ, now)
+    conf = get_settings()
+    members = Membership.objects.filter(room_id=membership.room_id)[: conf.MEMBERS_ON_JOIN + 1].count()
+    return Move(new, moved=True, members=members, at=now, messages=tuple(messages))
 
 
 def lock_room_states(room_id: int) -> None:
@@ -150,10 +197,11 @@ def recipients(room_id: Any, seq: Any, sender_id: Any) -> QuerySet[Membership]:
     return Membership.objects.filter(room_id=room_id, joined_seq__lt=seq).exclude(user_id=sender_id)
 
 
-def advance_states(room_id: int, after: int, upto: int, state: MessageState, now: datetime) -> int:
-    """Move messages with seq in (after, upto] to `state` where every recipient reached it."""
+def advance_states(room_id: int, after: int, upto: int, state: MessageState, now: datetime) -> list[MovedMessage]:
+    """Move messages with seq in (after, upto] to `state` where every recipient
+    reached it; returns the newest `STATES_PER_RECEIPT` of them, in seq order."""
     if upto <= after:
-        return 0
+        return []
     watermark = "delivered" if state == MessageState.DELIVERED else "read"
     of_message = recipients(room_id, OuterRef("seq"), OuterRef("sender_id"))
     behind = of_message.filter(**{f"{watermark}__lt": OuterRef("seq")})
@@ -166,11 +214,17 @@ def advance_states(room_id: int, after: int, upto: int, state: MessageState, now
         # skipping straight to read was delivered no later than now.
         changes["read_at"] = now
         changes["delivered_at"] = Coalesce(F("delivered_at"), now)
-    return (
-        Message.objects.filter(room_id=room_id, seq__gt=after, seq__lte=upto, state__in=earlier)
-        .filter(Q(Exists(of_message)) & ~Q(Exists(behind)))
-        .update(**changes)
-    )
+    in_range = Message.objects.filter(room_id=room_id, seq__gt=after, seq__lte=upto)
+    if not in_range.filter(state__in=earlier).filter(Q(Exists(of_message)) & ~Q(Exists(behind))).update(**changes):
+        return []
+    # What this UPDATE moved, read back by its mark: the state with this
+    # move's time. No other move of the room has that time (on a clock that
+    # does not step back): moves of a room are serialized (`lock_room_states`)
+    # and each takes its time once it holds the lock. A message this same
+    # move takes on to read is read back here, before the read UPDATE runs.
+    moved = in_range.filter(state=state, **{f"{watermark}_at": now}).order_by("-seq")
+    newest = moved.values_list("seq", "sender_id")[: get_settings().STATES_PER_RECEIPT]
+    return [MovedMessage(seq, sender, state) for seq, sender in reversed(newest)]
 
 
 def recipient_receipts(message: Message) -> list[Membership]:

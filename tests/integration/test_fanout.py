@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from messaging import consumers, metrics
-from messaging.fanout import Hub, RedisHub, get_hub, unpack
+from messaging.fanout import Hub, RedisHub, get_hub, unpack, unpack_for_user
 from messaging.idempotency import reset_claim_store
 
 from ..support.waiting import wait_for
@@ -23,11 +23,15 @@ class Recorder:
 
     def __init__(self) -> None:
         self.frames: list[tuple[str, int | None, str]] = []
+        self.personal_frames: list[tuple[str | None, str]] = []
         self.heard = asyncio.Event()
 
     async def live(self, room: str, seq: int | None, text: str) -> None:
         self.frames.append((room, seq, text))
         self.heard.set()
+
+    async def personal(self, room: str | None, text: str) -> None:
+        self.personal_frames.append((room, text))
 
     async def next(self, timeout: float = 10) -> tuple[str, int | None, str]:
         await asyncio.wait_for(self.heard.wait(), timeout)
@@ -190,6 +194,20 @@ async def test_a_publish_queue_past_its_bound_drops_the_oldest_frames():
     assert [seq for _, seq, _ in member.frames] == list(range(3, fanout.PUBLISH_BACKLOG + 3))
 
 
+async def test_a_users_publish_queue_past_its_bound_drops_the_oldest_frames():
+    from messaging import fanout
+
+    hub, socket = Hub(), Recorder()
+    await hub.attach(7, socket)
+    dropped = metrics.FANOUT_FRAMES.labels("dropped")
+    before = dropped._value.get()
+    for n in range(fanout.PUBLISH_BACKLOG + 3):
+        hub.publish_to_user(7, None, str(n))
+    await wait_for(lambda: hub.pump.done(), timeout=10, what="the queue to drain")
+    assert dropped._value.get() - before == 3
+    assert [text for _, text in socket.personal_frames] == [str(n) for n in range(3, fanout.PUBLISH_BACKLOG + 3)]
+
+
 async def test_a_rooms_frames_queued_together_go_as_one_publish_in_their_order(redis_client):
     url = os.environ["REDIS_URL"]
     publisher, listener = RedisHub(url, timeout=1), RedisHub(url, timeout=1)
@@ -270,3 +288,115 @@ async def test_a_member_whose_client_is_gone_costs_its_frames_only(make_user, op
     finally:
         ClientGoneConsumer.gone = set()
         await bob_socket.close()
+
+
+# Frames for one user ----------------------------------------------------------
+
+
+async def test_a_users_frames_reach_its_sockets_in_every_process_once_and_no_one_else(redis_client):
+    url = os.environ["REDIS_URL"]
+    a, b, elsewhere = RedisHub(url, timeout=1), RedisHub(url, timeout=1), RedisHub(other_db(url), timeout=1)
+    on_a, on_b, other_user, other_db_socket = Recorder(), Recorder(), Recorder(), Recorder()
+    await a.attach(7, on_a)
+    await b.attach(7, on_b)
+    await b.attach(8, other_user)
+    await elsewhere.attach(7, other_db_socket)
+    try:
+        assert redis_client.pubsub_numsub(a.user_channel("7")) == [(a.user_channel("7"), 2)], "one per process"
+        # Queued together: one publish per user, the frames in their order.
+        a.publish_to_user(7, "lobby", '{"t":"state","n":1}')
+        a.publish_to_user(7, None, '{"t":"invited"}')
+        a.publish_to_user(7, "lobby", '{"t":"state","n":2}')
+        expected = [("lobby", '{"t":"state","n":1}'), (None, '{"t":"invited"}'), ("lobby", '{"t":"state","n":2}')]
+        await wait_for(lambda: len(on_a.personal_frames) == len(on_b.personal_frames) == 3, timeout=10,
+                       what="the frames to reach both processes")
+        await asyncio.sleep(0.3)
+        assert on_a.personal_frames == on_b.personal_frames == expected
+        assert other_user.personal_frames == other_db_socket.personal_frames == []
+        assert on_a.frames == on_b.frames == [], "a user's frames are not a room's"
+    finally:
+        await a.detach(7, on_a)
+        await b.detach(7, on_b)
+        await b.detach(8, other_user)
+        await elsewhere.detach(7, other_db_socket)
+    channel = a.user_channel("7")
+    await wait_for(lambda: redis_client.pubsub_numsub(channel) == [(channel, 0)], timeout=10, what="the subscription to end")
+    assert a.pubsub is None and b.pubsub is None, "no socket left, no subscription"
+
+
+async def test_a_user_keeps_its_subscription_while_its_rooms_come_and_go(redis_client):
+    hub, socket = RedisHub(os.environ["REDIS_URL"], timeout=1), Recorder()
+    await hub.attach(7, socket)
+    await hub.join("lobby", socket)
+    await hub.leave("lobby", socket)
+    try:
+        assert hub.pubsub is not None
+        hub.publish_to_user(7, None, "still here")
+        await wait_for(lambda: socket.personal_frames == [(None, "still here")], timeout=10, what="the frame")
+    finally:
+        await hub.detach(7, socket)
+    assert hub.pubsub is None
+
+
+async def test_a_users_frames_queued_together_go_as_one_publish(redis_client):
+    hub = RedisHub(os.environ["REDIS_URL"], timeout=1)
+    raw = redis_client.pubsub()
+    raw.subscribe(hub.user_channel("7"))
+    try:
+        assert raw.get_message(timeout=5)["type"] == "subscribe"
+        for n in range(3):
+            hub.publish_to_user(7, "lobby", f"frame {n}")
+        hub.publish("lobby", None, "a room's")
+        await wait_for(lambda: hub.pump.done(), timeout=10, what="the publish")
+        message = raw.get_message(timeout=5)
+        assert list(unpack_for_user(message["data"])) == [("lobby", f"frame {n}") for n in range(3)]
+        assert raw.get_message(timeout=0.3) is None
+    finally:
+        raw.close()
+
+
+async def test_a_message_for_a_user_that_is_not_packed_frames_is_dropped(redis_client, caplog):
+    hub, socket = RedisHub(os.environ["REDIS_URL"], timeout=1), Recorder()
+    await hub.attach(7, socket)
+    try:
+        redis_client.publish(hub.user_channel("7"), b"Lobby 2\nhi")  # not a room's slug
+        hub.publish_to_user(7, "lobby", "next")
+        await wait_for(lambda: socket.personal_frames == [("lobby", "next")], timeout=10, what="the next frame")
+        assert "not a packed list of frames" in caplog.text
+    finally:
+        await hub.detach(7, socket)
+
+
+async def test_without_redis_a_users_frames_reach_its_sockets_in_the_process():
+    hub, socket, other = Hub(), Recorder(), Recorder()
+    await hub.attach(7, socket)
+    await hub.attach(8, other)
+    hub.publish_to_user(7, "lobby", "yours")
+    await wait_for(lambda: hub.pump.done(), timeout=10, what="the queue to drain")
+    assert socket.personal_frames == [("lobby", "yours")] and other.personal_frames == []
+    await hub.detach(7, socket)
+    assert 7 not in hub.users and "7" not in hub.users
+
+
+async def test_a_socket_whose_attach_failed_attaches_at_its_next_join(make_user, open_clients, monkeypatch):
+    ana_user = await make_user("ana")
+    hub = get_hub()
+    real = type(hub).attach
+    failures = iter([redis.ConnectionError("Redis went away")])
+
+    async def attach_once_broken(self, user_id, member):
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        await real(self, user_id, member)
+
+    monkeypatch.setattr(type(hub), "attach", attach_once_broken)
+    ana = await open_clients(ana_user)
+    assert not any(ana.user.pk == socket.user.pk for sockets in hub.users.values() for socket in sockets)
+    bob = await open_clients(await make_user("bob"))
+    await ana.join("lobby")
+    await bob.join("lobby")
+    assert (await ana.call("room.post", {"room": "lobby", "body": "hi"}))["ok"]
+    assert (await bob.call("receipt", {"room": "lobby", "delivered": 1}))["ok"]
+    [state] = await ana.frames("state", 1)
+    assert state["d"]["seq"] == 1 and state["d"]["state"] == "delivered"

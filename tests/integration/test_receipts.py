@@ -9,6 +9,7 @@ from django.db import connection, transaction
 
 from messaging.exceptions import Invalid
 from messaging.models import Membership, Message, WatermarkMove
+from messaging.protocol import format_time
 from messaging.receipts import recipient_receipts
 
 from .conftest import apply_command, wait_until
@@ -85,7 +86,12 @@ async def test_states_follow_the_recipients_rule_with_a_late_joiner(make_user, o
     assert messages[4].delivered_at == messages[4].read_at, "cat's read=4 delivered and read it at once"
 
 
-async def test_every_move_is_broadcast_as_status_and_nothing_else_is(make_user, open_clients):
+def state_times(room: str) -> dict[int, tuple[str | None, str | None]]:
+    rows = Message.objects.filter(room__slug=room).values_list("seq", "delivered_at", "read_at")
+    return {seq: (delivered and format_time(delivered), read and format_time(read)) for seq, delivered, read in rows}
+
+
+async def test_every_move_is_broadcast_as_status_and_each_moved_message_told_to_its_sender(make_user, open_clients):
     ana, bob = await open_clients(await make_user("ana")), await open_clients(await make_user("bob"))
     await ana.join("lobby")
     await bob.join("lobby")
@@ -98,6 +104,10 @@ async def test_every_move_is_broadcast_as_status_and_nothing_else_is(make_user, 
     expected = {"t": "status", "d": {"room": "lobby", "user": bob.user.pk, "delivered": 2, "read": 0}}
     assert await ana.frames("status", 1) == [expected]
     assert await bob.frames("status", 1) == [expected], "the member's own sockets see it too"
+    times = await database_sync_to_async(state_times)("lobby")
+    assert await ana.frames("state", 2) == [
+        {"t": "state", "d": {"room": "lobby", "seq": seq, "state": "delivered", "at": times[seq][0]}} for seq in (1, 2)
+    ]
 
     assert await receipt(bob, "lobby", delivered=1) == {"room": "lobby", "delivered": 2, "read": 0}
     assert await receipt(bob, "lobby", delivered=2) == {"room": "lobby", "delivered": 2, "read": 0}
@@ -105,6 +115,12 @@ async def test_every_move_is_broadcast_as_status_and_nothing_else_is(make_user, 
 
     assert await receipt(bob, "lobby", read=1) == {"room": "lobby", "delivered": 2, "read": 1}
     assert (await ana.frames("status", 1))[0]["d"] == {"room": "lobby", "user": bob.user.pk, "delivered": 2, "read": 1}
+    times = await database_sync_to_async(state_times)("lobby")
+    assert await ana.frames("state", 1) == [
+        {"t": "state", "d": {"room": "lobby", "seq": 1, "state": "read", "at": times[1][1]}}
+    ]
+    await bob.frames("status", 1)
+    assert await ana.nothing_more() and await bob.nothing_more(), "the reader hears no state of others' messages"
     count = await database_sync_to_async(WatermarkMove.objects.filter(membership__user=bob.user).count)()
     assert count == 2, "one recorded move per broadcast"
 
@@ -135,13 +151,14 @@ async def test_bad_receipts_are_refused_and_change_nothing(make_user, open_clien
     await receipt(bob, "lobby", delivered=1)
     await ana.frames("msg", 2)
     await ana.frames("status", 1)
+    await ana.frames("state", 1)
     before = (await marks("lobby"), await states("lobby"))
 
     ack = await bob.call("receipt", {"room": "lobby", **d})
     assert ack["ok"] is False and ack["error"]["code"] == code and ack["error"]["retry"] is False, ack
     assert ack["error"]["message"]
     assert (await marks("lobby"), await states("lobby")) == before
-    assert await ana.nothing_more(), "no status for a refused receipt"
+    assert await ana.nothing_more(), "no status and no state for a refused receipt"
     assert await database_sync_to_async(WatermarkMove.objects.count)() == 1
 
 
@@ -173,6 +190,7 @@ async def test_join_ack_lists_members_with_their_watermarks_after_a_reconnect(ma
             {"user": ana.user.pk, "name": "ana", "delivered": 1, "read": 1, "joined_seq": 0},
             {"user": bob.user.pk, "name": "bob", "delivered": 3, "read": 2, "joined_seq": 0},
         ],
+        "members_total": 2,
     }
 
 

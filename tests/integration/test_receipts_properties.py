@@ -5,7 +5,10 @@ Runs the real moves on PostgreSQL, both of them: the function call that
 it makes on other databases. Each example builds a room in a
 savepoint and rolls it back, and is checked three ways: against the same
 receipts' maxima applied once, against the recipients rule computed here from
-the final watermarks, and step by step for states that never move back.
+the final watermarks, and step by step for states that never move back. Each
+move also says what it did (for the `state` and `status` frames): exactly the
+messages whose state it changed, at the time it stored, and the room's size;
+the function and the ORM's statements say the same.
 """
 from __future__ import annotations
 
@@ -51,8 +54,20 @@ class Rollback(Exception):
     pass
 
 
-def run(move, users, scenario: Scenario, receipts) -> tuple[dict, dict, list[dict]]:
-    """Build the room, apply `receipts`, return (watermarks, states with times, states after each step)."""
+def told(move, room) -> tuple[bool, int, list[tuple]]:
+    """What a move says it did: whether it moved the watermarks, the room's
+    members and the messages it moved, each as (seq, sender, state); each
+    one's time is checked against the row."""
+    times = {m.seq: (m.delivered_at, m.read_at) for m in Message.objects.filter(room=room)}
+    for moved in move.messages:
+        delivered_at, read_at = times[moved.seq]
+        assert (delivered_at if moved.state == "delivered" else read_at) == move.at
+    return move.moved, move.members, [(m.seq, m.sender, m.state) for m in move.messages]
+
+
+def run(move, users, scenario: Scenario, receipts) -> tuple[dict, dict, list[dict], list[tuple]]:
+    """Build the room, apply `receipts`, return (watermarks, states with times,
+    states after each step, what each step's move said it did)."""
     try:
         with transaction.atomic():
             room = Room.objects.create(slug="prop", last_seq=len(scenario.senders))
@@ -63,9 +78,9 @@ def run(move, users, scenario: Scenario, receipts) -> tuple[dict, dict, list[dic
                 Message(room=room, seq=seq, sender=users[sender], client_msg_id=f"m{seq}", body="x", sent_at=now)
                 for seq, sender in enumerate(scenario.senders, start=1)
             )
-            steps = []
+            steps, moves = [], []
             for member, delivered, read in receipts:
-                move(users[member], "prop", delivered, read)
+                moves.append(told(move(users[member], "prop", delivered, read), room))
                 steps.append(dict(Message.objects.filter(room=room).values_list("seq", "state")))
             marks = {
                 m.user_id: (m.delivered, m.read) for m in Membership.objects.filter(room=room)
@@ -74,7 +89,7 @@ def run(move, users, scenario: Scenario, receipts) -> tuple[dict, dict, list[dic
                 m.seq: (m.state, m.delivered_at is not None, m.read_at is not None)
                 for m in Message.objects.filter(room=room)
             }
-            raise Rollback((marks, states, steps))
+            raise Rollback((marks, states, steps, moves))
     except Rollback as done:
         return done.args[0]
 
@@ -122,10 +137,33 @@ def users(django_user_model):
 )
 @given(scenario=scenarios())
 def test_any_order_and_repetition_of_receipts_ends_like_their_maxima_once(move, users, scenario):
-    marks, states, steps = run(move, users, scenario, scenario.receipts)
-    once_marks, once_states, _ = run(move, users, scenario, maxima(scenario))
+    marks, states, steps, moves = run(move, users, scenario, scenario.receipts)
+    once_marks, once_states, _, _ = run(move, users, scenario, maxima(scenario))
     assert marks == once_marks
     assert states == once_states
     assert states == expected_states(scenario, marks, users[: len(scenario.joined)])
     for before, after in zip(steps, steps[1:]):
         assert all(RANK[after[seq]] >= RANK[before[seq]] for seq in before), "a state moved back"
+    # Each move tells exactly the messages it moved on, with the state each reached.
+    unmoved = {seq: "sent" for seq in range(1, len(scenario.senders) + 1)}
+    for before, after, (watermarks_moved, members, moved) in zip([unmoved, *steps], steps, moves):
+        changed = {seq: state for seq, state in after.items() if state != before[seq]}
+        reached = {}
+        for seq, sender, state in moved:
+            assert sender == users[scenario.senders[seq - 1]].pk
+            reached[seq] = max(reached.get(seq, before[seq]), state, key=RANK.get)
+        assert reached == changed
+        assert members == (len(scenario.joined) if watermarks_moved else 0), "counted only when it moved"
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(scenario=scenarios())
+def test_the_function_and_the_orm_say_the_same_of_every_move(users, scenario):
+    _, _, function_steps, function_moves = run(move_watermarks, users, scenario, scenario.receipts)
+    _, _, orm_steps, orm_moves = run(move_watermarks_portably, users, scenario, scenario.receipts)
+    assert function_steps == orm_steps
+    assert function_moves == orm_moves

@@ -102,30 +102,57 @@ def test_a_process_of_the_version_before_can_still_add_members(django_user_model
     assert (membership.pruned_delivered, membership.pruned_read) == (0, 0)
 
 
-def move_function_arguments() -> list[str]:
-    """The input argument types of each `messaging_move_watermarks` in the database."""
+def move_function_arguments(name: str = "messaging_move_watermarks") -> list[str]:
+    """The input argument types of each function of this name in the database."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT oidvectortypes(proargtypes) FROM pg_proc WHERE proname = 'messaging_move_watermarks'"
-        )
+        cursor.execute("SELECT oidvectortypes(proargtypes) FROM pg_proc WHERE proname = %s", [name])
         return [arguments for (arguments,) in cursor.fetchall()]
 
 
 def test_a_receipts_move_is_one_function_taking_the_hosts_user_id():
     user_id = Membership._meta.get_field("user").db_type(connection)
+    assert move_function_arguments("messaging_move_watermarks_v2") == [
+        f"text, {user_id}, bigint, bigint, bigint, bigint"
+    ]
+    # Kept for processes of the version before, during a rolling deploy.
     assert move_function_arguments() == [f"text, {user_id}, bigint, bigint"]
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_move_function_migration_goes_back_and_forward_again(django_user_model):
+def test_the_move_function_migrations_go_back_and_forward_again(django_user_model):
     from messaging.receipts import move_watermarks
 
     try:
+        call_command("migrate", "messaging", "0007", verbosity=0)
+        assert move_function_arguments("messaging_move_watermarks_v2") == []
+        assert len(move_function_arguments()) == 1
         call_command("migrate", "messaging", "0006", verbosity=0)
         assert move_function_arguments() == []
     finally:
         call_command("migrate", "messaging", verbosity=0)
-    assert len(move_function_arguments()) == 1
+    assert len(move_function_arguments()) == 1 and len(move_function_arguments("messaging_move_watermarks_v2")) == 1
     user = django_user_model.objects.create_user(username="mover")
     Membership.objects.create(user=user, room=Room.objects.create(slug="again", last_seq=1))
     assert move_watermarks(user, "again", 1, None).watermarks.delivered == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_receipts_of_the_version_before_and_of_this_one_move_the_same_room(django_user_model):
+    # During a rolling deploy the processes of the version before call the
+    # function of migration 0007; their receipts and this version's count alike.
+    from messaging.models import Message
+    from messaging.receipts import move_watermarks
+
+    ana, bob, cat = (django_user_model.objects.create_user(username=n) for n in ("ana", "bob", "cat"))
+    room = Room.objects.create(slug="rolling", last_seq=2)
+    for user in (ana, bob, cat):
+        Membership.objects.create(user=user, room=room)
+    for seq in (1, 2):
+        Message.objects.create(room=room, seq=seq, sender=ana, client_msg_id=f"m{seq}", body="x", sent_at=room.created_at)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM messaging_move_watermarks(%s, %s, %s, %s)", ["rolling", bob.pk, 2, 2])
+        assert cursor.fetchall() == [(2, 0, 0, 2, 2)]
+    move = move_watermarks(cat, "rolling", 2, 1)
+    assert [(m.seq, m.state) for m in move.messages] == [(1, "delivered"), (2, "delivered"), (1, "read")]
+    assert move.members == 3
+    assert dict(Message.objects.filter(room=room).values_list("seq", "state")) == {1: "read", 2: "delivered"}

@@ -194,9 +194,18 @@ async def test_users_keyed_by_uuid_on_postgresql(uuid_host, tmp_path):
 
             marks = await bea.call("receipt", {"room": "uuid-room", "delivered": 7, "read": 7})
             assert marks["d"] == {"room": "uuid-room", "delivered": 7, "read": 7}
-            while not any(f["t"] == "status" for f in ana.inbox):
+            while sum(f["t"] == "state" for f in ana.inbox) < 14 or not any(f["t"] == "status" for f in ana.inbox):
                 ana.inbox.append(await ana.receive())
             assert next(f for f in ana.inbox if f["t"] == "status")["d"]["user"] == members["bea"]
+            # Each of her messages told to its sender (the function's arrays of UUID senders).
+            told = [(f["d"]["seq"], f["d"]["state"]) for f in ana.inbox if f["t"] == "state"]
+            assert told == [(seq, "delivered") for seq in range(1, 8)] + [(seq, "read") for seq in range(1, 8)]
+
+            first, last = sorted(members.values())
+            page = await bea.call("room.members", {"room": "uuid-room", "after": first})
+            assert [m["user"] for m in page["d"]["members"]] == [last] and page["d"]["more"] is False
+            refused = await bea.call("room.members", {"room": "uuid-room", "after": 1})
+            assert refused["error"]["code"] == "invalid", refused
 
             liked = await bea.call("reaction.add", {"room": "uuid-room", "seq": 3})
             assert liked["d"] == {"room": "uuid-room", "seq": 3, "count": 1}

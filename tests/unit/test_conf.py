@@ -29,3 +29,11 @@ def test_a_switch_is_read_as_a_word_not_as_python_truth(text, value):
 def test_a_switch_that_is_neither_is_a_config_error():
     with pytest.raises(ImproperlyConfigured, match="MESSAGING_LOOP_DATABASE"):
         options_from_environ({"MESSAGING_LOOP_DATABASE": "maybe"})
+
+
+@pytest.mark.parametrize("name", ["MEMBERS_ON_JOIN", "STATES_PER_RECEIPT"])
+def test_a_list_limit_below_one_is_a_config_error(name):
+    # A join ack lists at least the joining member; a receipt tells at least one state.
+    with pytest.raises(ImproperlyConfigured, match=name):
+        MessagingSettings(**{name: 0})
+    assert getattr(MessagingSettings(**{name: 1}), name) == 1

@@ -3,10 +3,12 @@
 // Inbound messages are identified by (room, seq): repeats are dropped, they are
 // shown in seq order, and a gap makes the page rejoin the room with `since`.
 // A message of this user is one bubble from the optimistic copy to the
-// server's `msg`, keyed by its command id. A stored message carries a "+1"
-// button whose count is the highest the server has told (acks and `reaction`
-// frames); a click is an outbox entry like a post. User text only ever goes
-// through textContent.
+// server's `msg`, keyed by its command id. Its state comes from the server's
+// `state` frames and the `state` of its backlog `msg`, and in a room whose
+// members the page knows all of, also from the members' watermarks. A stored
+// message carries a "+1" button whose count is the highest the server has
+// told (acks and `reaction` frames); a click is an outbox entry like a post.
+// User text only ever goes through textContent.
 import { ACK_TIMEOUT_MS, backoffDelay, Connection, Outbox } from "./outbox.js";
 import { IdbStore } from "./store.js";
 
@@ -60,6 +62,12 @@ class Room {
     this.shown = null;
     this.held = new Map(); // seq -> msg that arrived past a gap
     this.members = new Map(); // user id -> {name, delivered, read, joined_seq}
+    // Whether the join ack listed only some of the members (a room of more
+    // than the server's MEMBERS_ON_JOIN): then states are the server's alone.
+    this.partial = false;
+    this.total = 0; // members, as the last join ack counted them
+    // seq -> the server's state of an own message the page has no bubble for yet.
+    this.early = new Map();
     this.reactions = new Map(); // seq -> highest "+1" count seen
     this.bySeq = new Map(); // seq -> Bubble
     this.joining = null; // id of the join in flight
@@ -77,8 +85,13 @@ class Room {
     ui.roomList.append(item);
   }
 
-  /** The state the server records for message `seq` of `sender`, by the recipients rule. */
+  /**
+   * The state the server records for message `seq` of `sender`, by the
+   * recipients rule; in a room the page knows only some members of, "sent"
+   * (the server's `state` frames tell the rest).
+   */
   stateOf(seq, sender) {
+    if (this.partial) return "sent";
     const recipients = [...this.members].filter(([id, m]) => id !== sender && m.joined_seq < seq).map(([, m]) => m);
     if (recipients.length === 0) return "sent";
     if (recipients.every((m) => m.read >= seq)) return "read";
@@ -169,9 +182,12 @@ function icon(state) {
   return svg;
 }
 
+const later = (a, b) => ((RANK[a] ?? -1) >= (RANK[b] ?? -1) ? a : b);
+
 class Bubble {
   constructor({ room, id, own, body, senderId, senderName }) {
-    Object.assign(this, { room, id, own, senderId, seq: null, state: null });
+    // `confirmed`: the highest state the server itself has told (`state` frames, a backlog `msg`).
+    Object.assign(this, { room, id, own, senderId, seq: null, state: null, confirmed: null });
     this.node = el("li", own ? "msg own" : "msg");
     this.node.dataset.msgId = id;
     const meta = el("div", "meta");
@@ -230,16 +246,27 @@ class Bubble {
     if (RANK[state] > (RANK[this.state] ?? -1)) this.setState(state);
   }
 
+  /** A state the server told: never undone, even by a correction (`refreshStates`). */
+  confirm(state) {
+    this.confirmed = later(this.confirmed, state);
+    this.advance(state);
+  }
+
   stored(seq, at) {
     this.seq = seq;
     this.node.dataset.seq = String(seq);
-    rooms.get(this.room).bySeq.set(seq, this);
+    const room = rooms.get(this.room);
+    room.bySeq.set(seq, this);
     this.showReactions();
     if (at) {
       this.time.dateTime = at;
       this.time.textContent = new Date(at).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
     }
-    this.advance(rooms.get(this.room).stateOf(seq, this.senderId));
+    this.advance(room.stateOf(seq, this.senderId));
+    if (room.early.has(seq)) {
+      this.confirm(room.early.get(seq));
+      room.early.delete(seq);
+    }
   }
 
   toggleReaders() {
@@ -255,7 +282,15 @@ class Bubble {
       this.readersLine.textContent = this.state === "failed" ? "Not sent." : "Not sent yet.";
       return;
     }
-    const names = rooms.get(this.room).readers(this.seq, this.senderId);
+    const room = rooms.get(this.room);
+    if (room.partial) {
+      // Too many members to know each one's watermarks: only what the server
+      // said of an own message's state, and nothing of others' messages.
+      if (!this.own) this.readersLine.textContent = `Who has read it is not shown in a room of ${room.total} members.`;
+      else this.readersLine.textContent = this.state === "read" ? "Read by everyone." : "Not read by everyone yet.";
+      return;
+    }
+    const names = room.readers(this.seq, this.senderId);
     this.readersLine.textContent = names.length ? `Read by ${names.join(", ")}` : "Not read by anyone yet.";
   }
 
@@ -372,8 +407,24 @@ function show(room, d) {
     bubbles.set(key, bubble);
   }
   bubble.stored(d.seq, d.at);
+  // A backlog `msg` of an own message carries its state (an extension of the server's).
+  if (own && RANK[d.state] !== undefined) bubble.confirm(d.state);
   bubble.place();
   if (room === current && (atEnd || own)) scrollToEnd();
+}
+
+/** A `state` frame: one of this user's messages reached `delivered` or `read`. */
+function onState(d) {
+  const room = rooms.get(d.room);
+  if (!room || RANK[d.state] === undefined) return;
+  const bubble = room.bySeq.get(d.seq);
+  if (bubble) {
+    if (bubble.own) bubble.confirm(d.state);
+  } else if (room.shown === null || d.seq > room.shown) {
+    // Not shown yet (its ack or msg is still on the way): applied when it is.
+    // A seq below what is shown without a bubble is older than the backlog.
+    room.early.set(d.seq, later(room.early.get(d.seq), d.state));
+  }
 }
 
 /** Counts only grow: the highest seen is the latest, whatever order acks and frames came in. */
@@ -385,6 +436,9 @@ function countReaction(room, seq, count) {
 
 function onJoined(room, ack) {
   room.joining = null;
+  // A server before `members_total` listed every member.
+  room.total = ack.d.members_total ?? ack.d.members.length;
+  room.partial = room.total > ack.d.members.length;
   const newcomers = room.members.size > 0 && ack.d.members.some((m) => !room.members.has(m.user));
   for (const m of ack.d.members) {
     const known = room.members.get(m.user);
@@ -413,8 +467,8 @@ function onStatus(d) {
   const member = room.members.get(d.user);
   if (!member) {
     // Someone who joined after us: the join ack tells when, which the
-    // recipients rule needs.
-    if (!room.joining) join(room);
+    // recipients rule needs (unless the ack lists only some members anyway).
+    if (!room.joining && !room.partial) join(room);
     return;
   }
   member.delivered = Math.max(member.delivered, d.delivered);
@@ -431,7 +485,7 @@ function refreshStates(room, correct = false) {
   for (const bubble of bubbles.values()) {
     if (bubble.room !== room.slug || bubble.seq === null) continue;
     const state = room.stateOf(bubble.seq, bubble.senderId);
-    if (correct) bubble.setState(state);
+    if (correct) bubble.setState(later(state, bubble.confirmed));
     else bubble.advance(state);
   }
 }
@@ -544,6 +598,7 @@ const handlers = {
   ack: onAck,
   msg: (frame) => onMsg(frame.d),
   status: (frame) => onStatus(frame.d),
+  state: (frame) => onState(frame.d),
   reaction: (frame) => onReaction(frame.d),
   error: (frame) => console.warn("server refused a frame:", frame.error),
 };
