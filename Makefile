@@ -18,9 +18,11 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 install: $(VENV)/.installed
 
 # Embedded defaults (SQLite, in-memory layer) unless DATABASE_URL / REDIS_URL are set.
+# The demo runs with DEBUG on (its development key, static files from the
+# source tree); the settings default to off, as a deployment must.
 run: install
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/daphne -b $(HOST) -p $(PORT) project.asgi:application
+	DEBUG="$${DEBUG:-1}" $(BIN)/python manage.py migrate --noinput
+	DEBUG="$${DEBUG:-1}" $(BIN)/daphne -b $(HOST) -p $(PORT) project.asgi:application
 
 # The outbox module's own fast tests first (Node's runner), then pytest, whose
 # tests/browser drive /usr/bin/chromium when it is there (`.ci/run` installs it).

@@ -1,0 +1,43 @@
+"""A deployed daphne (DEBUG=0) shows no debug page, and with HTTPS=1 behind a
+TLS-terminating proxy redirects plain HTTP, sends HSTS and marks its cookies
+Secure, while the health check still answers over plain HTTP."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ..support.servers import Daphne
+
+pytestmark = [pytest.mark.e2e]
+
+PROXIED_TLS = {"X-Forwarded-Proto": "https", "Host": "127.0.0.1"}
+
+
+def test_a_deployment_that_forgot_debug_shows_a_bad_host_a_plain_400_not_the_debug_page(server_env, tmp_path):
+    forgot = {k: v for k, v in os.environ.items() if k != "DEBUG"}
+    server = Daphne({k: v for k, v in server_env.items() if k != "DEBUG"}, log_dir=tmp_path, base_env=forgot).start()
+    try:
+        status, _, body = server.request("GET", "/login/", headers={"Host": "evil.example"})
+    finally:
+        server.stop()
+    assert status == 400
+    assert b"DisallowedHost" not in body and b"Traceback" not in body and b"settings.py" not in body
+
+
+@pytest.fixture
+def https_server(start_daphne):
+    return start_daphne(HTTPS="1", PROXY_SSL_HEADER="X-Forwarded-Proto", ready_path="/healthz")
+
+
+def test_https_redirects_plain_http_except_the_health_check(https_server):
+    status, headers, _ = https_server.request("GET", "/login/", headers={"Host": "127.0.0.1"})
+    assert status == 301 and headers["location"] == "https://127.0.0.1/login/"
+    assert https_server.request("GET", "/healthz")[0] == 200
+
+
+def test_https_behind_the_proxy_sends_hsts_and_secure_cookies(https_server):
+    status, headers, _ = https_server.request("GET", "/login/", headers=PROXIED_TLS)
+    assert status == 200
+    assert headers["strict-transport-security"] == "max-age=31536000; includeSubDomains; preload"
+    assert "csrftoken=" in headers["set-cookie"] and "; Secure" in headers["set-cookie"]
