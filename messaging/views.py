@@ -1,6 +1,8 @@
 """Guest sign-in and the chat page; `/healthz` and `/metrics` for operations."""
 from __future__ import annotations
 
+import base64
+import hashlib
 import hmac
 import json
 import logging
@@ -17,6 +19,11 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods
+
+try:
+    from csp.decorators import csp_update
+except ImportError:  # django-csp is optional: the `csp` extra
+    csp_update = None
 
 from . import metrics
 from .conf import get_settings
@@ -58,10 +65,30 @@ def import_map() -> str:
     return json.dumps({"imports": imports}).replace("<", "\\u003c")
 
 
+def script_hash(script: str) -> str:
+    """The Content-Security-Policy source that allows exactly this inline script."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode() + "'"
+
+
+def allow_inline_script(request: HttpRequest, response: HttpResponse, script: str) -> HttpResponse:
+    """Add `script`'s hash to the response's `script-src`, where django-csp sets the policy.
+
+    Its `csp_update` decorator, applied per response: the import map names the
+    deployment's hashed files, so its hash is not known before it is built.
+    Without django-csp (the `csp` extra) a host project's own policy must
+    allow it, with `script_hash(import_map())`.
+    """
+    if csp_update is None:
+        return response
+    return csp_update({"script-src": [script_hash(script)]})(lambda request: response)(request)
+
+
 def chat(request: HttpRequest) -> HttpResponse:
     if not request.user.is_authenticated:
         return redirect("/login/")
-    return render(request, "messaging/chat.html", {"import_map": mark_safe(import_map())})
+    script = import_map()
+    response = render(request, "messaging/chat.html", {"import_map": mark_safe(script)})
+    return allow_inline_script(request, response, script)
 
 
 @never_cache

@@ -1,13 +1,17 @@
 """A deployed daphne (DEBUG=0) shows no debug page, and with HTTPS=1 behind a
 TLS-terminating proxy redirects plain HTTP, sends HSTS and marks its cookies
-Secure, while the health check still answers over plain HTTP."""
+Secure, while the health check still answers over plain HTTP. Its chat page's
+import map, with the manifest's hashed names, is allowed by its hash."""
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
+from ..support.csp import executed_inline_scripts, policy_of, sha256_source
 from ..support.servers import Daphne
+from ..support.wsclient import sign_in
 
 pytestmark = [pytest.mark.e2e]
 
@@ -41,3 +45,13 @@ def test_https_behind_the_proxy_sends_hsts_and_secure_cookies(https_server):
     assert status == 200
     assert headers["strict-transport-security"] == "max-age=31536000; includeSubDomains; preload"
     assert "csrftoken=" in headers["set-cookie"] and "; Secure" in headers["set-cookie"]
+
+
+def test_the_import_map_with_the_manifests_hashed_names_is_allowed_by_its_hash(start_daphne):
+    server = start_daphne()
+    session = sign_in(server.url, "ana")
+    status, headers, body = server.request("GET", "/", headers={"Cookie": f"sessionid={session}"})
+    assert status == 200
+    [import_map] = executed_inline_scripts(body.decode())
+    assert re.search(r'"/static/messaging/outbox\.js": "/static/messaging/outbox\.[0-9a-f]{12}\.js"', import_map), import_map
+    assert policy_of(headers["content-security-policy"])["script-src"] == ["'self'", sha256_source(import_map)]
