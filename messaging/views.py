@@ -1,4 +1,4 @@
-"""Guest sign-in and the chat page; `/healthz` and `/metrics` for operations."""
+"""Guest sign-in and sign-out and the chat page; `/healthz` and `/metrics` for operations."""
 from __future__ import annotations
 
 import base64
@@ -10,7 +10,7 @@ import uuid
 
 from django import forms
 from django.conf import settings
-from django.contrib.auth import get_user_model, login
+from django.contrib.auth import get_user_model, login, logout
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
@@ -18,7 +18,7 @@ from django.templatetags.static import static
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 try:
     from csp.decorators import csp_update
@@ -50,6 +50,18 @@ def guest_login(request: HttpRequest) -> HttpResponse:
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         return redirect(next_url)
     return render(request, "messaging/login.html", {"form": form, "next": next_url})
+
+
+@require_POST
+def sign_out(request: HttpRequest) -> HttpResponse:
+    """`POST /logout/`, with the CSRF token as for `/login/`: ends the session and goes to `/login/`.
+
+    The session is deleted from its store, so every socket it opened is closed
+    with 4401 at its next session check (`SESSION_CHECK_INTERVAL`). The page's
+    outbox for that user stays in the browser's IndexedDB.
+    """
+    logout(request)
+    return redirect("/login/")
 
 
 # The page's ES modules import each other by relative URL. With manifest
