@@ -19,6 +19,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `METRICS_TOKEN` | None | bearer token a scraper must send to `/metrics`; None turns `/metrics` off (404) |
 | `RECORD_RETENTION` | 2592000 | seconds (30 days) `prune_command_records` keeps the durable records of custom command types |
 | `RECEIPT_TIMES_RETENTION` | 7776000 | seconds (90 days) `prune_watermark_moves` keeps the watermark moves that date each recipient's delivered and read |
+| `GUEST_RETENTION` | 2592000 | seconds (30 days) a guest account of `/login/` must have been idle before `prune_guests` deletes it (guests who posted are kept) |
 | `RATE_BURST` | 100 | commands one socket may send at once (a reconnecting outbox resends its whole backlog) |
 | `RATE_PER_SECOND` | 20.0 | commands per second one socket may keep up; above it: `rate_limited` |
 | `USER_RATE_LIMIT` | 600 | commands one user may send per `USER_RATE_WINDOW`, over all sockets and processes |
@@ -59,6 +60,7 @@ class MessagingSettings:
     METRICS_TOKEN: str | None = None
     RECORD_RETENTION: int = 30 * 24 * 3600
     RECEIPT_TIMES_RETENTION: int = 90 * 24 * 3600
+    GUEST_RETENTION: int = 30 * 24 * 3600
     RATE_BURST: int = 100
     RATE_PER_SECOND: float = 20.0
     USER_RATE_LIMIT: int = 600

@@ -5,6 +5,7 @@ from . import views
 urlpatterns = [
     path("", views.chat, name="messaging-chat"),
     path("login/", views.guest_login, name="messaging-login"),
+    path("logout/", views.sign_out, name="messaging-logout"),
     path("healthz", views.healthz, name="messaging-healthz"),
     path("metrics", views.metrics_view, name="messaging-metrics"),
 ]

@@ -1,6 +1,8 @@
-"""Guest sign-in and the chat page; `/healthz` and `/metrics` for operations."""
+"""Guest sign-in and sign-out and the chat page; `/healthz` and `/metrics` for operations."""
 from __future__ import annotations
 
+import base64
+import hashlib
 import hmac
 import json
 import logging
@@ -8,7 +10,7 @@ import uuid
 
 from django import forms
 from django.conf import settings
-from django.contrib.auth import get_user_model, login
+from django.contrib.auth import get_user_model, login, logout
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
@@ -16,7 +18,12 @@ from django.templatetags.static import static
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+try:
+    from csp.decorators import csp_update
+except ImportError:  # django-csp is optional: the `csp` extra
+    csp_update = None
 
 from . import metrics
 from .conf import get_settings
@@ -45,6 +52,18 @@ def guest_login(request: HttpRequest) -> HttpResponse:
     return render(request, "messaging/login.html", {"form": form, "next": next_url})
 
 
+@require_POST
+def sign_out(request: HttpRequest) -> HttpResponse:
+    """`POST /logout/`, with the CSRF token as for `/login/`: ends the session and goes to `/login/`.
+
+    The session is deleted from its store, so every socket it opened is closed
+    with 4401 at its next session check (`SESSION_CHECK_INTERVAL`). The page's
+    outbox for that user stays in the browser's IndexedDB.
+    """
+    logout(request)
+    return redirect("/login/")
+
+
 # The page's ES modules import each other by relative URL. With manifest
 # storage (DEBUG off) each file is served under a hashed name; the import map
 # sends those relative imports to the hashed files, so one deployment's
@@ -58,10 +77,30 @@ def import_map() -> str:
     return json.dumps({"imports": imports}).replace("<", "\\u003c")
 
 
+def script_hash(script: str) -> str:
+    """The Content-Security-Policy source that allows exactly this inline script."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode() + "'"
+
+
+def allow_inline_script(request: HttpRequest, response: HttpResponse, script: str) -> HttpResponse:
+    """Add `script`'s hash to the response's `script-src`, where django-csp sets the policy.
+
+    Its `csp_update` decorator, applied per response: the import map names the
+    deployment's hashed files, so its hash is not known before it is built.
+    Without django-csp (the `csp` extra) a host project's own policy must
+    allow it, with `script_hash(import_map())`.
+    """
+    if csp_update is None:
+        return response
+    return csp_update({"script-src": [script_hash(script)]})(lambda request: response)(request)
+
+
 def chat(request: HttpRequest) -> HttpResponse:
     if not request.user.is_authenticated:
         return redirect("/login/")
-    return render(request, "messaging/chat.html", {"import_map": mark_safe(import_map())})
+    script = import_map()
+    response = render(request, "messaging/chat.html", {"import_map": mark_safe(script)})
+    return allow_inline_script(request, response, script)
 
 
 @never_cache

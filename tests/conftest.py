@@ -62,11 +62,11 @@ def server_env(transactional_db, static_root):
 
 @pytest.fixture
 def start_daphne(server_env, tmp_path):
-    """`start_daphne(args=(...), **env)`: one more daphne process of the demo project, stopped at the end."""
+    """`start_daphne(args=(...), ready_path=..., **env)`: one more daphne process of the demo project, stopped at the end."""
     servers: list[Daphne] = []
 
-    def start(args: tuple[str, ...] = (), **env: str) -> Daphne:
-        server = Daphne({**server_env, **env}, log_dir=tmp_path, args=args).start()
+    def start(args: tuple[str, ...] = (), ready_path: str = "/login/", **env: str) -> Daphne:
+        server = Daphne({**server_env, **env}, log_dir=tmp_path, args=args, ready_path=ready_path).start()
         servers.append(server)
         return server
 

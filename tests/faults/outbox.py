@@ -94,11 +94,14 @@ class Outbox:
     async def _run(self) -> None:
         failures = 0
         while not self._closing:
-            url = self.urls[self.server % len(self.urls)].replace("http", "ws", 1) + "/ws/"
+            base = self.urls[self.server % len(self.urls)]
+            url = base.replace("http", "ws", 1) + "/ws/"
             try:
+                # The page's origin is the server's own: behind a load balancer every
+                # process has the same one, here each its port (checked with the port).
                 ws = await websockets.connect(
                     url,
-                    additional_headers={"Cookie": f"sessionid={self.session}", "Origin": self.urls[0]},
+                    additional_headers={"Cookie": f"sessionid={self.session}", "Origin": base},
                     open_timeout=10, max_size=None, ping_interval=None,
                 )
             except CONNECTION_ERRORS:

@@ -80,6 +80,7 @@ class Daphne:
         python: str | Path = sys.executable,
         cwd: Path = ROOT,
         base_env: Mapping[str, str] | None = None,
+        ready_path: str = "/login/",
     ) -> None:
         self.port = port or free_port()
         self.env = {**(os.environ if base_env is None else base_env), **env}
@@ -87,6 +88,8 @@ class Daphne:
         self.app = app
         self.python = str(python)
         self.cwd = cwd
+        # Answers 200 once the app is up (a server that redirects to https needs one exempt from that).
+        self.ready_path = ready_path
         self.log_path = (log_dir or Path("/tmp")) / f"daphne-{self.port}.log"
         self.process: subprocess.Popen | None = None
 
@@ -105,7 +108,7 @@ class Daphne:
             if self.process.poll() is not None:
                 raise RuntimeError(f"daphne exited: {self.log()}")
             try:
-                if self.request("GET", "/login/")[0] == 200:
+                if self.request("GET", self.ready_path)[0] == 200:
                     return self
             except OSError:
                 time.sleep(0.1)

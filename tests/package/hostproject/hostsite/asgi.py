@@ -16,14 +16,14 @@ if settings.DEBUG:
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from messaging.origins import SameOriginValidator  # noqa: E402
 from messaging.routing import websocket_urlpatterns  # noqa: E402
 
 # 3. the WebSocket route, /ws/, behind the session and the Origin check
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
