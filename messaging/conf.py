@@ -12,6 +12,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `RECENT_ON_JOIN` | 50 | messages sent as backlog on `room.join` without `since` |
 | `BODY_MAX_CHARS` | 4000 | longest message body, after trimming |
 | `BAD_FRAME_LIMIT` | 10 | malformed frames in a row that close the socket with 1008 |
+| `MAX_SEND_BUFFER` | 1048576 | bytes that may wait for one socket's client to read them; past it the socket is closed with 1008 and what waited is dropped. A frame larger than this (or than the server's own frame limit) is replaced by a `frame_too_large` error frame |
 | `REDIS_URL` | None | Redis for the dedup window; None keeps only the durable record |
 | `REDIS_TIMEOUT` | 0.5 | seconds before a Redis call counts as failed and the database path takes over |
 | `METRICS_TOKEN` | None | bearer token a scraper must send to `/metrics`; None turns `/metrics` off (404) |
@@ -50,6 +51,7 @@ class MessagingSettings:
     RECENT_ON_JOIN: int = 50
     BODY_MAX_CHARS: int = 4000
     BAD_FRAME_LIMIT: int = 10
+    MAX_SEND_BUFFER: int = 1024 * 1024
     REDIS_URL: str | None = None
     REDIS_TIMEOUT: float = 0.5
     METRICS_TOKEN: str | None = None
@@ -65,7 +67,7 @@ class MessagingSettings:
 
     def __post_init__(self) -> None:
         # Limits that refuse everything would fail every socket at connect: say so at startup.
-        for name in ("RATE_BURST", "RATE_PER_SECOND", "USER_RATE_LIMIT", "USER_RATE_WINDOW"):
+        for name in ("RATE_BURST", "RATE_PER_SECOND", "USER_RATE_LIMIT", "USER_RATE_WINDOW", "MAX_SEND_BUFFER"):
             if getattr(self, name) <= 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be positive")
         if self.SESSION_CHECK_INTERVAL < 0:
