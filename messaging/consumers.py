@@ -188,12 +188,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.held: dict[str, list[tuple[int | None, str]]] = {}
         self.live_after: dict[str, int] = {}
         # Frames received and not yet answered, with when each came; the task
-        # that answers them while there are any (`receive`).
+        # that answers them while there are any (`receive`), and how many of
+        # them it has taken from the inbox and not yet answered.
         self.inbox: deque[tuple[str | None, float]] = deque()
         self.worker: asyncio.Task | None = None
+        self.answering = 0
         self.closed = False
         self.signed_in = self.user is not None and self.user.is_authenticated
         conf = get_settings()
+        self.inbox_limit = conf.INBOX_LIMIT
         await self.accept()
         # Everything this socket sends waits here until the connection takes it
         # (messaging/sendbuffer.py).
@@ -237,6 +240,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         """
         if not self.signed_in or self.closed:
             return
+        if len(self.inbox) + self.answering >= self.inbox_limit:
+            await self.refuse_past_inbox(text_data)
+            return
         self.inbox.append((text_data, time.perf_counter()))
         if self.worker is None:
             self.worker = asyncio.create_task(self.answer_inbox())
@@ -246,7 +252,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             while self.inbox and not self.closed:
                 frames = list(self.inbox)
                 self.inbox.clear()
+                self.answering = len(frames)
                 await self.answer_frames(frames)
+                self.answering = 0
         except Exception:
             # What channels does with an exception of a handler: log it and
             # end the socket (1011), rather than leave its frames unanswered.
@@ -257,6 +265,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 log.warning("closing a socket of user %s failed", self.user.pk, exc_info=True)
         finally:
             self.worker = None
+            self.answering = 0
 
     async def answer_frames(self, frames: list[tuple[str | None, float]]) -> None:
         """Answer `frames` in the order received.
@@ -307,6 +316,31 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return parse_command(text)
         except BadFrame as exc:
             return exc
+
+    async def refuse_past_inbox(self, text: str | None) -> None:
+        """Answer at once a frame that came with `INBOX_LIMIT` frames unanswered, without queueing it.
+
+        A command is refused with `rate_limited`: it is not applied, and past
+        the inbox it would have been past `RATE_BURST` too. `retry_after` is
+        the time the socket's rate needs for the frames already waiting.
+        """
+        frame = self.read(text)
+        if isinstance(frame, Command):
+            self.bad_frames = 0
+            with command_scope(frame.id, frame.t, self.user.pk):
+                try:
+                    handler = handlers.lookup(frame.t)
+                except CommandError:
+                    handler = None
+                waiting = len(self.inbox) + self.answering
+                wait = waiting / get_settings().RATE_PER_SECOND
+                refusal = RateLimited(f"{waiting} frames of this socket wait for their answers",
+                                      retry_after=math.ceil(wait * 1000) / 1000)
+                await self.refuse(frame, handler, refusal, time.perf_counter())
+        elif isinstance(frame, BadFrame):
+            await self.refuse_frame(frame.message)
+        else:
+            await self.close(code=frame)
 
     async def send_text(self, text: str) -> None:
         """Send one text frame: every frame this consumer sends goes through here.
