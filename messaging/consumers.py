@@ -505,15 +505,18 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 await self.refuse(command, handler, result, started)
 
     async def ack(self, command: Command, handler: handlers.Handler, outcome: Outcome, started: float) -> None:
-        """The command's ack, then its replies (a join's backlog)."""
+        """The command's ack, then its replies (a join's backlog), which cost the socket's rate by their size."""
         await self.send_frame(ack_ok(command.id, outcome.data, dup=outcome.dup), command.id)
         self.answered(handler, "dup" if outcome.dup else "ok", started, source=outcome.source)
+        sent = 0
         for frame in outcome.replies:
             # As fast as the client reads them: a backlog may be larger than MAX_SEND_BUFFER.
             await self.outgoing.room()
             if self.closed:  # closing (or overflowed): the rest would be dropped
                 break
-            await self.send_frame(frame, command.id)
+            sent += await self.send_frame(frame, command.id)
+        if sent:
+            self.bucket.charge(sent / get_settings().REPLY_BYTES_PER_TOKEN)
 
     async def refuse(self, command: Command, handler: handlers.Handler | None, error: CommandError,
                      started: float) -> None:
