@@ -14,6 +14,9 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `STATES_PER_RECEIPT` | 500 | most `state` frames one receipt sends per state (`delivered`, `read`): those of the newest messages it moved |
 | `BODY_MAX_CHARS` | 4000 | longest message body, after trimming |
 | `BAD_FRAME_LIMIT` | 10 | malformed frames in a row that close the socket with 1008 |
+| `MAX_SEND_BUFFER` | 1048576 | bytes that may wait for one socket's client to read them; past it the socket is closed with 1008 and what waited is dropped. A frame larger than this (or than the server's own frame limit) is replaced by a `frame_too_large` error frame |
+| `INBOX_LIMIT` | 200 | frames one socket may have received and not yet answered; a command past it is refused at once with `rate_limited` |
+| `REPLY_BYTES_PER_TOKEN` | 32768 | bytes of a command's replies (a join's backlog) that cost one more token of the socket's `RATE_BURST` |
 | `REDIS_URL` | None | Redis for the dedup window; None keeps only the durable record |
 | `REDIS_TIMEOUT` | 0.5 | seconds before a Redis call counts as failed and the database path takes over |
 | `METRICS_TOKEN` | None | bearer token a scraper must send to `/metrics`; None turns `/metrics` off (404) |
@@ -55,6 +58,9 @@ class MessagingSettings:
     STATES_PER_RECEIPT: int = 500
     BODY_MAX_CHARS: int = 4000
     BAD_FRAME_LIMIT: int = 10
+    MAX_SEND_BUFFER: int = 1024 * 1024
+    INBOX_LIMIT: int = 200
+    REPLY_BYTES_PER_TOKEN: int = 32 * 1024
     REDIS_URL: str | None = None
     REDIS_TIMEOUT: float = 0.5
     METRICS_TOKEN: str | None = None
@@ -71,7 +77,8 @@ class MessagingSettings:
 
     def __post_init__(self) -> None:
         # Limits that refuse everything would fail every socket at connect: say so at startup.
-        for name in ("RATE_BURST", "RATE_PER_SECOND", "USER_RATE_LIMIT", "USER_RATE_WINDOW"):
+        for name in ("RATE_BURST", "RATE_PER_SECOND", "USER_RATE_LIMIT", "USER_RATE_WINDOW", "MAX_SEND_BUFFER",
+                     "INBOX_LIMIT", "REPLY_BYTES_PER_TOKEN"):
             if getattr(self, name) <= 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be positive")
         # A join ack always lists the joining member itself.

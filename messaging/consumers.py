@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import math
 import random
@@ -21,11 +22,11 @@ from . import handlers, metrics
 from .conf import get_settings
 from .exceptions import BadFrame, CommandError, RateLimited, Unavailable
 from .fanout import get_hub
-from .frames import FrameWriter, frame_writer
 from .idempotency import BATCH_LIMIT, Delivery, Outcome, execute_async, execute_together, run_in_db_thread
 from .logcontext import command_scope
-from .protocol import Command, ack_error, ack_ok, bad_frame, encode, parse_command
+from .protocol import Command, ack_error, ack_ok, bad_frame, encode, frame_not_sent, parse_command
 from .ratelimit import TokenBucket, user_limiter
+from .sendbuffer import SendBuffer, payload_length, send_buffer
 from .sessions import session_still_signs_in
 
 log = logging.getLogger(__name__)
@@ -187,22 +188,27 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.held: dict[str, list[tuple[int | None, str]]] = {}
         self.live_after: dict[str, int] = {}
         # Frames received and not yet answered, with when each came; the task
-        # that answers them while there are any (`receive`).
+        # that answers them while there are any (`receive`), and how many of
+        # them it has taken from the inbox and not yet answered.
         self.inbox: deque[tuple[str | None, float]] = deque()
         self.worker: asyncio.Task | None = None
+        self.answering = 0
         self.closed = False
         # Whether the hub delivers the user's own frames (`personal`) here.
         self.attached = False
         self.signed_in = self.user is not None and self.user.is_authenticated
+        conf = get_settings()
+        self.inbox_limit = conf.INBOX_LIMIT
         await self.accept()
-        # Daphne's connection, written to directly (messaging/frames.py).
-        self.writer: FrameWriter | None = frame_writer(self.base_send)
+        # Everything this socket sends waits here until the connection takes it
+        # (messaging/sendbuffer.py).
+        self.outgoing: SendBuffer = send_buffer(self.base_send, conf.MAX_SEND_BUFFER, self.send_buffer_overflowed)
+        self.held_bytes = 0
         metrics.OPEN_SOCKETS.inc()
         self.counted = True
         if not self.signed_in:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
-        conf = get_settings()
         self.bucket = TokenBucket(conf.RATE_PER_SECOND, conf.RATE_BURST)
         session = self.scope.get("session")
         session_key = getattr(session, "session_key", None)
@@ -214,6 +220,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # The command being answered finishes (a join's subscription must
         # exist before it can be undone below); the rest are dropped.
         self.stop_answering()
+        if getattr(self, "outgoing", None) is not None:
+            self.outgoing.stop()
         if getattr(self, "worker", None) is not None:
             await asyncio.wait([self.worker])
         if getattr(self, "counted", False):
@@ -241,6 +249,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         """
         if not self.signed_in or self.closed:
             return
+        if len(self.inbox) + self.answering >= self.inbox_limit:
+            await self.refuse_past_inbox(text_data)
+            return
         self.inbox.append((text_data, time.perf_counter()))
         if self.worker is None:
             self.worker = asyncio.create_task(self.answer_inbox())
@@ -250,7 +261,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             while self.inbox and not self.closed:
                 frames = list(self.inbox)
                 self.inbox.clear()
+                self.answering = len(frames)
                 await self.answer_frames(frames)
+                self.answering = 0
         except Exception:
             # What channels does with an exception of a handler: log it and
             # end the socket (1011), rather than leave its frames unanswered.
@@ -261,6 +274,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 log.warning("closing a socket of user %s failed", self.user.pk, exc_info=True)
         finally:
             self.worker = None
+            self.answering = 0
 
     async def answer_frames(self, frames: list[tuple[str | None, float]]) -> None:
         """Answer `frames` in the order received.
@@ -312,42 +326,110 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except BadFrame as exc:
             return exc
 
+    async def refuse_past_inbox(self, text: str | None) -> None:
+        """Answer at once a frame that came with `INBOX_LIMIT` frames unanswered, without queueing it.
+
+        A command is refused with `rate_limited`: it is not applied, and past
+        the inbox it would have been past `RATE_BURST` too. `retry_after` is
+        the time the socket's rate needs for the frames already waiting.
+        """
+        frame = self.read(text)
+        if isinstance(frame, Command):
+            self.bad_frames = 0
+            with command_scope(frame.id, frame.t, self.user.pk):
+                try:
+                    handler = handlers.lookup(frame.t)
+                except CommandError:
+                    handler = None
+                waiting = len(self.inbox) + self.answering
+                wait = waiting / get_settings().RATE_PER_SECOND
+                refusal = RateLimited(f"{waiting} frames of this socket wait for their answers",
+                                      retry_after=math.ceil(wait * 1000) / 1000)
+                await self.refuse(frame, handler, refusal, time.perf_counter())
+        elif isinstance(frame, BadFrame):
+            await self.refuse_frame(frame.message)
+        else:
+            await self.close(code=frame)
+
     async def send_text(self, text: str) -> None:
         """Send one text frame: every frame this consumer sends goes through here.
 
-        Under daphne it is written to the connection directly, which costs a
-        fraction of the ASGI path (messaging/frames.py); a subclass that
-        wants to see or change frames overrides this.
+        The socket's send buffer (messaging/sendbuffer.py) writes it to the
+        connection, or queues it while the client does not read; it never
+        waits, so a room's fan-out is not held up by a slow member. A frame
+        too large ever to be sent is replaced by an error frame. A subclass
+        that wants to see or change frames overrides this.
         """
-        writer = self.writer
-        if writer is not None:
-            if writer.write(text):
-                return
-            if writer.gone:
-                # The client closed (its disconnect is on its way to us) or
-                # this socket did: the frame is lost with the socket, as one
-                # in flight would be, and the client's reconnect gets it back
-                # (its outbox resends, `since` replays). Sent, autobahn would
-                # raise, and a room's broadcast would log it as a failure.
-                return
+        if not self.outgoing.send(text):
+            await self.not_sent("live", "frame_too_large", f"{payload_length(text)} bytes", None)
+
+    async def send_frame(self, frame: dict, command_id: str | None = None) -> int:
+        """Encode and send one frame of this socket's own; the bytes of its payload, 0 if it was not sent.
+
+        `command_id` is the command whose ack or reply it is: a frame that
+        cannot be encoded or is too large to send is replaced by an error
+        frame naming it, so its client learns why the ack or reply is missing.
+        """
         try:
-            await self.send(text_data=text)
-        except OSError:
-            # The same under other servers: ASGI has a send on a closed
-            # connection raise a subclass of OSError (uvicorn's
-            # ClientDisconnected).
+            text = encode(frame)
+        except TypeError as exc:  # orjson.JSONEncodeError is one
+            await self.not_sent(frame.get("t"), "frame_unencodable", str(exc), command_id)
+            return 0
+        if not self.outgoing.fits(text):
+            await self.not_sent(frame.get("t"), "frame_too_large", f"{payload_length(text)} bytes", command_id)
+            return 0
+        await self.send_text(text)
+        return payload_length(text)
+
+    async def not_sent(self, what: Any, code: str, detail: str, command_id: str | None) -> None:
+        """Log and count a frame that cannot be sent, and send the small error frame that stands for it."""
+        metrics.UNSENDABLE_FRAMES.labels("too_large" if code == "frame_too_large" else "unencodable").inc()
+        largest = self.outgoing.largest
+        log.warning("a %s frame for user %s was not sent (%s): %s, the limit is %d bytes",
+                    str(what)[:32], self.user.pk, code, detail, largest)
+        message = (f"a frame of {detail} is over the {largest} bytes this server sends in one"
+                   if code == "frame_too_large" else "a frame could not be encoded as JSON")
+        await self.send_text(encode(frame_not_sent(code, message, command_id)))
+
+    def send_buffer_overflowed(self, frames: int, waited: int) -> None:
+        """More than `MAX_SEND_BUFFER` waits for this socket's client: close it with 1008.
+
+        The send buffer has dropped what waited; the frames still queued in
+        the inbox are dropped too, and the close goes in a task of its own,
+        since the send that overflowed may be a room's fan-out.
+        """
+        metrics.SEND_BUFFER_OVERFLOWS.inc()
+        log.warning("closing a socket of user %s with 1008: %d bytes waited for its client (MAX_SEND_BUFFER %d), "
+                    "%d frames dropped", self.user.pk, waited, self.outgoing.limit, frames)
+        self.stop_answering()
+        self.overflow_close = asyncio.ensure_future(self.close(code=CLOSE_POLICY))
+
+    async def send(self, text_data: str | None = None, bytes_data: bytes | None = None,
+                   close: bool | int = False) -> None:
+        """Channels' `send`, for a host's code: a text frame goes through `send_text`, behind the frames before it."""
+        if text_data is not None and getattr(self, "outgoing", None) is not None:
+            await self.send_text(text_data)
+            if close:
+                await self.close(close)
             return
+        await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
 
     async def refuse_frame(self, message: str) -> None:
         self.bad_frames += 1
-        await self.send_text(encode(bad_frame(message)))
+        await self.send_frame(bad_frame(message))
         if self.bad_frames >= get_settings().BAD_FRAME_LIMIT:
             await self.close(code=CLOSE_POLICY)
 
     async def close(self, code: int | bool | None = None, reason: str | None = None) -> None:
-        # Frames queued behind a close are not answered.
+        # Frames queued behind a close are not answered; frames sent before it
+        # reach the client first.
         self.stop_answering()
-        await super().close(code=code, reason=reason)
+        closer = functools.partial(super().close, code=code, reason=reason)
+        outgoing = getattr(self, "outgoing", None)
+        if outgoing is None:  # closed before `connect` made it
+            await closer()
+        else:
+            await outgoing.close(closer)
 
     def stop_answering(self) -> None:
         """Drop the queued frames and take no more (channels may close before `connect` made the queue)."""
@@ -432,15 +514,22 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 await self.refuse(command, handler, result, started)
 
     async def ack(self, command: Command, handler: handlers.Handler, outcome: Outcome, started: float) -> None:
-        """The command's ack, then its replies (a join's backlog)."""
-        await self.send_text(encode(ack_ok(command.id, outcome.data, dup=outcome.dup)))
+        """The command's ack, then its replies (a join's backlog), which cost the socket's rate by their size."""
+        await self.send_frame(ack_ok(command.id, outcome.data, dup=outcome.dup), command.id)
         self.answered(handler, "dup" if outcome.dup else "ok", started, source=outcome.source)
+        sent = 0
         for frame in outcome.replies:
-            await self.send_text(encode(frame))
+            # As fast as the client reads them: a backlog may be larger than MAX_SEND_BUFFER.
+            await self.outgoing.room()
+            if self.closed:  # closing (or overflowed): the rest would be dropped
+                break
+            sent += await self.send_frame(frame, command.id)
+        if sent:
+            self.bucket.charge(sent / get_settings().REPLY_BYTES_PER_TOKEN)
 
     async def refuse(self, command: Command, handler: handlers.Handler | None, error: CommandError,
                      started: float) -> None:
-        await self.send_text(encode(ack_error(command.id, error.as_error())))
+        await self.send_frame(ack_error(command.id, error.as_error()), command.id)
         self.answered(handler, error.code, started)
 
     def publish(self, outcome: Outcome) -> None:
@@ -512,7 +601,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         held = self.held.get(room)
         if held is not None:
             # A join of this room is running: its ack and backlog go first.
+            # What is held waits for the client as much as what is queued.
             held.append((seq, text))
+            self.held_bytes += payload_length(text)
+            if self.held_bytes + self.outgoing.waiting > self.outgoing.limit and not self.outgoing.overflowed:
+                frames = sum(len(frames) for frames in self.held.values())
+                self.held.clear()
+                self.outgoing.overflow(frames, self.held_bytes)
+                self.held_bytes = 0
         elif seq is None or seq > self.live_after.get(room, 0):
             # A message at or below the join's last seq was in its backlog
             # (or beyond its replay limit, for the client to fetch by seq).
@@ -529,6 +625,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def release_held(self, room: str | None) -> None:
         """After a join's ack and backlog: send what the room published meanwhile."""
         held = self.held.pop(room, None) if room is not None else None
+        if held:
+            self.held_bytes -= sum(payload_length(text) for _, text in held)
         if held and room in self.rooms:
             for seq, text in held:
                 await self.live(room, seq, text)

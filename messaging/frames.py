@@ -13,10 +13,11 @@ Under daphne, on a connection with no extension, a server's text frame is a
 header of 2, 4 or 10 bytes and the UTF-8 text, unmasked (RFC 6455 5.2).
 `FrameWriter` writes exactly that to the transport, as autobahn's `sendData`
 does, and a frame that goes to several sockets (a room's message) is encoded
-once. Whatever it cannot write the same way goes the ASGI way: another
-server, a connection that is not open, an empty text (daphne drops it), autobahn's own queue of chopped or
-synchronous data, compression, masking, fragmentation, a size limit, octet
-or frame logging.
+once. Whatever it cannot write the same way is left to autobahn's own
+`sendMessage`, as daphne's send would do it (messaging/sendbuffer.py): a
+connection that is not open, an empty text (daphne drops it), autobahn's own
+queue of chopped or synchronous data, compression, masking, fragmentation,
+a size limit, octet or frame logging. Another server gets no writer.
 """
 from __future__ import annotations
 
@@ -62,13 +63,6 @@ class FrameWriter:
     def __init__(self, protocol: Any) -> None:
         self.protocol = protocol
 
-    @property
-    def gone(self) -> bool:
-        """Closing or closed, by either side: autobahn sends no more data
-        frames on it (`sendMessage` raises `Disconnected`)."""
-        protocol = self.protocol
-        return protocol.state in (protocol.STATE_CLOSING, protocol.STATE_CLOSED)
-
     def write(self, text: str) -> bool:
         """Write `text` as one frame; False (nothing written) where the ASGI path must send it."""
         protocol = self.protocol
@@ -83,8 +77,8 @@ class FrameWriter:
         return True
 
 
-def frame_writer(send: Callable[[dict], Awaitable[None]]) -> FrameWriter | None:
-    """A `FrameWriter` for the connection behind an ASGI `send`, or None if it is not a plain daphne WebSocket."""
+def daphne_connection(send: Callable[[dict], Awaitable[None]]) -> Any | None:
+    """The daphne WebSocket connection (autobahn protocol) behind an ASGI `send`, or None under another server."""
     try:
         from channels.sessions import InstanceSessionWrapper
         from daphne.server import Server
@@ -100,9 +94,18 @@ def frame_writer(send: Callable[[dict], Awaitable[None]]) -> FrameWriter | None:
     if getattr(send.func, "__func__", None) is not Server.handle_reply:
         return None
     protocol = send.args[0]
-    if not isinstance(protocol, WebSocketProtocol):
-        return None
-    if (protocol.maskServerFrames or protocol.autoFragmentSize or protocol.logOctets or protocol.logFrames
-            or not protocol.factory.isServer):
+    return protocol if isinstance(protocol, WebSocketProtocol) else None
+
+
+def writes_plainly(protocol: Any) -> bool:
+    """Whether autobahn writes this connection's text frames as `frame_bytes` does (no masking, fragmenting or logging)."""
+    return not (protocol.maskServerFrames or protocol.autoFragmentSize or protocol.logOctets or protocol.logFrames
+                or not protocol.factory.isServer)
+
+
+def frame_writer(send: Callable[[dict], Awaitable[None]]) -> FrameWriter | None:
+    """A `FrameWriter` for the connection behind an ASGI `send`, or None if it is not a plain daphne WebSocket."""
+    protocol = daphne_connection(send)
+    if protocol is None or not writes_plainly(protocol):
         return None
     return FrameWriter(protocol)

@@ -64,6 +64,21 @@ FANOUT_FRAMES = Counter(
     "(the publish failed) or dropped (the publish queue was full). Clients catch up on lost ones by seq.",
     ["outcome"],
 )
+SEND_BUFFER_OVERFLOWS = Counter(
+    "messaging_send_buffer_overflows",
+    "Sockets closed with 1008 because more than MAX_SEND_BUFFER bytes waited for their client to read them.",
+)
+SEND_BUFFER_DROPPED = Counter(
+    "messaging_send_buffer_dropped_frames",
+    "Frames never sent because their socket's send buffer overflowed: those that waited, and those that came "
+    "for it until it closed.",
+)
+UNSENDABLE_FRAMES = Counter(
+    "messaging_unsendable_frames",
+    "Frames the server could not send, each replaced by a small error frame, by reason: too_large (over the "
+    "server's frame limit or MAX_SEND_BUFFER), unencodable (not JSON).",
+    ["reason"],
+)
 
 
 # The labelled children per (type, outcome, source): `.labels()` validates and

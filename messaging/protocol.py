@@ -94,6 +94,15 @@ def bad_frame(message: str) -> ErrorFrame:
     return {"t": "error", "error": {"code": "bad_frame", "message": message}}
 
 
+def frame_not_sent(code: str, message: str, command_id: str | None = None) -> ErrorFrame:
+    """What the client gets in place of a frame the server could not send (an extension):
+    `frame_too_large` or `frame_unencodable`, with the id of the command whose ack or reply it was."""
+    error = {"code": code, "message": message}
+    if command_id is not None:
+        error["id"] = command_id
+    return {"t": "error", "error": error}
+
+
 def format_time(moment: datetime) -> str:
     """ISO 8601 in UTC with microseconds, the same text for the same instant."""
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

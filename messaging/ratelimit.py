@@ -1,7 +1,9 @@
 """Rate limits on commands: per socket, and per user over every socket and process.
 
 * **Per socket, a token bucket**: `burst` commands at once, refilled at `rate`
-  per second. Kept in the consumer, no I/O.
+  per second. Kept in the consumer, no I/O. What a command sends back beyond
+  its ack (a join's backlog) is charged to it afterwards, in proportion to
+  its size (`REPLY_BYTES_PER_TOKEN`).
 * **Per user, a fixed window** of `limit` commands per `window` seconds,
   counted in Redis (`INCRBY` on a key per window, in batches: `RedisWindow`)
   so that one user's sockets on several server processes share one budget. Without Redis, or while it fails,
@@ -45,15 +47,24 @@ class TokenBucket:
         self.tokens = float(burst)
         self.at = clock()
 
-    def take(self) -> float:
-        """Take a token: 0 if there was one, else the seconds until there is."""
+    def refill(self) -> None:
         now = self.clock()
         self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
         self.at = now
+
+    def take(self) -> float:
+        """Take a token: 0 if there was one, else the seconds until there is."""
+        self.refill()
         if self.tokens >= 1:
             self.tokens -= 1
             return 0.0
         return (1 - self.tokens) / self.rate
+
+    def charge(self, tokens: float) -> None:
+        """Take `tokens` more for work already done (a command's replies): the bucket may go
+        below zero, and `take` refuses until it has refilled past one again."""
+        self.refill()
+        self.tokens -= tokens
 
 
 class LocalWindow:

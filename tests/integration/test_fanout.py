@@ -253,10 +253,13 @@ class ClientGoneConsumer(consumers.ChatConsumer):
 
     gone: set = set()
 
-    async def send(self, *args, **kwargs) -> None:
-        if self.user.pk in self.gone:
-            raise OSError("the client is gone")
-        await super().send(*args, **kwargs)
+    async def __call__(self, scope, receive, send) -> None:
+        async def send_or_raise(message: dict) -> None:
+            if message["type"] == "websocket.send" and self.user.pk in self.gone:
+                raise OSError("the client is gone")
+            await send(message)
+
+        await super().__call__(scope, receive, send_or_raise)
 
 
 async def test_a_member_whose_client_is_gone_costs_its_frames_only(make_user, open_clients, caplog):

@@ -1,4 +1,4 @@
-"""Real server processes for tests: daphne and a private Redis."""
+"""Real server processes for tests: daphne (or uvicorn) and a private Redis."""
 from __future__ import annotations
 
 import http.client
@@ -97,23 +97,23 @@ class Daphne:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def command(self) -> list[str]:
+        return [self.python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), *self.args, self.app]
+
     def start(self) -> "Daphne":
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [self.python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), *self.args, self.app],
-                cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-            )
+            self.process = subprocess.Popen(self.command(), cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"daphne exited: {self.log()}")
+                raise RuntimeError(f"{self.command()[2]} exited: {self.log()}")
             try:
                 if self.request("GET", self.ready_path)[0] == 200:
                     return self
             except OSError:
                 time.sleep(0.1)
         self.stop()
-        raise RuntimeError(f"daphne on {self.port} did not come up: {self.log()}")
+        raise RuntimeError(f"{self.command()[2]} on {self.port} did not come up: {self.log()}")
 
     def request(self, method: str, path: str, body: str | None = None, headers: dict | None = None) -> tuple[int, dict, bytes]:
         """One plain HTTP request; returns status, lower-cased headers and body."""
@@ -149,3 +149,11 @@ class Daphne:
                 self.process.kill()
                 self.process.wait()
             self.process = None
+
+
+class Uvicorn(Daphne):
+    """The same, served by uvicorn (`args` are uvicorn's, e.g. `("--ws", "websockets")`)."""
+
+    def command(self) -> list[str]:
+        return [self.python, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
+                *self.args, self.app]

@@ -14,7 +14,6 @@ from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
 
 from messaging import frames
-from messaging.consumers import ChatConsumer
 from messaging.frames import FrameWriter, frame_bytes, frame_writer
 
 TEXTS = ["x", "a" * 125, "b" * 126, "é" * 100, "😀" * 4000, "c" * 65535, "d" * 70000]
@@ -94,39 +93,14 @@ def test_a_connection_autobahn_would_write_differently_to_is_left_to_it(conditio
 
 
 @pytest.mark.parametrize("state", ["STATE_CLOSING", "STATE_CLOSED"])
-def test_a_closing_or_closed_connection_is_gone_and_autobahn_would_refuse_its_frames(state):
+def test_a_closing_or_closed_connection_is_left_to_autobahn_which_refuses_its_frames(state):
     _, protocol, transport = open_connection()
-    assert not FrameWriter(protocol).gone
     protocol.state = getattr(protocol, state)
     writer = FrameWriter(protocol)
-    assert writer.gone and not writer.write("hello")
+    assert not writer.write("hello")
     with pytest.raises(Disconnected):
         protocol.handle_reply({"type": "websocket.send", "text": "hello"})
     assert transport.value() == b""
-
-
-async def test_the_consumer_drops_a_frame_for_a_connection_that_is_gone():
-    """A room's frame for a socket its client has just closed: not sent, so
-    nothing raises (the hub logged each as a failed delivery)."""
-    _, protocol, transport = open_connection()
-    consumer = ChatConsumer()
-    consumer.writer = FrameWriter(protocol)
-    sent = []
-
-    async def send(**frame):
-        sent.append(frame)
-
-    consumer.send = send
-    await consumer.send_text("before")
-    assert transport.value() == frame_bytes(b"before") and sent == []
-    protocol.state = protocol.STATE_CLOSED
-    await consumer.send_text("after")
-    assert transport.value() == frame_bytes(b"before") and sent == []
-    # With nothing to tell, a frame the writer cannot write still goes the ASGI way.
-    protocol.state = protocol.STATE_OPEN
-    protocol._perMessageCompress = object()
-    await consumer.send_text("compressed")
-    assert sent == [{"text_data": "compressed"}]
 
 
 def test_a_frame_over_the_message_size_limit_is_left_to_autobahn_which_refuses_it():

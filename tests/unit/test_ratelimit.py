@@ -31,6 +31,16 @@ def test_bucket_never_holds_more_than_the_burst():
     assert [bucket.take() for _ in range(3)][-1] > 0
 
 
+def test_a_charge_for_work_done_goes_below_zero_and_the_next_command_waits_for_it():
+    clock = Clock()
+    bucket = TokenBucket(rate=10, burst=100, clock=clock)
+    assert bucket.take() == 0
+    bucket.charge(150.5)  # a join's backlog: 99 tokens were left
+    assert bucket.take() == pytest.approx((1 + 51.5) / 10)
+    clock.now += 5.25
+    assert bucket.take() == 0
+
+
 def test_window_counts_per_key_and_restarts_at_the_boundary():
     clock = Clock(100.0)
     window = LocalWindow(limit=2, window=10, clock=clock)

@@ -1,0 +1,227 @@
+"""A socket's send buffer (messaging/sendbuffer.py): frames in order, queued while the
+connection pushes back, and a limit past which what waits is dropped.
+
+Under daphne the buffer is the connection's push producer; here Twisted's
+calls (`pauseProducing`, `resumeProducing`, `stopProducing`) are made as a
+transport makes them. tests/hostile runs the same against real daphne and
+uvicorn processes and clients that do not read.
+"""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from prometheus_client import REGISTRY
+from twisted.internet.testing import StringTransport
+from twisted.web.http import HTTPChannel
+
+from messaging.frames import frame_bytes
+from messaging.sendbuffer import TRANSPORT_BUFFER, DaphneSendBuffer, SendBuffer, register_producer
+
+from .test_frames import autobahn_bytes, open_connection
+
+
+def dropped() -> float:
+    return REGISTRY.get_sample_value("messaging_send_buffer_dropped_frames_total") or 0.0
+
+
+def frames(*texts: str) -> bytes:
+    return b"".join(frame_bytes(text.encode()) for text in texts)
+
+
+class Overflows(list):
+    def __call__(self, frames: int, waited: int) -> None:
+        self.append((frames, waited))
+
+
+def daphne_buffer(limit: int = 1 << 20, **options) -> tuple[DaphneSendBuffer, object, StringTransport, Overflows]:
+    _, protocol, transport = open_connection(**options)
+    overflows = Overflows()
+    buffer = DaphneSendBuffer(protocol, None, None, limit, overflows)
+    buffer.slot = register_producer(buffer, transport)
+    assert buffer.slot is transport
+    return buffer, protocol, transport, overflows
+
+
+def test_frames_go_to_the_transport_until_it_pushes_back_then_queue_and_follow_in_order():
+    buffer, _, transport, _ = daphne_buffer()
+    assert buffer.send("a") and transport.value() == frames("a")
+    transport.producer.pauseProducing()
+    assert buffer.send("b") and buffer.send("cc")
+    assert transport.value() == frames("a")
+    assert buffer.pushed_back and buffer.waiting == TRANSPORT_BUFFER + 3
+    transport.producer.resumeProducing()
+    assert transport.value() == frames("a", "b", "cc")
+    assert not buffer.pushed_back and buffer.waiting == 0
+    assert buffer.send("d") and transport.value() == frames("a", "b", "cc", "d")
+
+
+def test_more_than_the_limit_waiting_overflows_once_and_drops_what_waits_and_what_follows():
+    buffer, _, transport, overflows = daphne_buffer(limit=TRANSPORT_BUFFER + 10)
+    transport.producer.pauseProducing()
+    before = dropped()
+    buffer.send("12345")
+    assert overflows == []
+    buffer.send("123456")
+    assert overflows == [(2, TRANSPORT_BUFFER + 11)]
+    assert buffer.waiting == TRANSPORT_BUFFER and not buffer.queue
+    buffer.send("later")
+    assert dropped() - before == 3
+    transport.producer.resumeProducing()
+    assert transport.value() == b"" and overflows == [(2, TRANSPORT_BUFFER + 11)]
+
+
+def test_exactly_the_limit_waiting_does_not_overflow():
+    buffer, _, transport, overflows = daphne_buffer(limit=TRANSPORT_BUFFER + 10)
+    transport.producer.pauseProducing()
+    buffer.send("1234567890")
+    assert buffer.waiting == buffer.limit and overflows == []
+
+
+async def test_a_close_writes_what_waits_before_the_close_frame_and_happens_once():
+    buffer, protocol, transport, _ = daphne_buffer()
+    closes = []
+
+    async def closer():
+        closes.append(1)
+        protocol.handle_reply({"type": "websocket.close", "code": 1000})
+
+    transport.producer.pauseProducing()
+    buffer.send("a")
+    buffer.send("b")
+    await buffer.close(closer)
+    await buffer.close(closer)
+    assert closes == [1]
+    written = transport.value()
+    assert written.startswith(frames("a", "b")) and written[len(frames("a", "b"))] == 0x88
+    buffer.send("after the close")
+    assert transport.value() == written
+
+
+def test_a_lost_connection_drops_what_waits_and_lets_go_of_the_transport():
+    buffer, _, transport, _ = daphne_buffer()
+    transport.producer.pauseProducing()
+    buffer.send("a")
+    transport.producer.stopProducing()
+    assert buffer.stopped and not buffer.queue and transport.producer is None
+    buffer.resumeProducing()
+    assert transport.value() == b""
+
+
+@pytest.mark.parametrize("state", ["STATE_CLOSING", "STATE_CLOSED"])
+def test_a_frame_for_a_closing_or_closed_connection_is_dropped(state):
+    """The client closed (its disconnect is on its way) or this socket did:
+    autobahn would raise, and a room's fan-out would log every such frame."""
+    buffer, protocol, transport, _ = daphne_buffer()
+    protocol.state = getattr(protocol, state)
+    assert buffer.send("hello")
+    assert transport.value() == b""
+
+
+def test_a_connection_that_frames_otherwise_is_written_by_autobahn_as_daphne_would():
+    buffer, _, transport, _ = daphne_buffer(autoFragmentSize=10)
+    assert buffer.writer is None
+    buffer.send("a" * 25)
+    _, reference, reference_transport = open_connection(autoFragmentSize=10)
+    reference.handle_reply({"type": "websocket.send", "text": "a" * 25})
+    assert transport.value() == reference_transport.value() != frames("a" * 25)
+
+
+def test_a_frame_over_the_servers_message_size_or_the_limit_is_refused():
+    buffer, _, transport, _ = daphne_buffer(maxMessagePayloadSize=10)
+    assert buffer.largest == 10
+    assert buffer.send("a" * 10)
+    assert not buffer.fits("é" * 6) and not buffer.send("é" * 6), "12 bytes of payload, over 10"
+    assert transport.value() == autobahn_bytes("a" * 10)
+    smaller, _, _, _ = daphne_buffer(limit=5, maxMessagePayloadSize=10)
+    assert smaller.largest == 5 and not smaller.send("a" * 6)
+
+
+def test_daphnes_http_channel_lends_the_producer_slot_it_holds_on_the_transport():
+    """Daphne's HTTP channel registered itself on the TCP transport before the
+    upgrade and stays registered: the buffer takes the channel's request slot,
+    and hears the transport's pushback through it."""
+    _, protocol, _ = open_connection()
+    transport = StringTransport()
+    channel = HTTPChannel()
+    channel.timeOut = None
+    channel.makeConnection(transport)
+    assert transport.producer is channel
+    buffer = DaphneSendBuffer(protocol, None, None, 1 << 20, Overflows())
+    assert register_producer(buffer, transport) is channel
+    channel.pauseProducing()
+    assert buffer.paused
+    channel.resumeProducing()
+    assert not buffer.paused
+    channel.stopProducing()
+    assert buffer.stopped
+
+
+class PushingBack:
+    """An ASGI send that holds every `websocket.send` until `release`, as a server whose client does not read."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict] = []
+        self.open = asyncio.Event()
+
+    async def __call__(self, message: dict) -> None:
+        if message["type"] == "websocket.send":
+            await self.open.wait()
+        self.sent.append(message)
+
+    def texts(self) -> list[str]:
+        return [m["text"] for m in self.sent if m["type"] == "websocket.send"]
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_under_another_server_frames_go_in_order_and_wait_while_a_send_does_not_return():
+    send = PushingBack()
+    buffer = SendBuffer(send, 1 << 20, Overflows())
+    for text in ("a", "b", "c"):
+        buffer.send(text)
+    await settle()
+    assert send.texts() == [] and buffer.waiting == 3
+    send.open.set()
+    await settle()
+    assert send.texts() == ["a", "b", "c"] and buffer.waiting == 0
+
+
+async def test_under_another_server_a_send_that_does_not_return_overflows_and_the_close_still_goes():
+    send = PushingBack()
+    overflows = Overflows()
+    buffer = SendBuffer(send, 100, overflows)
+    buffer.send("x" * 60)
+    await settle()  # in flight, held by the server
+    buffer.send("y" * 30)
+    assert overflows == []
+    buffer.send("z" * 20)
+    assert overflows == [(3, 110)] and buffer.waiting == 0
+
+    async def closer():
+        await send({"type": "websocket.close", "code": 1008})
+
+    await buffer.close(closer)
+    await settle()
+    assert send.sent == [{"type": "websocket.close", "code": 1008}]
+
+
+async def test_replies_wait_for_room_until_what_waits_is_taken_or_the_socket_goes():
+    send = PushingBack()
+    buffer = SendBuffer(send, 1 << 20, Overflows())
+    buffer.send("a" * (TRANSPORT_BUFFER + 1))
+    assert buffer.pushed_back
+    waiting = asyncio.ensure_future(buffer.room())
+    await settle()
+    assert not waiting.done()
+    send.open.set()
+    await asyncio.wait_for(waiting, 5)
+    send.open.clear()
+    buffer.send("b" * (TRANSPORT_BUFFER + 1))
+    waiting = asyncio.ensure_future(buffer.room())
+    await settle()
+    buffer.stop()
+    await asyncio.wait_for(waiting, 5)
