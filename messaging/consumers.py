@@ -357,12 +357,20 @@ class ChatConsumer(AsyncWebsocketConsumer):
             raise RateLimited(retry_after=math.ceil(wait * 1000) / 1000)
 
     async def prepare(self, command: Command) -> tuple[handlers.Handler | None, Any, CommandError | None]:
-        """The command's handler (None if it has none) and validated data, or why it is refused."""
+        """The command's handler (None if it has none) and validated data, or why it is refused.
+
+        Everything that can fail for this command alone fails here, before
+        it joins a batch with other users' commands: its type, its data and,
+        for an exactly-once type, its fingerprint.
+        """
         handler = None
         try:
             await self.check_rate()
             handler = handlers.lookup(command.t)
-            return handler, handlers.validate(handler, command.d), None
+            data = handlers.validate(handler, command.d)
+            if handler.exactly_once:
+                command.fingerprint  # computed now, and kept on the command for its batch
+            return handler, data, None
         except CommandError as exc:
             return handler, None, exc
         except Exception as exc:

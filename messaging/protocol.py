@@ -6,9 +6,11 @@ See PROTOCOL.md (docs/PROTOCOL.md in this repository) for the contract.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import cached_property
 from typing import Any, Literal, NotRequired, TypedDict
 
 import orjson
@@ -18,6 +20,14 @@ from .exceptions import BadFrame, Invalid
 COMMAND_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 ROOM_SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+# What any command's `d` may hold (PROTOCOL 1.1, "Safety limits"): nesting
+# and integers every part of the server can write (orjson writes 254 levels,
+# PostgreSQL's bigint holds int64), so no command's data can fail further on.
+MAX_DATA_DEPTH = 32
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+FLOAT_LIMIT = 2.0**63
+OUTSIDE_INT64 = "a number in d is outside -2^63..2^63-1"
 
 
 class ErrorBody(TypedDict):
@@ -40,7 +50,7 @@ class ErrorFrame(TypedDict):
     error: dict[str, str]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Command:
     """A parsed client command: its id, type and data, as sent."""
 
@@ -48,10 +58,18 @@ class Command:
     t: Any
     d: Any
 
-    @property
+    @cached_property
     def fingerprint(self) -> str:
-        """Identifies `(t, d)`: a retry must carry the same one, else `id_reused`."""
-        canonical = orjson.dumps([self.t, self.d], option=orjson.OPT_SORT_KEYS)
+        """Identifies `(t, d)`: a retry must carry the same one, else `id_reused`.
+
+        Computed once, when the command is prepared (`check_data` has passed):
+        a `d` that cannot be written raises `Invalid` there, for this command
+        alone, never inside a batch it shares with others.
+        """
+        try:
+            canonical = orjson.dumps([self.t, self.d], option=orjson.OPT_SORT_KEYS)
+        except orjson.JSONEncodeError:
+            raise Invalid("d cannot be encoded") from None
         return hashlib.sha256(canonical).hexdigest()
 
 
@@ -79,7 +97,13 @@ def parse_command(text: str) -> Command:
 
 
 def encode(frame: dict) -> str:
-    return orjson.dumps(frame).decode()
+    """The frame as JSON text: orjson's, or the standard library's for what
+    orjson refuses and JSON holds (a handler's integer beyond 64 bits, a lone
+    surrogate as an escape), so one command's result fails no other frame."""
+    try:
+        return orjson.dumps(frame).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(frame, separators=(",", ":"), allow_nan=False)
 
 
 def ack_ok(command_id: str, data: dict, *, dup: bool = False) -> AckFrame:
@@ -105,6 +129,36 @@ def format_time(moment: datetime) -> str:
 def require_object(data: Any) -> dict:
     if not isinstance(data, dict):
         raise Invalid("d must be an object")
+    return data
+
+
+def check_data(data: dict) -> dict:
+    """`data` if it is within the limits every command's `d` has, else `Invalid`.
+
+    At most `MAX_DATA_DEPTH` levels of objects and arrays (`d` itself the
+    first) and no number outside int64, wherever it is, read or not by the
+    handler. One level at a time, without recursion: nothing here is deeper
+    than the parser allows, but nothing need rely on that.
+    """
+    level: list = [data]
+    depth = 1
+    while level:
+        if depth > MAX_DATA_DEPTH:
+            raise Invalid(f"d is nested deeper than {MAX_DATA_DEPTH} levels")
+        inner: list = []
+        for container in level:
+            for value in container.values() if isinstance(container, dict) else container:
+                if isinstance(value, (dict, list)):
+                    inner.append(value)
+                elif isinstance(value, int) and not INT_MIN <= value <= INT_MAX:
+                    raise Invalid(OUTSIDE_INT64)
+                elif isinstance(value, float) and not -FLOAT_LIMIT < value < FLOAT_LIMIT:
+                    # orjson reads an integer beyond 64 bits as a float (and
+                    # -2^63-1 as the float -2^63, so that bound is out too);
+                    # to a JavaScript client 1e300 is an integer as well.
+                    raise Invalid(OUTSIDE_INT64)
+        level = inner
+        depth += 1
     return data
 
 

@@ -5,7 +5,11 @@ import pytest
 
 from messaging.exceptions import BadFrame, Invalid
 from messaging.protocol import (
+    INT_MAX,
+    INT_MIN,
+    MAX_DATA_DEPTH,
     Command,
+    check_data,
     format_time,
     message_body,
     optional_seq,
@@ -62,6 +66,47 @@ def test_fingerprint_ignores_key_order_but_not_values():
     d = Command("x", "room.join", {"body": "hi", "room": "lobby"})
     assert a.fingerprint == b.fingerprint
     assert len({a.fingerprint, c.fingerprint, d.fingerprint}) == 3
+
+
+def nested(levels: int, inner: object = "x") -> dict:
+    """An object `levels` deep, counting itself as the first, holding `inner` at the bottom."""
+    value: object = inner
+    for n in range(levels - 1):
+        value = [value] if n % 2 else {"k": value}
+    return {"k": value}
+
+
+def test_data_nested_to_the_limit_is_fine_one_more_is_invalid():
+    assert MAX_DATA_DEPTH == 32
+    assert check_data(nested(32)) == nested(32)
+    with pytest.raises(Invalid, match="nested deeper than 32 levels"):
+        check_data(nested(33))
+    with pytest.raises(Invalid, match="nested deeper"):
+        check_data(nested(32, inner=[]))  # an empty array is a level too: the 33rd
+
+
+def test_deep_data_is_checked_without_recursion():
+    # Far deeper than Python's recursion limit: refused at level 33, not walked.
+    with pytest.raises(Invalid, match="nested deeper"):
+        check_data(nested(100_000))
+
+
+@pytest.mark.parametrize("number", [INT_MIN, INT_MAX, 0, -1, 1.5, 2.0, -9.2e18, 9.2e18, True])
+def test_numbers_within_int64_are_fine(number):
+    assert check_data({"a": [{"b": number}]})
+
+
+@pytest.mark.parametrize(
+    "number",
+    # From 2^64 on orjson reads an integer as a float (and -2^63-1 as the float
+    # -2^63); 1e300 too is an integer to a JavaScript client (Number.isInteger).
+    [INT_MAX + 1, INT_MIN - 1, 2**64, 2**64 - 1, 10**30, 2.0**63, -(2.0**63), 1.8446744073709552e19, -1e300,
+     float("inf")],
+)
+def test_numbers_outside_int64_are_invalid_wherever_they_are(number):
+    for data in ({"read": number}, {"junk": [[{"x": number}]]}):
+        with pytest.raises(Invalid, match="outside -2\\^63..2\\^63-1"):
+            check_data(data)
 
 
 @pytest.mark.parametrize("data", [None, [], "x", 1, True])
