@@ -23,7 +23,7 @@ from .exceptions import BadFrame, CommandError, RateLimited, Unavailable
 from .fanout import get_hub
 from .frames import FrameWriter, frame_writer
 from .idempotency import BATCH_LIMIT, Delivery, Outcome, execute_async, execute_together, run_in_db_thread
-from .logcontext import command_scope
+from .logcontext import command_scope, loggable
 from .protocol import Command, ack_error, ack_ok, bad_frame, encode, parse_command
 from .ratelimit import TokenBucket, user_limiter
 from .sessions import session_still_signs_in
@@ -378,7 +378,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     def unavailable(self, command: Command, exc: BaseException) -> Unavailable:
         """An unexpected failure of `command`, logged; the client is told `unavailable` (retry)."""
-        log.error("command %s %s by user %s failed", command.t, command.id, self.user.pk, exc_info=exc)
+        log.error("command %s %s by user %s failed", loggable(command.t), command.id, self.user.pk, exc_info=exc)
         return Unavailable()
 
     async def run(self, command: Command, started: float, handler: handlers.Handler | None, data: Any,

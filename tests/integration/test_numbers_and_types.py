@@ -92,3 +92,39 @@ async def test_refusals_of_commands_with_an_id_do_not_close_the_socket(make_user
     for n in range(get_settings().BAD_FRAME_LIMIT + 2):
         assert (await client.ack(f"bad-{n}"))["error"]["code"] == "invalid"
     assert (await client.call("room.post", {"room": "lobby", "body": "still open"}))["ok"]
+
+
+# JSON text, since the standard library cannot write it: orjson reads 1,024 levels.
+DEEP_LIST = "[" * 990 + "]" * 990
+
+
+@pytest.mark.parametrize(
+    "t", ['["room.post"]', '{"t": "room.post"}', "7", "1.5", "null", "false", DEEP_LIST],
+    ids=["list", "object", "integer", "float", "null", "false", "list-990-deep"],
+)
+async def test_a_type_that_is_not_a_string_is_invalid(make_user, open_clients, t):
+    # A `t` nested 990 levels was str()-ed into the log scope: RecursionError, 1011.
+    client = await open_clients(await make_user())
+    await client.join("lobby")
+    await client.send_raw('{"id": "typed", "t": %s, "d": {"room": "lobby", "body": "x"}}' % t)
+    ack = await client.ack("typed")
+    assert ack["error"] == {"code": "invalid", "message": "t must be a string", "retry": False}
+    assert await rows() == []
+    assert (await client.call("room.post", {"room": "lobby", "body": "still open"}))["ok"]
+
+
+async def test_a_string_type_without_a_handler_is_unknown_type(make_user, open_clients):
+    client = await open_clients(await make_user())
+    ack = await client.call("room.nope\n", {})
+    assert ack["error"]["code"] == "unknown_type" and ack["error"]["message"] == "no handler for 'room.nope\\n'"
+
+
+async def test_refusals_of_types_do_not_count_as_bad_frames(make_user, open_clients):
+    client = await open_clients(await make_user())
+    limit = get_settings().BAD_FRAME_LIMIT
+    for n in range(limit + 2):
+        t = DEEP_LIST if n % 2 else f'"nope.{n}"'
+        await client.send_raw('{"id": "t-%d", "t": %s, "d": {}}' % (n, t))
+    codes = [(await client.ack(f"t-{n}"))["error"]["code"] for n in range(limit + 2)]
+    assert codes == ["unknown_type", "invalid"] * (limit // 2 + 1)
+    assert (await client.join("lobby"))["ok"]
