@@ -75,3 +75,11 @@ async def test_a_type_that_is_not_a_string_is_logged_as_a_marker(make_user, open
     answered = next(r for r in records.records if getattr(r, "command_id", None) == "log-4")
     assert answered.command_type == NOT_A_STRING
     assert "[log-4 <not a string> user=" in PLAIN.format(answered)
+
+
+async def test_a_type_with_a_lone_surrogate_is_logged_escaped_and_the_json_line_is_json(make_user, open_clients, records):
+    client = await open_clients(await make_user())
+    await client.call("half\ud83d", {}, id="log-5")  # json.dumps escapes it, as JSON.stringify does
+    answered = next(r for r in records.records if getattr(r, "command_id", None) == "log-5")
+    assert answered.command_type == "half\\ud83d"
+    assert json.loads(JsonFormatter().format(answered))["command_type"] == "half\\ud83d"

@@ -128,3 +128,41 @@ async def test_refusals_of_types_do_not_count_as_bad_frames(make_user, open_clie
     codes = [(await client.ack(f"t-{n}"))["error"]["code"] for n in range(limit + 2)]
     assert codes == ["unknown_type", "invalid"] * (limit // 2 + 1)
     assert (await client.join("lobby"))["ok"]
+
+
+@pytest.mark.parametrize(
+    "d",
+    [
+        {"room": "lobby", "body": "a truncated emoji \ud83d"},  # what JSON.stringify writes: "\ud83d"
+        {"room": "lobby", "body": "\udfff"},
+        {"room": "lobby", "body": "fine", "junk": {"note": ["x\ud800"]}},
+        {"room": "lobby", "body": "fine", "\udc00": 1},
+    ],
+    ids=["body-truncated-emoji", "body-low-surrogate", "elsewhere-in-d", "in-a-key"],
+)
+async def test_a_lone_surrogate_in_d_gets_an_ack_invalid_not_bad_frame(make_user, open_clients, d):
+    # It was `bad_frame` without an ack: the page's outbox resent it forever.
+    client = await open_clients(await make_user())
+    await client.join("lobby")
+    text = json.dumps({"id": "half-emoji", "t": "room.post", "d": d})
+    assert "\\ud" in text or "\\udfff" in text  # escaped in the JSON text, as browsers send it
+    await client.send_raw(text)
+    ack = await client.ack("half-emoji")
+    assert ack["error"]["code"] == "invalid" and "lone surrogate" in ack["error"]["message"]
+    assert ack["error"]["retry"] is False
+    assert await rows() == []
+    assert (await client.call("room.post", {"room": "lobby", "body": "a whole emoji \U0001f600"}))["ok"]
+    assert [row["body"] for row in await rows()] == ["a whole emoji \U0001f600"]
+
+
+async def test_lone_surrogates_are_refused_on_every_command_and_never_count_as_bad_frames(make_user, open_clients):
+    client = await open_clients(await make_user())
+    limit = get_settings().BAD_FRAME_LIMIT
+    for n in range(limit + 2):
+        t = ["room.join", "receipt", "room.post", "reaction.add"][n % 4]
+        await client.send(t, {"room": "lobby", "body": "\ud800", "read": 1, "seq": 1}, id=f"s-{n}")
+    codes = {(await client.ack(f"s-{n}"))["error"]["code"] for n in range(limit + 2)}
+    assert codes == {"invalid"}
+    ack = await client.call("room.nope\ud800", {})
+    assert ack["error"] == {"code": "unknown_type", "message": "no handler for 'room.nope\\ud800'", "retry": False}
+    assert (await client.join("lobby"))["ok"]

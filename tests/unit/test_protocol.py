@@ -5,12 +5,14 @@ import pytest
 
 from messaging.exceptions import BadFrame, Invalid
 from messaging.protocol import (
+    FALLBACK_MAX_DEPTH,
     INT_MAX,
     INT_MIN,
     MAX_DATA_DEPTH,
     Command,
     check_data,
     format_time,
+    loads,
     message_body,
     optional_seq,
     parse_command,
@@ -46,13 +48,87 @@ def test_parses_a_command():
         '{"id": "x", "t": "room.post", "d": {"n": NaN}}',
         '{"id": "x", "t": "room.post", "d": {"n": Infinity}}',
         '{"id": "x", "t": "room.post", "d": {"n": -Infinity}}',
-        '{"id": "x", "t": "room.post", "d": {"body": "\\ud800"}}',
         '{"id": "x", "t": "room.post"} trailing',
     ],
 )
 def test_frames_without_a_valid_id_are_bad(text):
     with pytest.raises(BadFrame):
         parse_command(text)
+
+
+ESCAPED = "\\ud800"  # the six characters JSON.stringify writes for half an emoji
+
+
+@pytest.mark.parametrize(
+    "text, d",
+    [
+        ('{"id": "x", "t": "room.post", "d": {"body": "' + ESCAPED + '"}}', {"body": "\ud800"}),
+        ('{"id": "x", "d": {"body": "ok \\ud83d\\ude00 \\udfff"}}', {"body": "ok \U0001f600 \udfff"}),
+        ('{"id": "x", "d": {"' + ESCAPED + '": [1, -2, 1.5, true, null]}}', {"\ud800": [1, -2, 1.5, True, None]}),
+        ('{"id": "x", "d": {"n": 18446744073709551616, "m": -9223372036854775809, "s": "\\udc00"}}',
+         {"n": 2.0**64, "m": -(2.0**63), "s": "\udc00"}),
+        ('{"id": "x", "d": {"n": 18446744073709551615, "s": "\\udc00"}}', {"n": 2**64 - 1, "s": "\udc00"}),
+        ('\n {"id": "x", "d": {"s": "' + ESCAPED + '"}} \t', {"s": "\ud800"}),
+    ],
+)
+def test_a_lone_surrogate_escaped_in_json_is_still_a_command(text, d):
+    assert parse_command(text) == Command(id="x", t=parse_command(text).t, d=d)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # What orjson refuses is refused when a lone surrogate sends the text to the fallback parser.
+        '{"id": "x", "d": {"s": "' + ESCAPED + '", "n": NaN}}',
+        '{"id": "x", "d": {"s": "' + ESCAPED + '", "n": Infinity}}',
+        '{"id": "x", "d": {"s": "' + ESCAPED + '", "n": -Infinity}}',
+        '{"id": "x", "d": {"s": "' + ESCAPED + '", "n": 1e400}}',
+        '{"id": "x", "d": {"s": "' + ESCAPED + '", "n": ' + "9" * 5000 + '}}',
+        '{"id": "x", "d": {"s": "' + ESCAPED + '"}} trailing',
+        '{"id": "x", "d": {"s": "' + ESCAPED + '\x01"}}',
+        '{"id": "x", "d": {"s": "' + ESCAPED + '", }}',
+        '{"id": "x", "d": {"s": "' + ESCAPED + '", "n": 01}}',
+        "{'id': 'x', 'd': '" + ESCAPED + "'}",
+        '{"id": "' + ESCAPED + '", "t": "room.post"}',
+        '{"id": "x", "d": {"s": "\\ud80"}}',
+        '[1, "' + ESCAPED + '"]',
+    ],
+)
+def test_the_fallback_parser_is_as_strict_as_orjson(text):
+    with pytest.raises(BadFrame):
+        parse_command(text)
+
+
+def test_the_fallback_parser_reads_at_most_its_depth():
+    def deep(levels: int) -> str:
+        return '{"id": "x", "d": {"s": "' + ESCAPED + '", "k": ' + "[" * (levels - 2) + "]" * (levels - 2) + "}}"
+
+    assert parse_command(deep(FALLBACK_MAX_DEPTH)).id == "x"
+    for levels in (FALLBACK_MAX_DEPTH + 1, 1000, 1024, 5000, 30_000):
+        with pytest.raises(BadFrame, match=f"nested deeper than {FALLBACK_MAX_DEPTH} levels"):
+            parse_command(deep(levels))
+    # Brackets inside strings are no nesting; many shallow arrays are none either.
+    wide = '{"id": "x", "d": {"s": "' + ESCAPED + "[" * 5000 + '", "k": [' + ", ".join(["[]"] * 5000) + "]}}"
+    assert len(loads(wide)["d"]["k"]) == 5000
+
+
+def test_orjson_still_refuses_what_has_no_lone_surrogate():
+    with pytest.raises(BadFrame, match="not JSON"):
+        parse_command('{"id": "x", "d": {"s": "\\ud83d\\ude00", "n": NaN}}')
+    with pytest.raises(BadFrame, match="not JSON"):
+        parse_command('{"id": "x", "d": ' + "[" * 1025 + "]" * 1025 + "}")
+
+
+@pytest.mark.parametrize(
+    "d", [{"body": "\ud800"}, {"body": "ok", "junk": ["a", {"b": "x\udfff"}]}, {"\udc00": 1}, {"k": {"\ud800x": 1}}],
+)
+def test_a_lone_surrogate_anywhere_in_d_is_invalid(d):
+    with pytest.raises(Invalid, match="lone surrogate"):
+        check_data(d)
+
+
+def test_paired_surrogates_are_text_like_any_other():
+    assert check_data({"body": "\U0001f600", "\U0001f600": ["é"]})
 
 
 def test_id_of_64_characters_is_accepted():
