@@ -15,6 +15,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from messaging.daphne_compat import allow_protocol_close_codes, defer_autobahn_log_formatting  # noqa: E402
+from messaging.handshakes import HandshakeThrottle  # noqa: E402
 from messaging.routing import websocket_urlpatterns  # noqa: E402
 
 # Without this, daphne turns the protocol's 1003, 1008 and 1009 closes into 1011.
@@ -25,7 +26,7 @@ defer_autobahn_log_formatting()
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": HandshakeThrottle(AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))),
     }
 )
 
