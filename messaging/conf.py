@@ -26,6 +26,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `RATE_WINDOW_KEYS` | 10000 | most keys (users, client addresses) each of a process's own rate windows holds; past it the least recently hit are forgotten |
 | `CONNECT_RATE` | 120 | WebSocket handshakes per client address per `CONNECT_RATE_WINDOW`, over all processes (counted in Redis; per process without it); past it the handshake is refused with 403; 0 turns it off |
 | `CONNECT_RATE_WINDOW` | 60.0 | seconds of the handshake window |
+| `ROOMS_CREATED_PER_HOUR` | 50 | rooms one user may create (by joining a slug that does not exist) in any hour, counted in the database; past it such a join is `rate_limited` and creates nothing; 0 turns it off |
 | `LOOP_DATABASE` | True | on PostgreSQL with psycopg 3, a batch's statement (`room.post`'s) and a receipt's run on the event loop's own connections (`messaging/loopdb.py`), one per statement running at once and at most `max(2, DB_THREADS)`, instead of on a database thread; False: on a thread |
 
 A host project may also give each option in the environment as
@@ -67,6 +68,7 @@ class MessagingSettings:
     RATE_WINDOW_KEYS: int = 10_000
     CONNECT_RATE: int = 120
     CONNECT_RATE_WINDOW: float = 60.0
+    ROOMS_CREATED_PER_HOUR: int = 50
     LOOP_DATABASE: bool = True
 
     def __post_init__(self) -> None:
@@ -74,7 +76,7 @@ class MessagingSettings:
         for name in ("RATE_BURST", "RATE_PER_SECOND", "USER_RATE_LIMIT", "USER_RATE_WINDOW", "CONNECT_RATE_WINDOW"):
             if getattr(self, name) <= 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be positive")
-        for name in ("CONNECT_RATE",):
+        for name in ("CONNECT_RATE", "ROOMS_CREATED_PER_HOUR"):
             if getattr(self, name) < 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be 0 (off) or positive")
         if self.RATE_WINDOW_KEYS < 2:
