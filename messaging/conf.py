@@ -27,6 +27,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `CONNECT_RATE` | 120 | WebSocket handshakes per client address per `CONNECT_RATE_WINDOW`, over all processes (counted in Redis; per process without it); past it the handshake is refused with 403; 0 turns it off |
 | `CONNECT_RATE_WINDOW` | 60.0 | seconds of the handshake window |
 | `ROOMS_CREATED_PER_HOUR` | 50 | rooms one user may create (by joining a slug that does not exist) in any hour, counted in the database; past it such a join is `rate_limited` and creates nothing; 0 turns it off |
+| `ROOMS_PER_SOCKET` | 200 | rooms one socket may have joined at once; a join of one more is `invalid` and changes nothing; 0 turns it off |
 | `LOOP_DATABASE` | True | on PostgreSQL with psycopg 3, a batch's statement (`room.post`'s) and a receipt's run on the event loop's own connections (`messaging/loopdb.py`), one per statement running at once and at most `max(2, DB_THREADS)`, instead of on a database thread; False: on a thread |
 
 A host project may also give each option in the environment as
@@ -69,6 +70,7 @@ class MessagingSettings:
     CONNECT_RATE: int = 120
     CONNECT_RATE_WINDOW: float = 60.0
     ROOMS_CREATED_PER_HOUR: int = 50
+    ROOMS_PER_SOCKET: int = 200
     LOOP_DATABASE: bool = True
 
     def __post_init__(self) -> None:
@@ -76,7 +78,7 @@ class MessagingSettings:
         for name in ("RATE_BURST", "RATE_PER_SECOND", "USER_RATE_LIMIT", "USER_RATE_WINDOW", "CONNECT_RATE_WINDOW"):
             if getattr(self, name) <= 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be positive")
-        for name in ("CONNECT_RATE", "ROOMS_CREATED_PER_HOUR"):
+        for name in ("CONNECT_RATE", "ROOMS_CREATED_PER_HOUR", "ROOMS_PER_SOCKET"):
             if getattr(self, name) < 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be 0 (off) or positive")
         if self.RATE_WINDOW_KEYS < 2:

@@ -19,7 +19,7 @@ from django.utils.functional import LazyObject, empty
 
 from . import handlers, metrics
 from .conf import get_settings
-from .exceptions import BadFrame, CommandError, RateLimited, Unavailable
+from .exceptions import BadFrame, CommandError, Invalid, RateLimited, Unavailable
 from .fanout import get_hub
 from .frames import FrameWriter, frame_writer
 from .idempotency import BATCH_LIMIT, Delivery, Outcome, execute_async, execute_together, run_in_db_thread
@@ -361,7 +361,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
         Everything that can fail for this command alone fails here, before
         it joins a batch with other users' commands: its type, its data and,
-        for an exactly-once type, its fingerprint.
+        for an exactly-once type, its fingerprint; for a join, this socket's
+        count of rooms.
         """
         handler = None
         try:
@@ -370,11 +371,20 @@ class ChatConsumer(AsyncWebsocketConsumer):
             data = handlers.validate(handler, command.d)
             if handler.exactly_once:
                 command.fingerprint  # computed now, and kept on the command for its batch
+            if handler.subscribes_to is not None:
+                self.check_rooms(handler.subscribes_to(data))
             return handler, data, None
         except CommandError as exc:
             return handler, None, exc
         except Exception as exc:
             return handler, None, self.unavailable(command, exc)
+
+    def check_rooms(self, room: str) -> None:
+        """Refuse a join of one room more than `ROOMS_PER_SOCKET` with `Invalid`:
+        each joined room costs the socket a subscription and the hub an entry."""
+        limit = get_settings().ROOMS_PER_SOCKET
+        if limit and room not in self.rooms and len(self.rooms) >= limit:
+            raise Invalid(f"this socket has joined {limit} rooms")
 
     def unavailable(self, command: Command, exc: BaseException) -> Unavailable:
         """An unexpected failure of `command`, logged; the client is told `unavailable` (retry)."""

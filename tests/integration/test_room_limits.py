@@ -92,3 +92,32 @@ def test_the_limit_is_exact_for_joins_at_once_on_several_connections(django_user
         thread.join()
     assert sorted(outcomes) == ["ok"] * 5 + ["rate_limited"] * 7
     assert Room.objects.filter(created_by=ana).count() == 5
+
+
+async def test_a_socket_past_its_rooms_is_refused_and_nothing_changes(make_user, open_clients, settings):
+    settings.MESSAGING = {**settings.MESSAGING, "ROOMS_PER_SOCKET": 3}
+    ana = await make_user()
+    first = await open_clients(ana)
+    for n in range(3):
+        await first.join(f"room-{n}")
+    refused = await first.call("room.join", {"room": "room-3"})
+    assert refused["error"] == {"code": "invalid", "message": "this socket has joined 3 rooms", "retry": False}
+    # No room, no membership, no subscription.
+    assert not await database_sync_to_async(room_exists)("room-3")
+    assert not await Membership.objects.filter(user=ana, room__slug="room-3").aexists()
+    # A room it has joined is joined again; another socket has rooms of its own.
+    assert (await first.call("room.join", {"room": "room-1", "since": 0}))["ok"]
+    second = await open_clients(ana)
+    await second.join("room-3")
+    bob = await open_clients(await make_user())
+    await bob.join("room-3")
+    assert (await bob.call("room.post", {"room": "room-3", "body": "hello"}))["ok"]
+    await second.frames("msg", 1)
+    assert await first.nothing_more()
+
+
+async def test_rooms_per_socket_of_0_is_off(make_user, open_clients, settings):
+    settings.MESSAGING = {**settings.MESSAGING, "ROOMS_PER_SOCKET": 0}
+    client = await open_clients(await make_user())
+    for n in range(30):
+        await client.join(f"room-{n}")
