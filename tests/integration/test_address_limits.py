@@ -50,6 +50,14 @@ def test_hits_now_count_in_the_process_while_redis_is_down(own_redis):
     assert window.hit_now("a") > 0
 
 
+async def test_hits_now_from_the_event_loop_count_in_the_process_while_redis_is_down(own_redis):
+    window = RedisWindow(own_redis.url, limit=2, window=NO_ROLLOVER, timeout=0.2)
+    assert await window.ahit_now("a") == 0
+    own_redis.stop()
+    assert [await window.ahit_now("a"), await window.ahit_now("a")] == [0, 0]
+    assert await window.ahit_now("a") > 0
+
+
 async def handshake(address: str, port: int = 40000) -> bool:
     """One WebSocket handshake through the deployed middleware stack from `address`; whether it was accepted."""
     comm = WebsocketCommunicator(application, "/ws/", headers=[(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")])
