@@ -22,7 +22,7 @@ from .models import CommandRecord, Membership, Message, MessageState, Room
 from .protocol import format_time, message_body, optional_seq, room_slug
 from .reactions import backlog_reactions, range_reactions
 from .receipts import Move, amove_watermarks, move_watermarks
-from .rooms import joined_room_id
+from .rooms import joined_room_id, room_to_join
 
 
 def display_name(user: Any) -> str:
@@ -104,7 +104,7 @@ def validate_join(d: dict) -> Join:
 
 @command("room.join", validate=validate_join, exactly_once=False, subscribes_to=lambda join: join.room)
 def join_room(ctx: CommandContext, join: Join) -> dict:
-    room, _ = Room.objects.get_or_create(slug=join.room)
+    room = room_to_join(ctx.user, join.room, get_settings().ROOMS_CREATED_PER_HOUR)
     if not Membership.objects.filter(room=room, user=ctx.user).exists():
         # `joined_seq` decides which messages the new member must receive
         # before they count as delivered. Under the room's row lock, which

@@ -29,6 +29,11 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `USER_RATE_WINDOW` | 10.0 | seconds of the per-user window (counted in Redis; per process without it) |
 | `SESSION_CHECK_INTERVAL` | 5.0 | seconds between checks that a socket's session is still valid; 0 turns them off |
 | `DB_THREADS` | 0 | threads that run commands, each with its own database connection; 0: channels' one thread. Exactly-once commands that arrive together run as one batch, at most `DB_THREADS // 2` (at least 1) batches at once |
+| `RATE_WINDOW_KEYS` | 10000 | most keys (users, client addresses) each of a process's own rate windows holds; past it the least recently hit are forgotten |
+| `CONNECT_RATE` | 120 | WebSocket handshakes per client address per `CONNECT_RATE_WINDOW`, over all processes (counted in Redis; per process without it); past it the handshake is refused with 403; 0 turns it off |
+| `CONNECT_RATE_WINDOW` | 60.0 | seconds of the handshake window |
+| `ROOMS_CREATED_PER_HOUR` | 50 | rooms one user may create (by joining a slug that does not exist) in any hour, counted in the database; past it such a join is `rate_limited` and creates nothing; 0 turns it off |
+| `ROOMS_PER_SOCKET` | 200 | rooms one socket may have joined at once; a join of one more is `invalid` and changes nothing; 0 turns it off |
 | `LOOP_DATABASE` | True | on PostgreSQL with psycopg 3, a batch's statement (`room.post`'s) and a receipt's run on the event loop's own connections (`messaging/loopdb.py`), one per statement running at once and at most `max(2, DB_THREADS)`, instead of on a database thread; False: on a thread |
 
 A host project may also give each option in the environment as
@@ -73,18 +78,28 @@ class MessagingSettings:
     USER_RATE_WINDOW: float = 10.0
     SESSION_CHECK_INTERVAL: float = 5.0
     DB_THREADS: int = 0
+    RATE_WINDOW_KEYS: int = 10_000
+    CONNECT_RATE: int = 120
+    CONNECT_RATE_WINDOW: float = 60.0
+    ROOMS_CREATED_PER_HOUR: int = 50
+    ROOMS_PER_SOCKET: int = 200
     LOOP_DATABASE: bool = True
 
     def __post_init__(self) -> None:
         # Limits that refuse everything would fail every socket at connect: say so at startup.
         for name in ("RATE_BURST", "RATE_PER_SECOND", "USER_RATE_LIMIT", "USER_RATE_WINDOW", "MAX_SEND_BUFFER",
-                     "INBOX_LIMIT", "REPLY_BYTES_PER_TOKEN"):
+                     "INBOX_LIMIT", "REPLY_BYTES_PER_TOKEN", "CONNECT_RATE_WINDOW"):
             if getattr(self, name) <= 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be positive")
         # A join ack always lists the joining member itself.
         for name in ("MEMBERS_ON_JOIN", "STATES_PER_RECEIPT"):
             if getattr(self, name) < 1:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be at least 1")
+        for name in ("CONNECT_RATE", "ROOMS_CREATED_PER_HOUR", "ROOMS_PER_SOCKET"):
+            if getattr(self, name) < 0:
+                raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be 0 (off) or positive")
+        if self.RATE_WINDOW_KEYS < 2:
+            raise ImproperlyConfigured("MESSAGING['RATE_WINDOW_KEYS'] must be at least 2")
         if self.SESSION_CHECK_INTERVAL < 0:
             raise ImproperlyConfigured("MESSAGING['SESSION_CHECK_INTERVAL'] must be 0 (off) or positive")
 

@@ -20,10 +20,10 @@ from django.utils.functional import LazyObject, empty
 
 from . import handlers, metrics
 from .conf import get_settings
-from .exceptions import BadFrame, CommandError, RateLimited, Unavailable
+from .exceptions import BadFrame, CommandError, Invalid, RateLimited, Unavailable
 from .fanout import get_hub
 from .idempotency import BATCH_LIMIT, Delivery, Outcome, execute_async, execute_together, run_in_db_thread
-from .logcontext import command_scope
+from .logcontext import command_scope, loggable
 from .protocol import Command, ack_error, ack_ok, bad_frame, encode, frame_not_sent, parse_command
 from .ratelimit import TokenBucket, user_limiter
 from .sendbuffer import SendBuffer, payload_length, send_buffer
@@ -448,20 +448,38 @@ class ChatConsumer(AsyncWebsocketConsumer):
             raise RateLimited(retry_after=math.ceil(wait * 1000) / 1000)
 
     async def prepare(self, command: Command) -> tuple[handlers.Handler | None, Any, CommandError | None]:
-        """The command's handler (None if it has none) and validated data, or why it is refused."""
+        """The command's handler (None if it has none) and validated data, or why it is refused.
+
+        Everything that can fail for this command alone fails here, before
+        it joins a batch with other users' commands: its type, its data and,
+        for an exactly-once type, its fingerprint; for a join, this socket's
+        count of rooms.
+        """
         handler = None
         try:
             await self.check_rate()
             handler = handlers.lookup(command.t)
-            return handler, handlers.validate(handler, command.d), None
+            data = handlers.validate(handler, command.d)
+            if handler.exactly_once:
+                command.fingerprint  # computed now, and kept on the command for its batch
+            if handler.subscribes_to is not None:
+                self.check_rooms(handler.subscribes_to(data))
+            return handler, data, None
         except CommandError as exc:
             return handler, None, exc
         except Exception as exc:
             return handler, None, self.unavailable(command, exc)
 
+    def check_rooms(self, room: str) -> None:
+        """Refuse a join of one room more than `ROOMS_PER_SOCKET` with `Invalid`:
+        each joined room costs the socket a subscription and the hub an entry."""
+        limit = get_settings().ROOMS_PER_SOCKET
+        if limit and room not in self.rooms and len(self.rooms) >= limit:
+            raise Invalid(f"this socket has joined {limit} rooms")
+
     def unavailable(self, command: Command, exc: BaseException) -> Unavailable:
         """An unexpected failure of `command`, logged; the client is told `unavailable` (retry)."""
-        log.error("command %s %s by user %s failed", command.t, command.id, self.user.pk, exc_info=exc)
+        log.error("command %s %s by user %s failed", loggable(command.t), command.id, self.user.pk, exc_info=exc)
         return Unavailable()
 
     async def run(self, command: Command, started: float, handler: handlers.Handler | None, data: Any,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from .exceptions import CommandError, Invalid, UnknownType
-from .protocol import require_object
+from .protocol import check_data, require_object
 
 
 @dataclass
@@ -176,4 +176,5 @@ def lookup(command_type: Any) -> Handler:
 
 
 def validate(handler: Handler, data: Any) -> Any:
-    return handler.validate(require_object(data))
+    """What `handler.validate` makes of `data`, once it is an object within every command's limits."""
+    return handler.validate(check_data(require_object(data)))

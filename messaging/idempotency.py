@@ -247,11 +247,25 @@ class RedisClaimStore(ClaimStore):
             results = []
         if not results and not releases:
             return None
-        keys = [key for key, _ in results] + releases
-        values = [RESULT_PREFIX + orjson.dumps([s.fingerprint, s.data]) for _, s in results]
+        keys: list[str] = []
+        values: list[bytes] = []
+        releases = list(releases)
+        for key, stored in results:
+            try:
+                values.append(RESULT_PREFIX + orjson.dumps([stored.fingerprint, stored.data]))
+            except orjson.JSONEncodeError as exc:
+                # A handler's result orjson cannot write (the database's JSON
+                # encoder took it): this command alone is not kept here, and
+                # its claim is released, so a retry finds the durable record.
+                log.warning("result of %s not kept in redis: %s", key, exc)
+                releases.append(key)
+                continue
+            keys.append(key)
+        if not keys and not releases:
+            return None
         # Each result is written whatever claim is there now: it is committed,
         # so it is the truth for every attempt, the owner's or a newer one's.
-        return {"keys": keys, "args": [len(results), self.window, CLAIM_PREFIX + owner.encode(), *values]}
+        return {"keys": keys + releases, "args": [len(keys), self.window, CLAIM_PREFIX + owner.encode(), *values]}
 
 
 _store: ClaimStore | None = None
@@ -291,14 +305,16 @@ class Delivery:
     # The caller's context variables (the command's log scope), for the work
     # done for this delivery alone on the batch's thread.
     context: contextvars.Context | None = None
+    fingerprint: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        # Now, before the delivery joins a batch: a command whose data cannot
+        # be fingerprinted raises here, for its caller alone (`Invalid`).
+        self.fingerprint = self.command.fingerprint
 
     @cached_property
     def key(self) -> str:
         return claim_key(self.user.pk, self.command.id)
-
-    @cached_property
-    def fingerprint(self) -> str:
-        return self.command.fingerprint
 
     def run(self, func: Callable[..., Any], *args: Any) -> Any:
         return func(*args) if self.context is None else self.context.run(func, *args)

@@ -58,6 +58,12 @@ OPEN_SOCKETS = Gauge(
     # Summed over live processes: a killed process's sockets are gone too.
     multiprocess_mode="livesum",
 )
+ADDRESS_THROTTLED = Counter(
+    "messaging_address_throttled",
+    "Requests refused for their client address's window: WebSocket handshakes (connect, 403) and guest "
+    "sign-ins (signin, 429).",
+    ["limit"],
+)
 FANOUT_FRAMES = Counter(
     "messaging_fanout_frames",
     "Live frames (a room's msg, status, reaction; a user's state) by what became of them: published; lost "

@@ -12,9 +12,15 @@ class Room(models.Model):
     # takes its number back with it.
     last_seq = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Who created it by joining its slug first: the rooms a user may create
+    # per hour are counted here (`ROOMS_CREATED_PER_HOUR`). None for rooms
+    # made otherwise, or before it was recorded. Its index is the composite one.
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="rooms_created", db_index=False)
 
     class Meta:
         ordering = ["slug"]
+        indexes = [models.Index(fields=["created_by", "created_at"], name="messaging_room_created_by")]
 
     def __str__(self) -> str:
         return self.slug

@@ -1,4 +1,4 @@
-"""Rate limits on commands: per socket, and per user over every socket and process.
+"""Rate limits: per socket, and per user (or client address) over every socket and process.
 
 * **Per socket, a token bucket**: `burst` commands at once, refilled at `rate`
   per second. Kept in the consumer, no I/O. What a command sends back beyond
@@ -8,6 +8,10 @@
   counted in Redis (`INCRBY` on a key per window, in batches: `RedisWindow`)
   so that one user's sockets on several server processes share one budget. Without Redis, or while it fails,
   each process counts on its own: the limit then holds per process.
+* **The same window hit one round trip at a time** (`hit_now`, `ahit_now`),
+  exact across processes, for what is rare next to commands and must hold
+  at its edge: handshakes and sign-ins per client address
+  (messaging/addresses.py).
 
 A check answers how long to wait before trying again, 0 when the command may
 run. Refused commands are not remembered (PROTOCOL rule 7), so the client's
@@ -21,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import threading
 import time
 from typing import Any, Callable
 
@@ -68,15 +73,25 @@ class TokenBucket:
 
 
 class LocalWindow:
-    """`limit` hits per key per fixed window of `window` seconds, in this process."""
+    """`limit` hits per key per fixed window of `window` seconds, in this process.
 
-    def __init__(self, limit: int, window: float, clock: Clock = time.time) -> None:
-        if limit < 1 or window <= 0:
-            raise ValueError("a window needs limit >= 1 and window > 0")
+    It holds at most `max_keys` keys: past that, those of earlier windows go,
+    and if this window's alone are too many, the half hit longest ago (so a
+    flood from many client addresses costs bounded memory, and the keys that
+    keep hitting are the ones kept).
+    """
+
+    def __init__(self, limit: int, window: float, clock: Clock = time.time, *, max_keys: int = 10_000) -> None:
+        if limit < 1 or window <= 0 or max_keys < 2:
+            raise ValueError("a window needs limit >= 1, window > 0 and max_keys >= 2")
         self.limit = limit
         self.window = window
         self.clock = clock
+        self.max_keys = max_keys
+        # Oldest hit first: a key hit again moves to the end.
         self.counts: dict[Any, tuple[int, int]] = {}
+        # Views count from threads, the event loop from its own.
+        self._lock = threading.Lock()
 
     def hit(self, key: Any) -> float:
         now = self.clock()
@@ -85,22 +100,39 @@ class LocalWindow:
 
     def _count(self, key: Any, slot: int, n: int) -> int:
         """Add `n` hits in window `slot` to this process's count of `key`; that window's count."""
-        seen_slot, count = self.counts.get(key, (slot, 0))
-        if seen_slot > slot:  # hits of a window that is over
-            return n
-        count = count + n if seen_slot == slot else n
-        self.counts[key] = (slot, count)
-        if len(self.counts) > 10_000:
-            # Bounded memory: drop every key of an earlier window.
-            self.counts = {k: v for k, v in self.counts.items() if v[0] == slot}
-        return count
+        with self._lock:
+            seen_slot, count = self.counts.pop(key, (slot, 0))
+            if seen_slot > slot:  # hits of a window that is over
+                self.counts[key] = (seen_slot, count)
+                return n
+            count = count + n if seen_slot == slot else n
+            self.counts[key] = (slot, count)
+            if len(self.counts) > self.max_keys:
+                self.counts = bounded(self.counts, slot, self.max_keys)
+            return count
 
     async def ahit(self, key: Any) -> float:
         """`hit` from the event loop; subclasses that do I/O do it without blocking."""
         return self.hit(key)
 
+    def hit_now(self, key: Any) -> float:
+        """`hit`, counted where the window is shared at once, not in a batch (this process's count is already exact)."""
+        return self.hit(key)
+
+    async def ahit_now(self, key: Any) -> float:
+        """`hit_now` from the event loop."""
+        return self.hit(key)
+
     def _wait(self, count: int, slot: int, now: float) -> float:
         return 0.0 if count <= self.limit else (slot + 1) * self.window - now
+
+
+def bounded(counts: dict[Any, tuple[int, int]], slot: int, max_keys: int) -> dict[Any, tuple[int, int]]:
+    """`counts` without the keys of windows before `slot`, and if this one's
+    are still over half of `max_keys`, without the oldest of those: pruned to
+    half, the next pruning is `max_keys // 2` new keys away."""
+    current = [(k, v) for k, v in counts.items() if v[0] >= slot]
+    return dict(current[-(max_keys // 2):])
 
 
 def in_slot(counts: dict[Any, tuple[int, int]], key: Any, slot: int) -> int:
@@ -125,10 +157,13 @@ class RedisWindow(LocalWindow):
     The client belongs to the event loop that made it, so there is one per loop.
     """
 
-    def __init__(self, url: str, limit: int, window: float, *, timeout: float = 0.5, cooldown: float = 1.0,
-                 flush_interval: float = 0.25, clock: Clock = time.time) -> None:
-        super().__init__(limit, window, clock)
+    def __init__(self, url: str, limit: int, window: float, *, prefix: str = "messaging:rate:", timeout: float = 0.5,
+                 cooldown: float = 1.0, flush_interval: float = 0.25, clock: Clock = time.time,
+                 max_keys: int = 10_000) -> None:
+        super().__init__(limit, window, clock, max_keys=max_keys)
         self.url = url
+        # Each window's keys are `<prefix><key>:<window number>`.
+        self.prefix = prefix
         self.timeout = timeout
         self.cooldown = cooldown
         self.flush_interval = flush_interval
@@ -139,9 +174,62 @@ class RedisWindow(LocalWindow):
         self._flushed_at = 0.0
         self._next_flush: asyncio.Task | None = None
         self._flushes: set[asyncio.Task] = set()
+        self._sync: redis.Redis | None = None
 
     def _client(self) -> aioredis.Redis:
         return loop_client(self.url, self.timeout)
+
+    def _sync_client(self) -> redis.Redis:
+        # For threads (a view's hits): redis-py's client is thread-safe.
+        if self._sync is None:
+            self._sync = redis.Redis.from_url(self.url, socket_timeout=self.timeout,
+                                              socket_connect_timeout=self.timeout)
+        return self._sync
+
+    def _name(self, key: Any, slot: int) -> str:
+        return f"{self.prefix}{key}:{slot}"
+
+    def _redis_failed(self, exc: Exception) -> None:
+        self._down_until = time.monotonic() + self.cooldown
+        log.warning("redis rate limit failed, counting in this process: %s", exc)
+
+    def hit_now(self, key: Any) -> float:
+        """One hit added to the shared count at once: one round trip (`INCR`,
+        `EXPIRE`), so the limit is exact across processes at its edge. While
+        Redis fails the hit counts in this process (and is added to what Redis
+        answers later in the same window)."""
+        now, slot, name = self._hit_now_of(key)
+        if name is None:
+            return self._counted_here(key, slot, now)
+        try:
+            with self._sync_client().pipeline(transaction=False) as pipe:
+                count, _ = pipe.incr(name).expire(name, math.ceil(self.window) + 1).execute()
+        except (redis.RedisError, OSError) as exc:
+            self._redis_failed(exc)
+            return self._counted_here(key, slot, now)
+        return self._wait(count + in_slot(self.counts, key, slot), slot, now)
+
+    async def ahit_now(self, key: Any) -> float:
+        """`hit_now` from the event loop."""
+        now, slot, name = self._hit_now_of(key)
+        if name is None:
+            return self._counted_here(key, slot, now)
+        try:
+            async with self._client().pipeline(transaction=False) as pipe:
+                count, _ = await pipe.incr(name).expire(name, math.ceil(self.window) + 1).execute()
+        except (redis.RedisError, OSError) as exc:
+            self._redis_failed(exc)
+            return self._counted_here(key, slot, now)
+        return self._wait(count + in_slot(self.counts, key, slot), slot, now)
+
+    def _hit_now_of(self, key: Any) -> tuple[float, int, str | None]:
+        """A hit's time, window, and Redis key (None while Redis is taken for down)."""
+        now = self.clock()
+        slot = math.floor(now / self.window)
+        return now, slot, None if time.monotonic() < self._down_until else self._name(key, slot)
+
+    def _counted_here(self, key: Any, slot: int, now: float) -> float:
+        return self._wait(self._count(key, slot, 1), slot, now)
 
     async def ahit(self, key: Any) -> float:
         if time.monotonic() < self._down_until:
@@ -188,7 +276,7 @@ class RedisWindow(LocalWindow):
         try:
             async with self._client().pipeline(transaction=False) as pipe:
                 for key, (slot, n) in batch.items():
-                    name = f"messaging:rate:{key}:{slot}"
+                    name = self._name(key, slot)
                     pipe.incrby(name, n).expire(name, math.ceil(self.window) + 1)
                 replies = await pipe.execute()
         except (redis.RedisError, OSError) as exc:
@@ -196,8 +284,7 @@ class RedisWindow(LocalWindow):
             # takes the hits, or each cooldown would let half the limit more in.
             for key, (slot, n) in batch.items():
                 self._count(key, slot, n)
-            self._down_until = time.monotonic() + self.cooldown
-            log.warning("redis rate limit failed, counting in this process: %s", exc)
+            self._redis_failed(exc)
             return None
         counts = {}
         for (key, (slot, _)), count in zip(batch.items(), replies[::2]):
@@ -205,9 +292,8 @@ class RedisWindow(LocalWindow):
             # Replies may land out of order: keep the highest count of the newest slot.
             self._known[key] = (slot, max(count, known) if known_slot == slot else count)
             counts[key] = self._known[key][1]
-        if len(self._known) > 10_000:
-            slot = math.floor(self.clock() / self.window)
-            self._known = {k: v for k, v in self._known.items() if v[0] == slot}
+        if len(self._known) > self.max_keys:
+            self._known = bounded(self._known, math.floor(self.clock() / self.window), self.max_keys)
         return counts
 
 
@@ -221,9 +307,10 @@ def user_limiter() -> LocalWindow:
     if _user_limiter is None or _user_limiter[0] is not conf:
         if conf.REDIS_URL:
             limiter: LocalWindow = RedisWindow(
-                conf.REDIS_URL, conf.USER_RATE_LIMIT, conf.USER_RATE_WINDOW, timeout=conf.REDIS_TIMEOUT
+                conf.REDIS_URL, conf.USER_RATE_LIMIT, conf.USER_RATE_WINDOW, timeout=conf.REDIS_TIMEOUT,
+                max_keys=conf.RATE_WINDOW_KEYS,
             )
         else:
-            limiter = LocalWindow(conf.USER_RATE_LIMIT, conf.USER_RATE_WINDOW)
+            limiter = LocalWindow(conf.USER_RATE_LIMIT, conf.USER_RATE_WINDOW, max_keys=conf.RATE_WINDOW_KEYS)
         _user_limiter = (conf, limiter)
     return _user_limiter[1]

@@ -26,6 +26,7 @@ except ImportError:  # django-csp is optional: the `csp` extra
     csp_update = None
 
 from . import metrics
+from .addresses import limit_posts_per_address
 from .conf import get_settings
 from .idempotency import RedisClaimStore, get_claim_store
 
@@ -36,6 +37,12 @@ class GuestForm(forms.Form):
     name = forms.CharField(label="Your name", min_length=1, max_length=32, strip=True)
 
 
+def signin_rate() -> tuple[int, float]:
+    """Guest sign-ins per client address per window: the demo project's settings, as the view is the demo's."""
+    return getattr(settings, "SIGNIN_RATE", 30), getattr(settings, "SIGNIN_RATE_WINDOW", 60.0)
+
+
+@limit_posts_per_address("signin", signin_rate, "sign-ins")
 @require_http_methods(["GET", "POST"])
 def guest_login(request: HttpRequest) -> HttpResponse:
     """Each successful POST creates a new guest account with the given display name."""

@@ -14,6 +14,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from messaging.daphne_compat import allow_protocol_close_codes, defer_autobahn_log_formatting  # noqa: E402
+from messaging.handshakes import HandshakeThrottle  # noqa: E402
 from messaging.origins import SameOriginValidator  # noqa: E402
 from messaging.routing import websocket_urlpatterns  # noqa: E402
 
@@ -25,8 +26,9 @@ defer_autobahn_log_formatting()
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        # Origin by scheme, host and port: CSRF_TRUSTED_ORIGINS, else the handshake's own (messaging/origins.py).
-        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # Origin by scheme, host and port: CSRF_TRUSTED_ORIGINS, else the handshake's own (messaging/origins.py);
+        # handshakes per client address (CONNECT_RATE, messaging/handshakes.py).
+        "websocket": HandshakeThrottle(SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))),
     }
 )
 

@@ -181,9 +181,16 @@ MESSAGING = {
     "DB_THREADS": 4,
     # /metrics answers only scrapers that send this bearer token; unset, it is off.
     "METRICS_TOKEN": env.str("METRICS_TOKEN", default="") or None,
+    # WebSocket handshakes per client address per minute (0: off), as PROTOCOL.md names it.
+    "CONNECT_RATE": env.int("CONNECT_RATE", default=120),
     # Any other option as MESSAGING_<KEY>, e.g. MESSAGING_CLAIM_LEASE=2.
     **options_from_environ(env.ENVIRON),
 }
+
+# Guest sign-ins per client address per SIGNIN_RATE_WINDOW seconds (0: off):
+# past it `/login/` answers 429 and creates no account (messaging/views.py).
+SIGNIN_RATE = env.int("SIGNIN_RATE", default=30)
+SIGNIN_RATE_WINDOW = env.float("SIGNIN_RATE_WINDOW", default=60.0)
 
 AUTH_PASSWORD_VALIDATORS: list[dict] = []
 LOGIN_URL = "/login/"

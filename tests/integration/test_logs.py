@@ -5,8 +5,9 @@ import json
 import logging
 
 import pytest
+from django.conf import settings
 
-from messaging.logcontext import CommandContextFilter, JsonFormatter
+from messaging.logcontext import NOT_A_STRING, CommandContextFilter, JsonFormatter
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -47,4 +48,38 @@ async def test_a_client_chosen_type_is_logged_bounded(make_user, open_clients, r
     client = await open_clients(await make_user())
     await client.call("x" * 500, {}, id="log-2")
     answered = next(r for r in records.records if getattr(r, "command_id", None) == "log-2")
-    assert answered.command_type == "x" * 64
+    assert answered.command_type == "x" * 64 + "..."
+
+
+# The demo project's plain format (project/settings.py).
+PLAIN = logging.Formatter(settings.LOGGING["formatters"]["plain"]["format"])
+
+
+async def test_a_type_with_a_newline_cannot_forge_a_log_line(make_user, open_clients, records):
+    client = await open_clients(await make_user())
+    forged = "room.post\n2026-12-01 09:00:00,000 ERROR messaging.consumers [x y user=1] forged"
+    ack = await client.call(forged, {}, id="log-3")
+    assert ack["error"]["code"] == "unknown_type"
+    answered = next(r for r in records.records if getattr(r, "command_id", None) == "log-3")
+    line = PLAIN.format(answered)
+    assert "\n" not in line and "[log-3 room.post\\n2026-12-01 09:00:00,000 ERROR " in line
+    entry = json.loads(JsonFormatter().format(answered))
+    assert entry["command_type"].startswith("room.post\\n2026") and entry["message"].startswith("answered")
+
+
+@pytest.mark.parametrize("t", [["room.post"], {"t": "room.post"}, 7, None, True], ids=repr)
+async def test_a_type_that_is_not_a_string_is_logged_as_a_marker(make_user, open_clients, records, t):
+    client = await open_clients(await make_user())
+    ack = await client.ack(await client.send(t, {}, id="log-4"))
+    assert ack["error"] == {"code": "invalid", "message": "t must be a string", "retry": False}
+    answered = next(r for r in records.records if getattr(r, "command_id", None) == "log-4")
+    assert answered.command_type == NOT_A_STRING
+    assert "[log-4 <not a string> user=" in PLAIN.format(answered)
+
+
+async def test_a_type_with_a_lone_surrogate_is_logged_escaped_and_the_json_line_is_json(make_user, open_clients, records):
+    client = await open_clients(await make_user())
+    await client.call("half\ud83d", {}, id="log-5")  # json.dumps escapes it, as JSON.stringify does
+    answered = next(r for r in records.records if getattr(r, "command_id", None) == "log-5")
+    assert answered.command_type == "half\\ud83d"
+    assert json.loads(JsonFormatter().format(answered))["command_type"] == "half\\ud83d"

@@ -9,12 +9,31 @@ from hypothesis import strategies as st
 from messaging.exceptions import BadFrame
 from messaging.protocol import parse_command
 
-# Integers as the parser yields them: orjson reads larger ones as floats.
-json_ints = st.integers(min_value=-(2**63), max_value=2**64 - 1)
-json_scalars = st.none() | st.booleans() | json_ints | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+# Integers around every bound the server has: int64 (PROTOCOL 1.1's limit),
+# uint64 (what orjson reads as an integer; beyond it, a float) and more.
+INT_EDGES = [2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**64 - 1, 2**64, -(2**64), 10**30]
+json_ints = st.integers(min_value=-(2**70), max_value=2**70) | st.sampled_from(INT_EDGES)
+# Text with a lone surrogate in it: json.dumps escapes it (`"\ud800"`), as
+# JSON.stringify does for half an emoji. Hypothesis's text leaves them out.
+lone_surrogates = st.sampled_from(["\ud800", "\udbff", "\udc00", "\udfff"])
+texts = st.text() | st.builds(lambda a, s, b: a + s + b, st.text(max_size=4), lone_surrogates, st.text(max_size=4))
+json_scalars = st.none() | st.booleans() | json_ints | st.floats(allow_nan=False, allow_infinity=False) | texts
+
+
+def nested_list(levels: int) -> object:
+    """A value `levels` arrays deep."""
+    value: object = "bottom"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+# Nesting around the limits: `d`'s 32 levels and the 254 orjson writes
+# (json.dumps itself stops short of Python's recursion limit, so no deeper).
+deep_values = st.one_of(st.integers(28, 36), st.integers(250, 300)).map(nested_list)
 json_values = st.recursive(
-    json_scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    json_scalars | deep_values,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts.filter(lambda k: len(k) <= 8), inner, max_size=4),
     max_leaves=12,
 )
 valid_ids = st.from_regex(r"[A-Za-z0-9_-]{1,64}", fullmatch=True)
@@ -35,9 +54,20 @@ command_like = st.fixed_dictionaries(
     {"id": st.one_of(valid_ids, json_values)},
     optional={"t": st.one_of(st.sampled_from(["room.join", "room.post", "receipt"]), json_values), "d": command_data},
 )
+# Command frames nested deeper than json.dumps writes, written as text: up to
+# and past orjson's 1,024 levels and the fallback parser's 512 (which reads
+# text with an escaped lone surrogate), in `d` and in `t`.
+deep_frames = st.builds(
+    lambda levels, where, surrogate: '{"id": "deep", "t": %s, "d": {"s": "%s", "k": %s}}' % (
+        "[" * levels + "]" * levels if where == "t" else '"room.post"',
+        "\\ud800" if surrogate else "ok",
+        "[" * levels + "]" * levels if where == "d" else "1",
+    ),
+    st.one_of(st.integers(500, 520), st.integers(1015, 1030)), st.sampled_from(["t", "d"]), st.booleans(),
+)
 # Text frames as a hostile client could send them: arbitrary text (lone
 # surrogates included), arbitrary JSON, and frames shaped like commands.
-frames = st.one_of(st.text(), json_values.map(json.dumps), command_like.map(json.dumps))
+frames = st.one_of(st.text(), json_values.map(json.dumps), command_like.map(json.dumps), deep_frames)
 # What a socket may carry: mostly text, sometimes binary.
 hostile_sequences = st.lists(st.one_of(frames, frames, st.binary(max_size=64)), min_size=1, max_size=12)
 

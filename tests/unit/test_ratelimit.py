@@ -56,3 +56,25 @@ def test_window_counts_per_key_and_restarts_at_the_boundary():
 def test_limits_that_would_refuse_everything_are_a_config_error(make):
     with pytest.raises(ValueError):
         make()
+
+
+def test_a_window_holds_at_most_its_keys_forgetting_those_hit_longest_ago():
+    clock = Clock(100.0)
+    window = LocalWindow(limit=2, window=10, clock=clock, max_keys=100)
+    for _ in range(3):
+        window.hit("flooder")
+    # A flood of new keys in the same window: memory stays bounded...
+    for n in range(1000):
+        window.hit(f"address-{n}")
+        window.hit("flooder")  # ...and a key that keeps hitting stays counted
+        assert len(window.counts) <= 100
+    assert window.hit("flooder") > 0
+    # Keys of an earlier window go first.
+    clock.now = 200.0
+    window.hit("later")
+    assert len(window.counts) <= 100
+
+
+def test_a_local_window_hit_now_is_its_hit():
+    window = LocalWindow(limit=1, window=10, clock=Clock())
+    assert window.hit_now("a") == 0 and window.hit_now("a") > 0 and window.hit("a") > 0

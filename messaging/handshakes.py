@@ -1,0 +1,43 @@
+"""The handshake throttle: WebSocket handshakes per client address, over every process.
+
+`HandshakeThrottle` is ASGI middleware for the websocket stack. Past
+`CONNECT_RATE` handshakes from one address per `CONNECT_RATE_WINDOW`
+(messaging/addresses.py counts them), the handshake is refused before it is
+accepted, which the server answers with HTTP 403, and counted as
+`messaging_address_throttled_total{limit="connect"}`. Outermost on the
+stack, a refused handshake costs its one Redis round trip and nothing else:
+no session read, no database, no consumer.
+"""
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+from channels.security.websocket import WebsocketDenier
+
+from . import metrics
+from .addresses import address_window, scope_client
+from .conf import get_settings
+
+ASGIApp = Callable[[dict, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[Any]]
+
+
+class HandshakeThrottle:
+    """Refuses a WebSocket handshake from an address over its window; passes everything else to `app`."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Callable[[], Awaitable[dict]],
+                       send: Callable[[dict], Awaitable[None]]) -> Any:
+        if scope["type"] == "websocket" and await self.over_limit(scope):
+            metrics.ADDRESS_THROTTLED.labels("connect").inc()
+            return await WebsocketDenier()(scope, receive, send)
+        return await self.app(scope, receive, send)
+
+    async def over_limit(self, scope: dict) -> bool:
+        conf = get_settings()
+        window = address_window("connect", conf.CONNECT_RATE, conf.CONNECT_RATE_WINDOW)
+        client = scope_client(scope)
+        if window is None or client is None:
+            return False
+        return await window.ahit_now(client) > 0
