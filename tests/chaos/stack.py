@@ -134,6 +134,9 @@ class Stack:
             "STATIC_ROOT": str(self.static_root),
             "LOG_LEVEL": "WARNING",
             "CHAOS_PLANT": plant or "",
+            # Every client of the harness is 127.0.0.1: per-address throttles off, as for the suite's servers.
+            "CONNECT_RATE": "0",
+            "SIGNIN_RATE": "0",
             **SERVER_SETTINGS,
         }
         return [Daphne(env, log_dir=log_dir, app="tests.chaos.app:application") for _ in range(count)]
