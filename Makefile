@@ -8,7 +8,7 @@ PORT ?= 8000
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/messaging
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/1
 
-.PHONY: install run test clean bench lock audit
+.PHONY: install run test clean bench lock audit chaos
 
 # requirements*.txt are the pins people edit; requirements*.lock (`make lock`)
 # pin every package beneath them with the hashes of its files, and pip
@@ -59,3 +59,15 @@ lock: install
 # AUDIT_ARGS=--strict also fails on a package the vulnerability service could not look up.
 audit: install
 	$(BIN)/pip-audit --progress-spinner off --require-hashes --disable-pip $(AUDIT_ARGS) $(addprefix -r ,$(LOCKS))
+
+# The chaos run (docs/RELIABILITY.md): outbox clients under a seeded nemesis, then the
+# history checker; exit status 1 on a violation. Its own databases (named after the
+# test database) and redis-server; files in artifacts/chaos/seed-<seed>/.
+# CHAOS_SEED unset: a random seed, printed. CHAOS_PLANT: a planted bug (tests/chaos/hooks.py).
+CHAOS_SECONDS ?= 300
+CHAOS_CLIENTS ?= 30
+CHAOS_SEED ?=
+CHAOS_PLANT ?=
+chaos: install
+	DATABASE_URL="$${DATABASE_URL:-$(TEST_DATABASE_URL)}" CHAOS_SECONDS="$(CHAOS_SECONDS)" CHAOS_CLIENTS="$(CHAOS_CLIENTS)" \
+		CHAOS_SEED="$(CHAOS_SEED)" CHAOS_PLANT="$(CHAOS_PLANT)" $(BIN)/python -m tests.chaos

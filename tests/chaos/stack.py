@@ -1,0 +1,142 @@
+"""The real parts of a chaos run: a database, a redis-server and daphne processes of the harness's own.
+
+The PostgreSQL server is shared (other checkouts, other helpers), so the
+harness only ever creates, drops and terminates backends of databases named
+after its base database: `<base>_chaos_template`, migrated once per `Stack`,
+and `<base>_chaos`, copied from it for each run. Redis is a server of its own
+on a free port, so killing, pausing and flushing it touches nothing else.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+
+from ..support.servers import ROOT, Daphne, RedisServer
+from .hooks import WALLET_SCHEMA
+
+# The server settings of a run: short enough that a dead process's claims
+# and a paused Redis cost seconds, as in the fault suite; the dedup window
+# short enough that duplicates after it (answered from the durable record)
+# happen in every run, not only after a flush.
+SERVER_SETTINGS = {
+    "MESSAGING_CLAIM_LEASE": "2",
+    "MESSAGING_IN_PROGRESS_WAIT": "0.5",
+    "MESSAGING_DEDUP_WINDOW": "20",
+}
+
+
+def database_url(base_url: str, name: str) -> str:
+    parts = urlsplit(base_url)
+    return urlunsplit(parts._replace(path="/" + name))
+
+
+def database_name(url: str) -> str:
+    return urlsplit(url).path.lstrip("/")
+
+
+def connect_params(url: str) -> dict:
+    parts = urlsplit(url)
+    return {"host": parts.hostname or "127.0.0.1", "port": parts.port or 5432, "user": parts.username or "postgres",
+            "password": parts.password, "dbname": database_name(url)}
+
+
+def connect(url: str, **kwargs) -> psycopg.Connection:
+    return psycopg.connect(**connect_params(url), **kwargs)
+
+
+@dataclass
+class Stack:
+    """A database template, a static root and a redis-server, shared by the runs made on it."""
+
+    base_url: str
+    directory: Path
+    static_root: Path | None = None
+    redis: RedisServer = field(init=False)
+
+    def __post_init__(self) -> None:
+        base = database_name(self.base_url)
+        self.template = f"{base}_chaos_template"
+        self.run_database = f"{base}_chaos"
+        self.redis = RedisServer(self.directory)
+
+    @property
+    def run_url(self) -> str:
+        return database_url(self.base_url, self.run_database)
+
+    def start(self) -> "Stack":
+        with ThreadPoolExecutor(2) as pool:
+            static = pool.submit(self.collect_static) if self.static_root is None else None
+            self.migrate_template()
+            if static is not None:
+                self.static_root = static.result()
+        self.redis.start()
+        return self
+
+    def stop(self) -> None:
+        self.redis.stop()
+
+    # -- the database --------------------------------------------------------------
+
+    def admin(self) -> psycopg.Connection:
+        """A connection to the maintenance database, to create and drop the harness's own."""
+        return connect(database_url(self.base_url, "postgres"), autocommit=True)
+
+    def drop(self, name: str) -> None:
+        with self.admin() as db:
+            db.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def migrate_template(self) -> None:
+        """A database with the app's schema and the test command type's table, to copy for each run."""
+        self.drop(self.template)
+        with self.admin() as db:
+            db.execute(f'CREATE DATABASE "{self.template}"')
+        url = database_url(self.base_url, self.template)
+        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0", "--skip-checks"], cwd=ROOT, check=True,
+                       env={**os.environ, "DATABASE_URL": url, "REDIS_URL": "", "DEBUG": "0", "SECRET_KEY": "chaos"})
+        with connect(url, autocommit=True) as db:
+            db.execute(WALLET_SCHEMA)
+
+    def fresh_database(self) -> str:
+        """The run's database, a new copy of the template; returns its URL."""
+        self.drop(self.run_database)
+        with self.admin() as db:
+            db.execute(f'CREATE DATABASE "{self.run_database}" TEMPLATE "{self.template}"')
+        return self.run_url
+
+    def drop_databases(self) -> None:
+        self.drop(self.run_database)
+        self.drop(self.template)
+
+    def collect_static(self) -> Path:
+        root = Path(tempfile.mkdtemp(prefix="static-", dir=self.directory))
+        subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, check=True,
+                       env={**os.environ, "DEBUG": "0", "SECRET_KEY": "chaos", "STATIC_ROOT": str(root)})
+        return root
+
+    # -- the servers ---------------------------------------------------------------
+
+    def servers(self, count: int, plant: str | None, log_dir: Path) -> list[Daphne]:
+        """`count` daphne processes of the harness's application on the run's database (not started)."""
+        env = {
+            "DATABASE_URL": self.run_url,
+            "REDIS_URL": self.redis.url,
+            "DEBUG": "0",
+            "SECRET_KEY": "chaos-secret",
+            "ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "STATIC_ROOT": str(self.static_root),
+            "LOG_LEVEL": "WARNING",
+            "CHAOS_PLANT": plant or "",
+            # Every client of the harness is 127.0.0.1: per-address throttles off, as for the suite's servers.
+            "CONNECT_RATE": "0",
+            "SIGNIN_RATE": "0",
+            **SERVER_SETTINGS,
+        }
+        return [Daphne(env, log_dir=log_dir, app="tests.chaos.app:application") for _ in range(count)]
