@@ -49,7 +49,8 @@ class Entry:
 
     @property
     def lane(self) -> str | None:
-        return f"{self.t}:{self.d.get('room', '')}" if self.t in ORDERED_TYPES else None
+        # One lane per room for all of them: an edit or delete of a message waits for what was sent before it.
+        return f"room:{self.d.get('room', '')}" if self.t in ORDERED_TYPES else None
 
     def frame(self) -> dict:
         return {"id": self.id, "t": self.t, "d": self.d}

@@ -40,6 +40,18 @@ def test_a_rooms_posts_go_one_at_a_time_and_other_commands_at_once():
     assert ids(box.due()) == [a2.id]
 
 
+def test_an_edit_or_delete_waits_behind_what_its_room_sent_before():
+    box, _ = outbox()
+    post = box.add("room.post", {"room": "a", "body": "1"})
+    edit = box.add("message.edit", {"room": "a", "seq": 1, "body": "2"})
+    delete = box.add("message.delete", {"room": "a", "seq": 1})
+    assert ids(box.due()) == [post.id]
+    box.settle(post.id)
+    assert ids(box.due()) == [edit.id]
+    box.settle(edit.id)
+    assert ids(box.due()) == [delete.id]
+
+
 def test_an_overdue_ack_sends_the_same_id_again_and_a_disconnect_makes_everything_due():
     box, clock = outbox(ack_timeout=5)
     entry = box.add("room.post", {"room": "a", "body": "1"})
