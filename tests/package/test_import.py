@@ -24,7 +24,7 @@ def test_import_needs_no_settings_and_command_is_the_registry_decorator():
         from django.conf import settings
         settings.configure(INSTALLED_APPS=["django.contrib.auth", "django.contrib.contenttypes", "messaging"])
         django.setup()
-        from messaging import handlers
+        from messaging.core import handlers
         assert messaging.command is handlers.command
 
         @messaging.command("test.lazy", exactly_once=False)

@@ -17,8 +17,8 @@ if settings.DEBUG:
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from messaging.origins import SameOriginValidator  # noqa: E402
-from messaging.routing import websocket_urlpatterns  # noqa: E402
+from messaging.transport.origins import SameOriginValidator  # noqa: E402
+from messaging.transport.routing import websocket_urlpatterns  # noqa: E402
 
 # 3. the WebSocket route, /ws/, behind the session and the Origin check
 application = ProtocolTypeRouter(
