@@ -54,7 +54,7 @@ from .batches import Batcher
 from .exceptions import CommandError, IdReused, InProgress, Unavailable
 from .handlers import BatchEntries, CommandContext, Handler
 from .protocol import Command
-from .redis_clients import loop_client
+from .redis_clients import loop_client, sync_client
 
 log = logging.getLogger(__name__)
 
@@ -156,9 +156,7 @@ class RedisClaimStore(ClaimStore):
     """
 
     def __init__(self, url: str, *, lease: float, window: int, timeout: float = 0.5, cooldown: float = 1.0) -> None:
-        self.client = redis.Redis.from_url(
-            url, socket_timeout=timeout, socket_connect_timeout=timeout, retry_on_timeout=False
-        )
+        self.client = sync_client(url, timeout)
         self.lease_ms = int(lease * 1000)
         self.window = int(window)
         self.cooldown = cooldown
@@ -276,7 +274,9 @@ def get_claim_store() -> ClaimStore:
     if _store is None:
         conf = get_settings()
         if conf.REDIS_URL:
-            _store = RedisClaimStore(
+            from .cluster_claims import ClusterClaimStore  # it extends RedisClaimStore
+
+            _store = (ClusterClaimStore if conf.REDIS_CLUSTER else RedisClaimStore)(
                 conf.REDIS_URL, lease=conf.CLAIM_LEASE, window=conf.DEDUP_WINDOW, timeout=conf.REDIS_TIMEOUT
             )
         else:
@@ -291,7 +291,10 @@ def reset_claim_store() -> None:
 
 
 def claim_key(user_id: Any, command_id: str) -> str:
-    return f"messaging:cmd:{user_id}:{command_id}"
+    # The user in braces is the key's hash tag: in a Redis Cluster all of one
+    # user's claims live in one slot, so a batch of one sender's commands is
+    # one script call (messaging/core/cluster_claims.py).
+    return f"messaging:cmd:{{{user_id}}}:{command_id}"
 
 
 @dataclass

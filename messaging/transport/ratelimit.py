@@ -33,7 +33,7 @@ import redis
 import redis.asyncio as aioredis
 
 from ..conf import get_settings
-from ..core.redis_clients import loop_client
+from ..core.redis_clients import loop_client, sync_client
 
 log = logging.getLogger(__name__)
 
@@ -182,8 +182,7 @@ class RedisWindow(LocalWindow):
     def _sync_client(self) -> redis.Redis:
         # For threads (a view's hits): redis-py's client is thread-safe.
         if self._sync is None:
-            self._sync = redis.Redis.from_url(self.url, socket_timeout=self.timeout,
-                                              socket_connect_timeout=self.timeout)
+            self._sync = sync_client(self.url, self.timeout)
         return self._sync
 
     def _name(self, key: Any, slot: int) -> str:
