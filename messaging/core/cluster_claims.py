@@ -13,10 +13,15 @@ a second effect, while the other slots' masters keep answering.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
+import redis
+
 from .idempotency import RedisClaimStore, Stored
-from .redis_clients import by_slot
+from .redis_clients import by_slot, loop_client
+
+log = logging.getLogger(__name__)
 
 
 class ClusterClaimStore(RedisClaimStore):
@@ -32,7 +37,19 @@ class ClusterClaimStore(RedisClaimStore):
                 answers[i] = answer
         return answers
 
+    async def ready(self) -> bool:
+        """Whether this loop's client knows the slots: calls that start at once
+        on a client that does not yet each learn them, and trip over each other."""
+        try:
+            await loop_client(self.url, self.timeout).initialize()
+        except (OSError, redis.RedisError) as exc:
+            log.warning("the cluster's slots could not be read, using the database path: %s", exc)
+            return False
+        return True
+
     async def aclaim_many(self, keys: list[str], owner: str) -> list[Stored | bool | None]:
+        if not await self.ready():
+            return [None] * len(keys)
         groups = list(by_slot(keys).values())
         parts = await asyncio.gather(*(super(ClusterClaimStore, self).aclaim_many([keys[i] for i in indexes], owner)
                                        for indexes in groups))
@@ -47,6 +64,8 @@ class ClusterClaimStore(RedisClaimStore):
             super().finish(slot_results, slot_releases, owner)
 
     async def afinish(self, results: list[tuple[str, Stored]], releases: list[str], owner: str) -> None:
+        if not await self.ready():
+            return  # an unreleased claim frees its id when its lease runs out
         await asyncio.gather(*(super(ClusterClaimStore, self).afinish(slot_results, slot_releases, owner)
                                for slot_results, slot_releases in split(results, releases)))
 

@@ -18,8 +18,11 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster as AsyncCluster
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster as SyncCluster
 from redis.crc import key_slot
+from redis.retry import Retry
 
 from ..conf import get_settings
 
@@ -38,7 +41,7 @@ def async_client(url: str, *, timeout: float | None, connect_timeout: float) -> 
         # A call fails over to the database path within about a timeout: the
         # cluster client's own retries would wait out a failover instead.
         return AsyncCluster.from_url(url, socket_timeout=timeout, socket_connect_timeout=connect_timeout,
-                                     cluster_error_retry_attempts=1)
+                                     retry=AsyncRetry(NoBackoff(), 1))
     return aioredis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=connect_timeout)
 
 
@@ -46,7 +49,7 @@ def sync_client(url: str, timeout: float) -> redis.Redis:
     """A new (thread-safe) client of `url` for code on threads."""
     if clustered():
         return SyncCluster.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
-                                    cluster_error_retry_attempts=1)
+                                    retry=Retry(NoBackoff(), 1))
     return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout, retry_on_timeout=False)
 
 
