@@ -99,3 +99,15 @@ async def test_live_frames_cross_processes_and_resume_after_a_failover(on_cluste
         await ana.close()
         await bob.close()
 
+
+
+async def test_the_handshake_window_and_health_use_the_cluster(start_daphne, redis_cluster):
+    from ..e2e.test_address_limits import NO_ROLLOVER, handshake
+
+    env = {"REDIS_URL": redis_cluster.url, "MESSAGING_REDIS_CLUSTER": "1", "CONNECT_RATE": "5",
+           "MESSAGING_CONNECT_RATE_WINDOW": NO_ROLLOVER}
+    a, b = start_daphne(**env), start_daphne(**env)
+    statuses = await asyncio.gather(*(handshake(server.url) for server in [a, b] * 4))
+    assert sorted(statuses) == [101] * 5 + [403] * 3, "one window over both processes, counted in the cluster"
+    status, _, body = a.request("GET", "/healthz")
+    assert status == 200 and b'"redis": "ok"' in body.replace(b'":"', b'": "'), body
