@@ -89,7 +89,10 @@ def test_wheel_carries_every_file_of_the_app(wheel):
     tracked = run("git", "ls-files", "messaging", cwd=ROOT).split()
     shipped = set(zipfile.ZipFile(wheel).namelist())
     assert [f for f in tracked if f not in shipped] == []
-    assert {"messaging/py.typed", "messaging/migrations/0001_initial.py", "messaging/templates/messaging/login.html"} <= shipped
+    assert {
+        "messaging/py.typed", "messaging/migrations/0001_initial.py",
+        "messaging/contrib/chat/templates/messaging/chat.html", "messaging/contrib/chat/static/messaging/chat.js",
+    } <= shipped
     metadata = email.message_from_bytes(zipfile.ZipFile(wheel).read(next(n for n in shipped if n.endswith("/METADATA"))))
     import messaging
 
