@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import orjson
 from picows import WSMsgType, ws_connect
 
-from tests.support.wsclient import sign_in
+from messaging.client import SignInFailed, sign_in
 
 from .load import Socket, Target
 
@@ -73,7 +73,7 @@ def sign_in_many(url: str, count: int, prefix: str) -> list[str]:
         for attempt in range(5):
             try:
                 return sign_in(url, f"{prefix}{n}")
-            except OSError:
+            except (OSError, SignInFailed):
                 if attempt == 4:
                     raise
                 time.sleep(0.5 * (attempt + 1))

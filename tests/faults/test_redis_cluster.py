@@ -9,8 +9,10 @@ import pytest
 from asgiref.sync import sync_to_async
 from redis.cluster import RedisCluster as ClusterClient
 
+from messaging.client import sign_in
+from messaging.testing import SocketClient
+
 from ..support.cluster import RedisCluster
-from ..support.wsclient import WsClient, sign_in
 from .conftest import FAULT_SETTINGS, sign_in_many
 from .outbox import settle, verify
 from .test_resubscribe import post_until_heard, then_every_post_arrives_once_in_order
@@ -79,8 +81,8 @@ async def test_a_master_killed_mid_burst_loses_nothing_and_doubles_nothing(on_cl
 
 async def test_live_frames_cross_processes_and_resume_after_a_failover(on_cluster, redis_cluster):
     a, b = on_cluster(2)
-    ana = await WsClient(a.url, await sync_to_async(sign_in)(a.url, "ana")).connect()
-    bob = await WsClient(b.url, await sync_to_async(sign_in)(b.url, "bob")).connect()
+    ana = await SocketClient(a.url, await sync_to_async(sign_in)(a.url, "ana")).connect()
+    bob = await SocketClient(b.url, await sync_to_async(sign_in)(b.url, "bob")).connect()
     try:
         for ws in (ana, bob):
             assert (await ws.call("room.join", {"room": "alpha"}))["ok"]

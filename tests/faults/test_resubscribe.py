@@ -9,14 +9,16 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
+from messaging.client import sign_in
+from messaging.testing import SocketClient
+
 from ..support.servers import RedisServer
-from ..support.wsclient import WsClient, sign_in
 from .conftest import FAULT_SETTINGS
 
 pytestmark = [pytest.mark.e2e]
 
 
-async def live_msgs(ws: WsClient, room: str, timeout: float) -> list[int]:
+async def live_msgs(ws: SocketClient, room: str, timeout: float) -> list[int]:
     """The seqs of the `msg` frames of `room` that arrive within `timeout`, in arrival order."""
     seqs = []
     loop = asyncio.get_running_loop()
@@ -31,7 +33,7 @@ async def live_msgs(ws: WsClient, room: str, timeout: float) -> list[int]:
     return seqs
 
 
-async def post_until_heard(poster: WsClient, listener: WsClient, room: str, attempts: int = 40) -> int:
+async def post_until_heard(poster: SocketClient, listener: SocketClient, room: str, attempts: int = 40) -> int:
     """Post until `listener` hears a post live; the seq it heard. Posts made
     before the subscription is back are lost to live delivery (clients fetch
     them by seq), so the first ones may go unheard."""
@@ -46,7 +48,7 @@ async def post_until_heard(poster: WsClient, listener: WsClient, room: str, atte
     raise AssertionError(f"no live frame reached the listener in {attempts} posts")
 
 
-async def then_every_post_arrives_once_in_order(poster: WsClient, listener: WsClient, room: str) -> None:
+async def then_every_post_arrives_once_in_order(poster: SocketClient, listener: SocketClient, room: str) -> None:
     seqs = []
     for n in range(5):
         ack = await poster.call("room.post", {"room": room, "body": f"after {n}"})
@@ -64,12 +66,12 @@ async def test_a_join_while_redis_is_down_gets_live_frames_once_it_is_back(start
     redis_server = RedisServer(tmp_path).start()
     try:
         a, b = (start_daphne(REDIS_URL=redis_server.url, **FAULT_SETTINGS) for _ in range(2))
-        ana = await WsClient(a.url, await sync_to_async(sign_in)(a.url, "ana")).connect()
+        ana = await SocketClient(a.url, await sync_to_async(sign_in)(a.url, "ana")).connect()
         assert (await ana.call("room.join", {"room": "lobby"}))["ok"]
         redis_server.stop()
         # Bob connects and joins while Redis is away: the join itself works
         # (the database path), the subscription cannot be made yet.
-        bob = await WsClient(b.url, await sync_to_async(sign_in)(b.url, "bob")).connect()
+        bob = await SocketClient(b.url, await sync_to_async(sign_in)(b.url, "bob")).connect()
         assert (await bob.call("room.join", {"room": "lobby"}))["ok"]
         redis_server.start()
         # No new join: the listener subscribes the wanted channel on its own.
@@ -85,8 +87,8 @@ async def test_live_frames_resume_after_redis_restarts_under_joined_sockets(star
     redis_server = RedisServer(tmp_path).start()
     try:
         a, b = (start_daphne(REDIS_URL=redis_server.url, **FAULT_SETTINGS) for _ in range(2))
-        ana = await WsClient(a.url, await sync_to_async(sign_in)(a.url, "ana")).connect()
-        bob = await WsClient(b.url, await sync_to_async(sign_in)(b.url, "bob")).connect()
+        ana = await SocketClient(a.url, await sync_to_async(sign_in)(a.url, "ana")).connect()
+        bob = await SocketClient(b.url, await sync_to_async(sign_in)(b.url, "bob")).connect()
         for ws in (ana, bob):
             assert (await ws.call("room.join", {"room": "lobby"}))["ok"]
         await post_until_heard(ana, bob, "lobby", attempts=1)
