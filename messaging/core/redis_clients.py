@@ -38,8 +38,12 @@ def clustered() -> bool:
 def async_client(url: str, *, timeout: float | None, connect_timeout: float) -> aioredis.Redis:
     """A new asyncio client of `url` (a cluster client with `REDIS_CLUSTER`)."""
     if clustered():
-        # A call fails over to the database path within about a timeout: the
-        # cluster client's own retries would wait out a failover instead.
+        # One retry, no backoff: a call fails over to the database path within
+        # about two timeouts instead of waiting out a failover, and the retry
+        # is what makes the client learn the slots anew after one. (A claim
+        # script whose reply was lost and that runs again finds its own claim:
+        # that command is answered `in_progress`, retry true, until its lease
+        # ends; nothing is applied twice.)
         return AsyncCluster.from_url(url, socket_timeout=timeout, socket_connect_timeout=connect_timeout,
                                      retry=AsyncRetry(NoBackoff(), 1))
     return aioredis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=connect_timeout)

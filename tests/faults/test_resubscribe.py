@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -33,13 +34,24 @@ async def live_msgs(ws: SocketClient, room: str, timeout: float) -> list[int]:
     return seqs
 
 
+async def post(poster: SocketClient, room: str, body: str) -> dict:
+    """One post, resent with its id after a `retry: true` refusal, as an outbox does; its ok ack."""
+    id = uuid.uuid4().hex
+    for _ in range(20):
+        ack = await poster.call("room.post", {"room": room, "body": body}, id=id)
+        if ack["ok"]:
+            return ack
+        assert ack["error"]["retry"], ack
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"{id} was refused 20 times: {ack}")
+
+
 async def post_until_heard(poster: SocketClient, listener: SocketClient, room: str, attempts: int = 40) -> int:
     """Post until `listener` hears a post live; the seq it heard. Posts made
     before the subscription is back are lost to live delivery (clients fetch
     them by seq), so the first ones may go unheard."""
     for n in range(attempts):
-        ack = await poster.call("room.post", {"room": room, "body": f"probe {n}"})
-        assert ack["ok"], ack
+        ack = await post(poster, room, f"probe {n}")
         heard = await live_msgs(listener, room, 1.0)
         if heard:
             # A probe's publish retried meanwhile may come just before: in order, once each.
@@ -51,8 +63,7 @@ async def post_until_heard(poster: SocketClient, listener: SocketClient, room: s
 async def then_every_post_arrives_once_in_order(poster: SocketClient, listener: SocketClient, room: str) -> None:
     seqs = []
     for n in range(5):
-        ack = await poster.call("room.post", {"room": room, "body": f"after {n}"})
-        seqs.append(ack["d"]["seq"])
+        seqs.append((await post(poster, room, f"after {n}"))["d"]["seq"])
     heard: list[int] = []
     while seqs[-1] not in heard:
         more = await live_msgs(listener, room, 10)
