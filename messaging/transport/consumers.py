@@ -9,6 +9,7 @@ import math
 import random
 import time
 from collections import deque
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 import redis
@@ -21,8 +22,10 @@ from django.utils.functional import LazyObject, empty
 from ..conf import get_settings
 from ..core import handlers
 from ..core.exceptions import BadFrame, CommandError, Invalid, RateLimited, Unavailable
-from ..core.idempotency import BATCH_LIMIT, Delivery, Outcome, execute_async, execute_together, run_in_db_thread
+from ..core import pipeline
+from ..core.outcomes import Delivery, Outcome
 from ..core.protocol import Command, ack_error, ack_ok, bad_frame, encode, frame_not_sent, parse_command
+from ..core.runtime import runtime
 from ..ops import metrics
 from ..ops.logcontext import command_scope, loggable
 from .fanout import get_hub
@@ -100,7 +103,7 @@ class SessionWatch:
             try:
                 # On the commands' threads: channels' one database thread also
                 # signs in every new socket, and must not queue behind checks.
-                valid = await run_in_db_thread(session_still_signs_in, self.key[0], self.user)
+                valid = await runtime().gateway.run(session_still_signs_in, self.key[0], self.user)
             except Exception:
                 # A storage outage is not a logout: keep the sockets, ask again later.
                 log.warning("session check failed for user %s", self.user.pk, exc_info=True)
@@ -128,6 +131,16 @@ def resolved(user: Any) -> Any:
     if isinstance(user, LazyObject) and user._wrapped is not empty:
         return user._wrapped
     return user
+
+
+@dataclass
+class Refused:
+    """A command refused before it reached the pipeline, answered in its turn."""
+
+    command: Command
+    handler: handlers.Handler | None
+    error: CommandError
+    started: float
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -171,7 +184,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # channels' dispatch runs close_old_connections on its one sync thread
         # before every handler: a thread hop per frame and per fan-out event,
         # a quarter of the server's CPU under load. This consumer reaches the
-        # database only through `run_in_db_thread`, which does that upkeep
+        # database only through the gateway (`Gateway.run`), which does that upkeep
         # around each call itself.
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
@@ -278,42 +291,44 @@ class ChatConsumer(AsyncWebsocketConsumer):
             self.answering = 0
 
     async def answer_frames(self, frames: list[tuple[str | None, float]]) -> None:
-        """Answer `frames` in the order received.
+        """Answer `frames` in the order received, in the groups the pipeline runs together.
 
-        Consecutive exactly-once commands of one type (a client's pipelined
-        posts) run together in one batch, in order, so their seqs follow send
-        order and their acks come in it. Everything else waits for them and
-        runs alone: a join, a receipt, a refusal, a bad frame, a close. So a
-        post sent right behind its room's join still runs after the join.
+        Each frame is read and its command prepared (rate, type, data, rooms)
+        as its turn comes, so a join counts the rooms of the joins before it.
+        The pipeline's rule (`pipeline.Runs`) says what runs together: a
+        client's pipelined posts in one batch, everything else alone.
         """
-        together: list[tuple[Delivery, float]] = []
+        order = pipeline.Runs()
         for text, started in frames:
             if self.closed:
                 return
-            frame = self.read(text)
-            if isinstance(frame, Command):
+            item = self.read(text)
+            if isinstance(item, Command):
                 self.bad_frames = 0
-                with command_scope(frame.id, frame.t, self.user.pk):
-                    handler, data, error = await self.prepare(frame)
-                    if error is None and handler.exactly_once and handler.subscribes_to is None:
-                        if together and (together[0][0].handler.type != handler.type or len(together) >= BATCH_LIMIT):
-                            await self.run_together(together)
-                            together = []
-                        delivery = Delivery(self.user, frame, handler, data, contextvars.copy_context())
-                        together.append((delivery, started))
-                        continue
-            await self.run_together(together)
-            together = []
-            if self.closed:
-                return
-            if isinstance(frame, Command):
-                with command_scope(frame.id, frame.t, self.user.pk):
-                    await self.run(frame, started, handler, data, error)
-            elif isinstance(frame, BadFrame):
-                await self.refuse_frame(frame.message)
+                with command_scope(item.id, item.t, self.user.pk):
+                    item = await self.prepare(item, started)
+            for group in order.add(item):
+                await self.answer(group)
+                if self.closed:
+                    return
+        for group in order.end():
+            await self.answer(group)
+
+    async def answer(self, group: list[Any]) -> None:
+        """One group of `answer_frames`: deliveries for the pipeline, or a refusal, a bad frame, a close."""
+        first = group[0]
+        if isinstance(first, Delivery):
+            if first.handler.subscribes_to is not None:
+                await self.join(first)
             else:
-                await self.close(code=frame)
-        await self.run_together(together)
+                await self.run_together(group)
+        elif isinstance(first, Refused):
+            with command_scope(first.command.id, first.command.t, self.user.pk):
+                await self.refuse(first.command, first.handler, first.error, first.started)
+        elif isinstance(first, BadFrame):
+            await self.refuse_frame(first.message)
+        else:
+            await self.close(code=first)
 
     def read(self, text: str | None) -> Command | BadFrame | int:
         """The frame's command, why it is no command, or the code to close the socket with."""
@@ -448,28 +463,27 @@ class ChatConsumer(AsyncWebsocketConsumer):
             # Rounded up, so a client that waits exactly this long is let in.
             raise RateLimited(retry_after=math.ceil(wait * 1000) / 1000)
 
-    async def prepare(self, command: Command) -> tuple[handlers.Handler | None, Any, CommandError | None]:
-        """The command's handler (None if it has none) and validated data, or why it is refused.
+    async def prepare(self, command: Command, started: float) -> Delivery | Refused:
+        """The command as the pipeline runs it, or why it is refused.
 
         Everything that can fail for this command alone fails here, before
-        it joins a batch with other users' commands: its type, its data and,
-        for an exactly-once type, its fingerprint; for a join, this socket's
-        count of rooms.
+        it joins a batch with other users' commands: the socket's and the
+        user's rate, its type, its data and fingerprint (`pipeline.prepare`),
+        and for a join this socket's count of rooms.
         """
         handler = None
         try:
             await self.check_rate()
             handler = handlers.lookup(command.t)
-            data = handlers.validate(handler, command.d)
-            if handler.exactly_once:
-                command.fingerprint  # computed now, and kept on the command for its batch
+            delivery = pipeline.prepare(self.user, command, contextvars.copy_context())
+            delivery.received = started
             if handler.subscribes_to is not None:
-                self.check_rooms(handler.subscribes_to(data))
-            return handler, data, None
+                self.check_rooms(handler.subscribes_to(delivery.data))
+            return delivery
         except CommandError as exc:
-            return handler, None, exc
+            return Refused(command, handler, exc, started)
         except Exception as exc:
-            return handler, None, self.unavailable(command, exc)
+            return Refused(command, handler, self.unavailable(command, exc), started)
 
     def check_rooms(self, room: str) -> None:
         """Refuse a join of one room more than `ROOMS_PER_SOCKET` with `Invalid`:
@@ -483,54 +497,48 @@ class ChatConsumer(AsyncWebsocketConsumer):
         log.error("command %s %s by user %s failed", loggable(command.t), command.id, self.user.pk, exc_info=exc)
         return Unavailable()
 
-    async def run(self, command: Command, started: float, handler: handlers.Handler | None, data: Any,
-                  error: CommandError | None) -> None:
-        """One prepared command on its own (or its refusal, `error`), answered."""
-        joining = subscribed = None
-        if error is None:
-            assert handler is not None
-            try:
-                if handler.subscribes_to is not None:
-                    joining = handler.subscribes_to(data)
-                    self.held[joining] = []
-                    subscribed = await self.subscribe(joining)
-                outcome = await execute_async(self.user, command, handler, data)
-            except CommandError as exc:
-                error = exc
-            except Exception as exc:
-                error = self.unavailable(command, exc)
-        if error is not None:
-            await self.unsubscribe(subscribed)
-            await self.refuse(command, handler, error, started)
-            await self.release_held(joining)
-            return
-        await self.ack(command, handler, outcome, started)
-        if joining is not None:
-            last_seq = outcome.data.get("last_seq")
+    async def join(self, delivery: Delivery) -> None:
+        """A command that subscribes the socket to a room (`room.join`), alone:
+        subscribed before it runs, its room's live frames held until its ack and backlog are sent."""
+        command, handler = delivery.command, delivery.handler
+        with command_scope(command.id, command.t, self.user.pk):
+            room = handler.subscribes_to(delivery.data)
+            self.held[room] = []
+            subscribed = await self.subscribe(room)
+            [result] = await self.results([delivery])
+            if not isinstance(result, Outcome):
+                await self.unsubscribe(subscribed)
+                await self.refuse(command, handler, result, delivery.received)
+                await self.release_held(room)
+                return
+            await self.ack(command, handler, result, delivery.received)
+            last_seq = result.data.get("last_seq")
             if isinstance(last_seq, int):
-                self.live_after[joining] = last_seq
-            await self.release_held(joining)
-        self.publish(outcome)
+                self.live_after[room] = last_seq
+            await self.release_held(room)
+            self.publish(result)
 
-    async def run_together(self, together: list[tuple[Delivery, float]]) -> None:
-        """Exactly-once commands that take effect in their order, answered in it."""
-        if not together:
-            return
+    async def results(self, deliveries: list[Delivery]) -> list[Outcome | CommandError]:
+        """The pipeline's answers to `deliveries`; an unexpected failure, logged, is `unavailable`."""
         try:
-            results = await execute_together([delivery for delivery, _ in together])
+            results = await pipeline.run(deliveries)
         except Exception:
-            log.exception("a batch of %d commands by user %s failed", len(together), self.user.pk)
-            results = [Unavailable()] * len(together)
-        for (delivery, started), result in zip(together, results):
+            log.exception("a batch of %d commands by user %s failed", len(deliveries), self.user.pk)
+            return [Unavailable()] * len(deliveries)
+        return [result if isinstance(result, (Outcome, CommandError)) else self.unavailable(d.command, result)
+                for d, result in zip(deliveries, results)]
+
+    async def run_together(self, deliveries: list[Delivery]) -> None:
+        """Deliveries that take effect in their order (or one alone), answered in it."""
+        results = await self.results(deliveries)
+        for delivery, result in zip(deliveries, results):
             command, handler = delivery.command, delivery.handler
             with command_scope(command.id, command.t, self.user.pk):
                 if isinstance(result, Outcome):
-                    await self.ack(command, handler, result, started)
+                    await self.ack(command, handler, result, delivery.received)
                     self.publish(result)
-                    continue
-                if not isinstance(result, CommandError):
-                    result = self.unavailable(command, result)
-                await self.refuse(command, handler, result, started)
+                else:
+                    await self.refuse(command, handler, result, delivery.received)
 
     async def ack(self, command: Command, handler: handlers.Handler, outcome: Outcome, started: float) -> None:
         """The command's ack, then its replies (a join's backlog), which cost the socket's rate by their size."""

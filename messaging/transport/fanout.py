@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import weakref
 from collections import deque
 from typing import Any, Iterator, Protocol, Sequence
 
@@ -42,6 +41,7 @@ import redis
 import redis.asyncio as aioredis
 
 from ..conf import get_settings
+from ..core.runtime import runtime
 from ..ops import metrics
 
 log = logging.getLogger(__name__)
@@ -180,6 +180,13 @@ class Hub:
         to `room`, if given) in every process, and return at once."""
         queue(self.user_outbox, (user_key(user_id), room, text))
         self.start_pump()
+
+    async def aclose(self) -> None:
+        """Stop sending (the loop's runtime closes): what is still queued is dropped."""
+        pump, self.pump = self.pump, None
+        if pump is not None and not pump.done():
+            pump.cancel()
+            await asyncio.gather(pump, return_exceptions=True)
 
     def start_pump(self) -> None:
         if self.pump is None or self.pump.done():
@@ -322,6 +329,15 @@ class RedisHub(Hub):
         finally:
             self.confirmations.pop(channel, None)
 
+    async def aclose(self) -> None:
+        await super().aclose()
+        await self.stop_listening()
+        for client in (self.client, self.listen_client):
+            try:
+                await client.aclose()
+            except (OSError, redis.RedisError):
+                pass
+
     async def stop_listening(self) -> None:
         pubsub, listener = self.pubsub, self.listener
         self.pubsub = self.listener = None
@@ -404,14 +420,11 @@ class RedisHub(Hub):
         metrics.FANOUT_FRAMES.labels("published").inc(frames)
 
 
-_hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Hub] = weakref.WeakKeyDictionary()
+def make_hub() -> Hub:
+    conf = get_settings()
+    return RedisHub(conf.REDIS_URL, timeout=conf.REDIS_TIMEOUT) if conf.REDIS_URL else Hub()
 
 
 def get_hub() -> Hub:
-    """This event loop's hub (a server process has one loop; tests have one per test)."""
-    loop = asyncio.get_running_loop()
-    hub = _hubs.get(loop)
-    if hub is None:
-        conf = get_settings()
-        hub = _hubs[loop] = RedisHub(conf.REDIS_URL, timeout=conf.REDIS_TIMEOUT) if conf.REDIS_URL else Hub()
-    return hub
+    """This event loop's hub (a server process has one loop; tests have one per test), closed with the loop."""
+    return runtime().part("hub", make_hub, close=lambda hub: hub.aclose())

@@ -33,7 +33,7 @@ import redis
 import redis.asyncio as aioredis
 
 from ..conf import get_settings
-from ..core.redis_clients import loop_client
+from ..core.runtime import runtime
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ class RedisWindow(LocalWindow):
         self._sync: redis.Redis | None = None
 
     def _client(self) -> aioredis.Redis:
-        return loop_client(self.url, self.timeout)
+        return runtime().redis_client(self.url, self.timeout)
 
     def _sync_client(self) -> redis.Redis:
         # For threads (a view's hits): redis-py's client is thread-safe.
