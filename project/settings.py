@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "messaging",
+    "messaging.contrib.reactions",
 ]
 
 MIDDLEWARE = [

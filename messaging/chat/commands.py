@@ -21,7 +21,7 @@ from ..core.handlers import CommandContext, command
 from ..core.sql import statement
 from ..core.protocol import format_time, message_body, optional_seq, room_slug
 from ..models import CommandRecord, Membership, Message, MessageState, Room
-from ..reactions import backlog_reactions, range_reactions
+from .hooks import join_hooks
 from .receipts import Move, move_watermarks_by_function, move_watermarks_portably
 from .rooms import joined_room_id, room_to_join
 
@@ -95,12 +95,13 @@ def members_on_join(room: Room, user: Any) -> tuple[list[dict], int]:
 class Join:
     room: str
     since: int | None
-    # An extension: the lowest seq the client shows, whose counts it wants again.
-    reactions_from: int | None = None
+    # Per join hook (messaging/chat/hooks.py), in order, what it made of `d`.
+    options: tuple[Any, ...] = ()
 
 
 def validate_join(d: dict) -> Join:
-    return Join(room=room_slug(d), since=optional_seq(d, "since"), reactions_from=optional_seq(d, "reactions_from"))
+    options = tuple(hook.validate(d) for hook in join_hooks())
+    return Join(room=room_slug(d), since=optional_seq(d, "since"), options=options)
 
 
 @command("room.join", validate=validate_join, exactly_once=False, subscribes_to=lambda join: join.room)
@@ -123,13 +124,8 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
         backlog = list(messages.filter(seq__gt=join.since).order_by("seq")[: conf.REPLAY_LIMIT])
     for message in backlog:
         ctx.reply(stored_msg_frame(message, room.slug, ctx.user))
-    if join.reactions_from is not None:
-        # The messages the client has, below the backlog: their counts may
-        # have moved while it was away. Sent before the backlog's, so all the
-        # `reaction` frames come in seq order.
-        below = backlog[0].seq - 1 if backlog else room.last_seq
-        ctx.replies.extend(range_reactions(room, join.reactions_from, below, limit=conf.REPLAY_LIMIT))
-    ctx.replies.extend(backlog_reactions(room.slug, backlog))
+    for hook, options in zip(join_hooks(), join.options):
+        ctx.replies.extend(hook.replies(ctx, room, options, backlog))
     return {"room": room.slug, "last_seq": room.last_seq, "members": members, "members_total": members_total}
 
 

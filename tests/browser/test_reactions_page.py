@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from playwright.sync_api import expect
 
-from messaging.models import ReactionCount
+from messaging.contrib.reactions.models import ReactionCount
 
 from ..support.wsclient import WsClient
 from ..support.wsclient import sign_in as ws_sign_in

@@ -7,7 +7,8 @@ import pytest
 from channels.db import database_sync_to_async
 
 from messaging.core.claims import reset_claim_store
-from messaging.models import CommandRecord, Membership, ReactionCount
+from messaging.contrib.reactions.models import ReactionCount
+from messaging.models import CommandRecord, Membership
 
 from ..support.wsclient import WsClient, sign_in
 

@@ -20,6 +20,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "messaging",  # 1. the app
+    "messaging.contrib.reactions",  # and its "+1" reactions (optional)
     "wallet",  # the host's own app, with its own command type
 ]
 
