@@ -31,6 +31,7 @@ from ...conf import get_settings
 from ...core.exceptions import Invalid
 from ...core.handlers import CommandContext, command
 from ...core.protocol import optional_seq, room_slug
+from ...core.sql import statement
 from ...models import Message, Room
 from .models import ReactionCount
 
@@ -52,19 +53,18 @@ def reaction_frame(room: str, seq: int, count: int) -> dict:
     return {"t": "reaction", "d": {"room": room, "seq": seq, "count": count}}
 
 
+# PostgreSQL's and SQLite's upsert alike.
+INCREMENT = statement(__package__, "increment")
+
+
 def increment(message_id: int) -> int:
     """Add one to the message's count in one statement, creating the row on first use.
 
     An upsert, so two first reactions racing cannot both insert; the row lock
     it takes is held until commit, so concurrent reactions queue on it.
     """
-    table = ReactionCount._meta.db_table
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (message_id, count) VALUES (%s, 1) "
-            f"ON CONFLICT (message_id) DO UPDATE SET count = {table}.count + 1 RETURNING count",
-            [message_id],
-        )
+        cursor.execute(INCREMENT.format(table=ReactionCount._meta.db_table), [message_id])
         return cursor.fetchone()[0]
 
 
