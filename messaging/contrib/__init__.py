@@ -1,1 +1,2 @@
-"""Apps beside the core that a host installs or leaves out, each with its own models and migrations."""
+"""Optional apps a host project installs beside `messaging` or leaves out, each with its own
+models, migrations, templates or static files (docs/ARCHITECTURE.md)."""
