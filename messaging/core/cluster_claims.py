@@ -18,8 +18,8 @@ from typing import Any
 
 import redis
 
-from .idempotency import RedisClaimStore, Stored
-from .redis_clients import by_slot, loop_client
+from .claims import RedisClaimStore, Stored
+from .runtime import by_slot
 
 log = logging.getLogger(__name__)
 
@@ -30,28 +30,21 @@ class ClusterClaimStore(RedisClaimStore):
         # A failed call costs its own slot's commands one timeout.
         return True
 
-    def claim_many(self, keys: list[str], owner: str) -> list[Stored | bool | None]:
-        answers: list[Any] = [None] * len(keys)
-        for indexes in by_slot(keys).values():
-            for i, answer in zip(indexes, super().claim_many([keys[i] for i in indexes], owner)):
-                answers[i] = answer
-        return answers
-
     async def ready(self) -> bool:
         """Whether this loop's client knows the slots: calls that start at once
         on a client that does not yet each learn them, and trip over each other."""
         try:
-            await loop_client(self.url, self.timeout).initialize()
+            await self.client.initialize()
         except (OSError, redis.RedisError) as exc:
             log.warning("the cluster's slots could not be read, using the database path: %s", exc)
             return False
         return True
 
-    async def aclaim_many(self, keys: list[str], owner: str) -> list[Stored | bool | None]:
+    async def claim_many(self, keys: list[str], owner: str) -> list[Stored | bool | None]:
         if not await self.ready():
             return [None] * len(keys)
         groups = list(by_slot(keys).values())
-        parts = await asyncio.gather(*(super(ClusterClaimStore, self).aclaim_many([keys[i] for i in indexes], owner)
+        parts = await asyncio.gather(*(super(ClusterClaimStore, self).claim_many([keys[i] for i in indexes], owner)
                                        for indexes in groups))
         answers: list[Any] = [None] * len(keys)
         for indexes, part in zip(groups, parts):
@@ -59,14 +52,10 @@ class ClusterClaimStore(RedisClaimStore):
                 answers[i] = answer
         return answers
 
-    def finish(self, results: list[tuple[str, Stored]], releases: list[str], owner: str) -> None:
-        for slot_results, slot_releases in split(results, releases):
-            super().finish(slot_results, slot_releases, owner)
-
-    async def afinish(self, results: list[tuple[str, Stored]], releases: list[str], owner: str) -> None:
+    async def finish(self, results: list[tuple[str, Stored]], releases: list[str], owner: str) -> None:
         if not await self.ready():
             return  # an unreleased claim frees its id when its lease runs out
-        await asyncio.gather(*(super(ClusterClaimStore, self).afinish(slot_results, slot_releases, owner)
+        await asyncio.gather(*(super(ClusterClaimStore, self).finish(slot_results, slot_releases, owner)
                                for slot_results, slot_releases in split(results, releases)))
 
 

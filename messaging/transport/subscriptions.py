@@ -28,7 +28,7 @@ from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from ..core.redis_clients import async_client, by_slot
+from ..core.runtime import async_client, by_slot
 
 log = logging.getLogger(__name__)
 

@@ -96,7 +96,7 @@ async def test_live_frames_cross_processes_and_resume_after_a_failover(on_cluste
         # The duplicate of a command acked before the failover is still refused a second effect.
         first = await ana.call("room.post", {"room": "alpha", "body": "once"}, id="after-failover")
         again = await ana.call("room.post", {"room": "alpha", "body": "once"}, id="after-failover")
-        assert first["ok"] and again["ok"] and again["dup"] and again["d"] == first["d"]
+        assert first["ok"] and again["ok"] and again["dup"] and again["d"] == first["d"], (first, again)
     finally:
         await ana.close()
         await bob.close()

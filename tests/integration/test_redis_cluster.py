@@ -10,7 +10,8 @@ import pytest
 from channels.db import database_sync_to_async
 from redis.cluster import RedisCluster as ClusterClient
 
-from messaging.core.idempotency import claim_key, execute_many_async, reset_claim_store
+from messaging.core.claims import claim_key, reset_claim_store
+from messaging.core.pipeline import run_batch
 from messaging.transport.fanout import get_hub
 
 from ..support.cluster import RedisCluster
@@ -58,9 +59,9 @@ async def test_a_batch_of_many_users_is_claimed_slot_by_slot_and_applied_once(on
     deliveries = [post_delivery(user, "lobby", f"from {n}", id=f"cmd-{n}") for n, user in enumerate(users)]
     masters = {redis_cluster.master_of(d.key).port for d in deliveries}
     assert len(masters) >= 2, "the batch spans several masters"
-    first = await execute_many_async(deliveries)
+    first = await run_batch(deliveries)
     assert [o.dup for o in first] == [False] * 12
-    again = await execute_many_async([post_delivery(u, "lobby", f"from {n}", id=f"cmd-{n}") for n, u in enumerate(users)])
+    again = await run_batch([post_delivery(u, "lobby", f"from {n}", id=f"cmd-{n}") for n, u in enumerate(users)])
     assert [(o.dup, o.source) for o in again] == [(True, "redis")] * 12
     assert [o.data for o in again] == [o.data for o in first]
     assert sorted(r["seq"] for r in await rows()) == list(range(1, 13))
