@@ -82,9 +82,11 @@ class MembershipInline(ReadOnly, admin.TabularInline):
 
 @admin.register(Room)
 class RoomAdmin(InspectionAdmin):
-    list_display = ("slug", "last_seq", "member_count", "created_at")
+    list_display = ("slug", "private", "owner", "last_seq", "member_count", "created_at")
+    list_filter = ("private",)
+    list_select_related = ("owner",)
     search_fields = ("slug",)
-    fields = ("slug", "last_seq", "created_at")
+    fields = ("slug", "private", "owner", "last_seq", "created_at")
     readonly_fields = fields
     inlines = (MembershipInline,)
 
@@ -162,3 +164,7 @@ class CommandRecordAdmin(InspectionAdmin):
     @admin.display(description="stored ack")
     def stored_ack(self, record: CommandRecord) -> str:
         return pretty_json(record.result)
+
+
+# The moderation audit registers itself (messaging/chat/admin.py).
+from .chat import admin as chat_admin  # noqa: E402,F401

@@ -9,3 +9,5 @@ class MessagingConfig(AppConfig):
     def ready(self) -> None:
         # Built-in command types and the system checks register themselves on import.
         from . import checks, commands, reactions  # noqa: F401
+        from .chat import dms, private  # noqa: F401
+        from .transport import typing  # noqa: F401

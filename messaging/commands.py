@@ -14,6 +14,7 @@ from django.db import connection, models
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from .chat.policy import get_policy, overrides
 from .conf import get_settings
 from .exceptions import Forbidden, Invalid
 from .handlers import CommandContext, command
@@ -105,7 +106,10 @@ def validate_join(d: dict) -> Join:
 @command("room.join", validate=validate_join, exactly_once=False, subscribes_to=lambda join: join.room)
 def join_room(ctx: CommandContext, join: Join) -> dict:
     room = room_to_join(ctx.user, join.room, get_settings().ROOMS_CREATED_PER_HOUR)
-    if not Membership.objects.filter(room=room, user=ctx.user).exists():
+    member = Membership.objects.filter(room=room, user=ctx.user).exists()
+    if not get_policy().can_join(ctx.user, room, member=member):
+        raise Forbidden("this room is private: join it by invitation")
+    if not member:
         # `joined_seq` decides which messages the new member must receive
         # before they count as delivered. Under the room's row lock, which
         # posts take for their seq, it is exact: every seq up to it is
@@ -335,8 +339,9 @@ def posts_and_records(entries: list[tuple[CommandContext, Post, str]]) -> list[d
     """Several `room.post`s and their `CommandRecord`s in one statement, on PostgreSQL; None elsewhere.
 
     Posts by non-members are refused with `Forbidden`; the others are stored.
+    A host policy's own `can_post` is asked by the portable path only.
     """
-    if connection.vendor != "postgresql":
+    if connection.vendor != "postgresql" or overrides("can_post"):
         return None
     with server_bound_cursor() as cursor:
         cursor.execute(*posts_statement(entries))
@@ -347,7 +352,7 @@ def posts_and_records(entries: list[tuple[CommandContext, Post, str]]) -> list[d
 async def aposts_and_records(entries: list[tuple[CommandContext, Post, str]]) -> list[dict | Forbidden] | None:
     """`posts_and_records` on the event loop's own connection; None where there is none."""
     database = loop_database()
-    if database is None:
+    if database is None or overrides("can_post"):
         return None
     return posts_results(entries, await database.fetch(*posts_statement(entries)))
 
@@ -370,6 +375,8 @@ def post_and_record(ctx: CommandContext, post: Post, fingerprint: str) -> dict |
          apply_recorded_many_async=aposts_and_records)
 def post_message(ctx: CommandContext, post: Post) -> dict:
     room_id = joined_room_id(ctx.user, post.room)
+    if overrides("can_post") and not get_policy().can_post(ctx.user, Room.objects.get(pk=room_id)):
+        raise Forbidden("you may not post in this room")
     seq = next_seq(room_id)
     sent_at = timezone.now()
     Message.objects.create(

@@ -19,6 +19,7 @@ from channels.layers import get_channel_layer
 from django.utils.functional import LazyObject, empty
 
 from . import handlers, metrics
+from .chat.private import left_room
 from .conf import get_settings
 from .exceptions import BadFrame, CommandError, Invalid, RateLimited, Unavailable
 from .fanout import get_hub
@@ -28,6 +29,8 @@ from .protocol import Command, ack_error, ack_ok, bad_frame, encode, frame_not_s
 from .ratelimit import TokenBucket, user_limiter
 from .sendbuffer import SendBuffer, payload_length, send_buffer
 from .sessions import session_still_signs_in
+from .transport.typing import own_prefix
+from .transport.typing import posted as typing_posted
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +200,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # Whether the hub delivers the user's own frames (`personal`) here.
         self.attached = False
         self.signed_in = self.user is not None and self.user.is_authenticated
+        # A user's own `typing` frames are not sent back to them (PROTOCOL.md 1.1).
+        self.own_typing = own_prefix(self.user.pk) if self.signed_in else "\0"
         conf = get_settings()
         self.inbox_limit = conf.INBOX_LIMIT
         await self.accept()
@@ -526,6 +531,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 if isinstance(result, Outcome):
                     await self.ack(command, handler, result, started)
                     self.publish(result)
+                    if handler.type == "room.post" and not result.dup:
+                        typing_posted(result.data["room"], self.user)
                     continue
                 if not isinstance(result, CommandError):
                     result = self.unavailable(command, result)
@@ -616,6 +623,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def live(self, room: str, seq: int | None, text: str) -> None:
         """One live frame of a joined room, from the hub."""
+        if seq is None and text.startswith(self.own_typing):
+            return
         held = self.held.get(room)
         if held is not None:
             # A join of this room is running: its ack and backlog go first.
@@ -636,6 +645,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         """A frame for this socket's user, from the hub; one for a room only
         while this socket is joined to it, after a running join's backlog."""
         if room is None:
+            left = left_room(text)
+            if left is not None and left in self.rooms:
+                # Removed or left: no more of the room's frames, from now on.
+                await self.unsubscribe(left)
             await self.send_text(text)
         elif room in self.held or room in self.rooms:
             await self.live(room, None, text)

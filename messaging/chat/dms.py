@@ -1,0 +1,81 @@
+"""Direct conversations: `dm.open` (PROTOCOL.md 1.1).
+
+A direct room is a private room of two users with a `DirectRoom` row naming
+the pair in a fixed order. The pair's unique constraint is what makes every
+`dm.open` of the two, from either side, concurrently, on any process, end
+in the same room: the second insert waits for the first to commit, fails, and
+reads the first's room. Its slug is random, so it says nothing of the two.
+"""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from ..commands import optional_user_id
+from ..conf import get_settings
+from ..exceptions import Invalid
+from ..handlers import CommandContext, command
+from ..models import DirectRoom, Room
+from ..rooms import check_rooms_created
+from .private import add_member, invited_frame, person, target_user
+
+
+@dataclass(frozen=True)
+class Open:
+    user: Any
+
+
+def validate_open(d: dict) -> Open:
+    user = optional_user_id(d, "user")
+    if user is None:
+        raise Invalid("user must be a user id")
+    return Open(user=user)
+
+
+def ordered(a: Any, b: Any) -> tuple[Any, Any]:
+    """The pair in the order it is stored: by the id's text, which every key type has."""
+    return (a, b) if str(a.pk) < str(b.pk) else (b, a)
+
+
+def direct_room(user: Any, other: Any) -> Room:
+    """The two users' direct room, made now if they have none."""
+    low, high = ordered(user, other)
+    found = DirectRoom.objects.filter(low=low, high=high).select_related("room").first()
+    if found is not None:
+        return found.room
+    per_hour = get_settings().ROOMS_CREATED_PER_HOUR
+    if per_hour:
+        check_rooms_created(user, per_hour)
+    try:
+        with transaction.atomic():
+            room = Room.objects.create(slug=f"dm-{secrets.token_hex(12)}", private=True, created_by=user)
+            DirectRoom.objects.create(room=room, low=low, high=high)
+    except IntegrityError:
+        # The other side's (or this user's other socket's) first open committed first.
+        return DirectRoom.objects.select_related("room").get(low=low, high=high).room
+    return room
+
+
+@command("dm.open", validate=validate_open, exactly_once=False)
+def open_direct(ctx: CommandContext, open: Open) -> dict:
+    """The room of the sender and `user`; both are members after it. Whoever is
+    made a member by it, other than the sender, hears `invited`."""
+    if open.user == ctx.user.pk:
+        raise Invalid("a direct conversation needs another user")
+    other = target_user(open.user)
+    room = direct_room(ctx.user, other)
+    for member in (ctx.user, other):
+        if add_member(room, member) and member is other:
+            ctx.send_to_user(other.pk, invited_frame(room.slug, ctx.user))
+    return {"room": room.slug, "with": person(other)}
+
+
+def partners(user: Any, room_ids: list[int]) -> dict[int, dict]:
+    """Per direct room among `room_ids`, the other user as `{id, name}` (rooms.list's `with`)."""
+    pairs = DirectRoom.objects.filter(room_id__in=room_ids).select_related("low", "high")
+    return {pair.room_id: person(pair.high if pair.low_id == user.pk else pair.low) for pair in pairs}
+
+
