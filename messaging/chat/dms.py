@@ -3,8 +3,9 @@
 A direct room is a private room of two users with a `DirectRoom` row naming
 the pair in a fixed order. The pair's unique constraint is what makes every
 `dm.open` of the two, from either side, concurrently, on any process, end
-in the same room: the second insert waits for the first to commit, fails, and
-reads the first's room. Its slug is random, so it says nothing of the two.
+in the same room: a second insert would wait for the first to commit, fail,
+and read the first's room. Openers queue on the two users' rows before that
+(`direct_room`), so the second finds the first's room without trying. Its slug is random, so it says nothing of the two.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
 from ..commands import optional_user_id
@@ -43,6 +45,14 @@ def ordered(a: Any, b: Any) -> tuple[Any, Any]:
 def direct_room(user: Any, other: Any) -> Room:
     """The two users' direct room, made now if they have none."""
     low, high = ordered(user, other)
+    found = DirectRoom.objects.filter(low=low, high=high).select_related("room").first()
+    if found is not None:
+        return found.room
+    # Both users' rows, in one order for every caller: the pair's insert takes
+    # a key-share lock on each, and the room count below locks the opener's,
+    # so two openers from either side would otherwise deadlock. The second
+    # waits here and then finds the first one's room.
+    list(get_user_model().objects.select_for_update().filter(pk__in=[low.pk, high.pk]).order_by("pk").values_list("pk"))
     found = DirectRoom.objects.filter(low=low, high=high).select_related("room").first()
     if found is not None:
         return found.room
