@@ -37,8 +37,8 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `ROOM_POLICY` | `"messaging.chat.policy.RoomPolicy"` | dotted path of the class every command asks who may join, post, invite, moderate, edit and delete (docs/INTEGRATION.md) |
 | `INVITES_PER_HOUR` | 200 | members one user may add with `room.invite` in any hour, counted in the database; past it `rate_limited`; 0 turns it off |
 | `TYPING_STATES` | 10000 | users typing in a room that one process keeps a lapse timer for; a `typing: true` past it is `rate_limited` |
-| `PRESENCE_TTL` | 30 | seconds a process's heartbeat in Redis keeps its users online: a process that dies takes them offline within this |
-| `PRESENCE_BEAT` | 10 | seconds between a process's heartbeats (one pipelined round trip for all its users); below `PRESENCE_TTL` |
+| `PRESENCE_TTL` | 30 | seconds within which a process that dies takes its users offline (its heartbeat's entries expire `PRESENCE_TTL - 1.5 * PRESENCE_BEAT` after its last beat) |
+| `PRESENCE_BEAT` | 10 | seconds between a process's heartbeats (one pipelined round trip for all its users); below `PRESENCE_TTL` / 2.5 |
 | `PRESENCE_ROOMS` | 200 | most rooms a user's `presence` frame goes to (its most recently joined ones) |
 | `LOOP_DATABASE` | True | on PostgreSQL with psycopg 3, a batch's statement (`room.post`'s) and a receipt's run on the event loop's own connections (`messaging/loopdb.py`), one per statement running at once and at most `max(2, DB_THREADS)`, instead of on a database thread; False: on a thread |
 
@@ -115,8 +115,9 @@ class MessagingSettings:
         for name in ("TYPING_STATES", "PRESENCE_ROOMS"):
             if getattr(self, name) < 1:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be at least 1")
-        if not 0 < self.PRESENCE_BEAT < self.PRESENCE_TTL:
-            raise ImproperlyConfigured("MESSAGING['PRESENCE_BEAT'] must be positive and below PRESENCE_TTL")
+        # An entry lives PRESENCE_TTL - 1.5 * PRESENCE_BEAT past its beat: more than one beat.
+        if not 0 < 2.5 * self.PRESENCE_BEAT < self.PRESENCE_TTL:
+            raise ImproperlyConfigured("MESSAGING['PRESENCE_BEAT'] must be positive and below PRESENCE_TTL / 2.5")
         if self.RATE_WINDOW_KEYS < 2:
             raise ImproperlyConfigured("MESSAGING['RATE_WINDOW_KEYS'] must be at least 2")
         if self.SESSION_CHECK_INTERVAL < 0:

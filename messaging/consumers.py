@@ -29,6 +29,7 @@ from .protocol import Command, ack_error, ack_ok, bad_frame, encode, frame_not_s
 from .ratelimit import TokenBucket, user_limiter
 from .sendbuffer import SendBuffer, payload_length, send_buffer
 from .sessions import session_still_signs_in
+from .transport.presence import get_presence
 from .transport.typing import own_prefix
 from .transport.typing import posted as typing_posted
 
@@ -220,6 +221,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if session_key and conf.SESSION_CHECK_INTERVAL > 0:
             self.session_watch = SessionWatch.join(self, session_key, conf.SESSION_CHECK_INTERVAL)
         await self.attach()
+        self.present = True
+        await get_presence().opened(self.user.pk)
 
     async def disconnect(self, code: int) -> None:
         # The command being answered finishes (a join's subscription must
@@ -237,6 +240,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             self.session_watch = None
         for room in list(getattr(self, "rooms", ())):
             await self.unsubscribe(room)
+        if getattr(self, "present", False):
+            self.present = False
+            await get_presence().closed(self.user.pk)
         if getattr(self, "attached", False):
             self.attached = False
             try:

@@ -1,0 +1,257 @@
+"""Presence (PROTOCOL.md 1.1): a user is online while a socket of theirs is open on any process.
+
+Each process counts its own sockets per user. With Redis it also keeps, per
+user, a sorted set of the processes holding one (`messaging:<db>:presence:
+<user>`, each process scored with when its heartbeat expires) and, per
+process, the set of its users. The first socket of a user on a process adds
+the process to the user's set; the last one's close removes it; each write
+is followed in the same pipeline by a count of the processes left, so of
+two processes opening and closing at once, the one that acts last sees the
+other (online stays true, or the last frame says false). A user's
+`presence` frame goes to their rooms when the count goes from none to some
+(`online: true`) or back (`false`), not for every socket.
+
+Every `PRESENCE_BEAT` seconds a process renews its entries, for all its
+users in one pipelined round trip, and looks for processes whose heartbeat
+expired (killed, frozen): the first process to claim one (`ZREM` answers 1
+to one caller) takes its users out and announces those who are offline
+everywhere. Entries expire `PRESENCE_TTL - 1.5 * PRESENCE_BEAT` seconds
+after their last beat (15 s by default), so a process that dies takes its
+users offline within `PRESENCE_TTL` while another process lives
+(docs/RELIABILITY.md).
+
+Without Redis (`make run`) the process's own counts are the whole truth.
+Presence is best effort like live fan-out: a Redis error is logged and the
+process's own counts answer.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+import weakref
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+from django.contrib.auth import get_user_model
+
+from ..conf import get_settings
+from ..fanout import get_hub, user_key
+from ..idempotency import run_in_db_thread
+from ..models import Membership
+from ..protocol import encode
+
+log = logging.getLogger(__name__)
+
+# Every event loop's presence in this process: their sockets are what
+# `online` says without Redis, and a floor with it. Written on each loop,
+# read by the database threads that build member lists.
+_everywhere: weakref.WeakSet[Presence] = weakref.WeakSet()
+
+
+def here(keys: list[str]) -> set[str]:
+    """Of `keys`, the users with a socket open in this process."""
+    return {key for presence in list(_everywhere) for key in keys if presence.sockets.get(key)}
+
+
+def presence_frame(room: str, user_id: Any, online: bool) -> dict:
+    return {"t": "presence", "d": {"room": room, "user": user_id, "online": online}}
+
+
+def rooms_of(user_id: Any, limit: int) -> list[str]:
+    """The rooms a presence frame of the user goes to: the newest `limit` they joined."""
+    memberships = Membership.objects.filter(user_id=user_id).order_by("-joined_at")
+    return list(memberships.values_list("room__slug", flat=True)[:limit])
+
+
+class Presence:
+    """One event loop's presence: its sockets per user, its heartbeat, its announcements."""
+
+    def __init__(self, url: str | None, *, timeout: float, ttl: float, beat: float, rooms: int) -> None:
+        self.ttl = ttl
+        self.beat = beat
+        self.rooms = rooms
+        self.process = uuid.uuid4().hex
+        self.sockets: dict[str, int] = {}
+        self.client: aioredis.Redis | None = None
+        self.beating: asyncio.Task | None = None
+        self.announcing: set[asyncio.Task] = set()
+        _everywhere.add(self)
+        if url:
+            self.client = aioredis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+            db = self.client.connection_pool.connection_kwargs.get("db", 0)
+            self.prefix = f"messaging:{db}:presence:"
+
+    def user_set(self, key: str) -> str:
+        return f"{self.prefix}user:{key}"
+
+    def process_set(self, process: str) -> str:
+        return f"{self.prefix}process:{process}"
+
+    @property
+    def processes(self) -> str:
+        return f"{self.prefix}processes"
+
+    def expiry(self) -> float:
+        # Renewed every beat, an entry outlives one late beat by half a beat;
+        # and its expiry plus the next beat of a living process, which finds
+        # it, is half a beat within the TTL (for the announcement's own time).
+        return time.time() + self.ttl - 1.5 * self.beat
+
+    async def opened(self, user_id: Any) -> None:
+        """A socket of `user_id` opened here; announces the user online if it is their first anywhere."""
+        key = user_key(user_id)
+        count = self.sockets.get(key, 0)
+        self.sockets[key] = count + 1
+        if count:
+            return
+        self.start_beating()
+        elsewhere = await self.write(key, add=True)
+        if not elsewhere:
+            self.announce(user_id, True)
+
+    async def closed(self, user_id: Any) -> None:
+        """A socket of `user_id` closed here; announces the user offline if it was their last anywhere."""
+        key = user_key(user_id)
+        count = self.sockets.get(key, 0) - 1
+        if count > 0:
+            self.sockets[key] = count
+            return
+        self.sockets.pop(key, None)
+        elsewhere = await self.write(key, add=False)
+        if not elsewhere:
+            self.announce(user_id, False)
+
+    async def write(self, key: str, *, add: bool) -> int:
+        """Add (or remove) this process in the user's set; how many other processes hold a socket of theirs."""
+        if self.client is None:
+            return 0
+        now = time.time()
+        pipe = self.client.pipeline(transaction=False)
+        if add:
+            pipe.zadd(self.user_set(key), {self.process: self.expiry()})
+            pipe.expire(self.user_set(key), int(self.ttl) + 1)
+            pipe.sadd(self.process_set(self.process), key)
+            # Listed from its first user on, so it is reaped if it dies before its first beat.
+            pipe.zadd(self.processes, {self.process: self.expiry()})
+        else:
+            pipe.zrem(self.user_set(key), self.process)
+            pipe.srem(self.process_set(self.process), key)
+        pipe.zcount(self.user_set(key), now, "+inf")
+        try:
+            replies = await pipe.execute()
+        except (OSError, redis.RedisError) as exc:
+            log.warning("presence of user %s not written to Redis: %s", key, exc)
+            return 0
+        return replies[-1] - (1 if add else 0)
+
+    def announce(self, user_id: Any, online: bool) -> None:
+        """The user's `presence` frame to their rooms, in a task: a socket's open or close does not wait for it."""
+        task = asyncio.ensure_future(self.send_presence(user_id, online))
+        self.announcing.add(task)
+        task.add_done_callback(self.announcing.discard)
+
+    async def send_presence(self, user_id: Any, online: bool) -> None:
+        try:
+            rooms = await run_in_db_thread(rooms_of, user_id, self.rooms)
+        except Exception:
+            log.warning("presence of user %s not announced: their rooms could not be read", user_id, exc_info=True)
+            return
+        hub = get_hub()
+        for room in rooms:
+            hub.publish(room, None, encode(presence_frame(room, user_id, online)))
+
+    def start_beating(self) -> None:
+        if self.client is not None and (self.beating is None or self.beating.done()):
+            self.beating = asyncio.ensure_future(self.beat_forever())
+
+    async def beat_forever(self) -> None:
+        while self.sockets:
+            await asyncio.sleep(self.beat)
+            try:
+                await self.heartbeat()
+                await self.reap()
+            except (OSError, redis.RedisError) as exc:
+                log.warning("presence heartbeat failed: %s", exc)
+
+    async def heartbeat(self) -> None:
+        """Renew this process's entries, all its users in one round trip."""
+        assert self.client is not None
+        expiry = self.expiry()
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zadd(self.processes, {self.process: expiry})
+        pipe.expire(self.process_set(self.process), int(self.ttl) + 1)
+        for key in self.sockets:
+            pipe.zadd(self.user_set(key), {self.process: expiry})
+            pipe.expire(self.user_set(key), int(self.ttl) + 1)
+        await pipe.execute()
+
+    async def reap(self) -> None:
+        """Take the users of processes whose heartbeat expired offline, announcing those offline everywhere."""
+        assert self.client is not None
+        now = time.time()
+        for dead in await self.client.zrangebyscore(self.processes, "-inf", now):
+            if not await self.client.zrem(self.processes, dead):
+                continue  # another process reaps it
+            dead = dead.decode()
+            keys = [k.decode() for k in await self.client.smembers(self.process_set(dead))]
+            pipe = self.client.pipeline(transaction=False)
+            for key in keys:
+                pipe.zrem(self.user_set(key), dead)
+                pipe.zcount(self.user_set(key), now, "+inf")
+            pipe.delete(self.process_set(dead))
+            replies = await pipe.execute()
+            for n, key in enumerate(keys):
+                if not replies[2 * n + 1] and key not in self.sockets:
+                    self.announce(get_user_model()._meta.pk.to_python(key), False)
+
+_presences: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Presence] = weakref.WeakKeyDictionary()
+
+
+def get_presence() -> Presence:
+    """This event loop's presence (a server process has one loop; tests have one per test)."""
+    loop = asyncio.get_running_loop()
+    presence = _presences.get(loop)
+    if presence is None:
+        conf = get_settings()
+        presence = _presences[loop] = Presence(conf.REDIS_URL, timeout=conf.REDIS_TIMEOUT, ttl=conf.PRESENCE_TTL,
+                                               beat=conf.PRESENCE_BEAT, rooms=conf.PRESENCE_ROOMS)
+    return presence
+
+
+_sync_clients: dict[str, redis.Redis] = {}
+
+
+def online_users(user_ids: list[Any]) -> set[str]:
+    """Of `user_ids`, the `user_key`s of those online. For the member lists, built on database threads."""
+    keys = [user_key(u) for u in user_ids]
+    found = here(keys)
+    conf = get_settings()
+    rest = [k for k in keys if k not in found]
+    if not conf.REDIS_URL or not rest:
+        return found
+    client = _sync_clients.get(conf.REDIS_URL)
+    if client is None:
+        client = _sync_clients[conf.REDIS_URL] = redis.Redis.from_url(
+            conf.REDIS_URL, socket_timeout=conf.REDIS_TIMEOUT, socket_connect_timeout=conf.REDIS_TIMEOUT)
+    db = client.connection_pool.connection_kwargs.get("db", 0)
+    now = time.time()
+    pipe = client.pipeline(transaction=False)
+    for key in rest:
+        pipe.zcount(f"messaging:{db}:presence:user:{key}", now, "+inf")
+    try:
+        counts = pipe.execute()
+    except (OSError, redis.RedisError) as exc:
+        log.warning("presence not read from Redis, this process's own sockets answer: %s", exc)
+        return found
+    return found | {key for key, count in zip(rest, counts) if count}
+
+
+def with_online(entries: list[dict]) -> list[dict]:
+    """Member entries (`user` ids) with `online` added: one Redis round trip for the lot."""
+    online = online_users([entry["user"] for entry in entries])
+    for entry in entries:
+        entry["online"] = user_key(entry["user"]) in online
+    return entries
