@@ -72,7 +72,12 @@ CHANNEL_LAYERS = {
 }
 
 # 4. the app's settings
-MESSAGING = {"REDIS_URL": REDIS_URL, "METRICS_TOKEN": "host-metrics-token"}
+MESSAGING = {
+    "REDIS_URL": REDIS_URL,
+    "METRICS_TOKEN": "host-metrics-token",
+    # The host's own room policy (docs/INTEGRATION.md): team rooms are its groups'.
+    "ROOM_POLICY": "wallet.policy.TeamPolicy",
+}
 
 STATIC_URL = "static/"
 USE_TZ = True
