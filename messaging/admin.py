@@ -18,9 +18,9 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from .models import CommandRecord, Membership, Message, Room
-from .protocol import format_time
-from .receipts import recipient_receipts
+from .chat.receipts import recipient_receipts
+from .core.protocol import format_time
+from .models import CommandRecord, Membership, Message, ModerationAction, Room
 
 
 class ReadOnly:
@@ -166,5 +166,15 @@ class CommandRecordAdmin(InspectionAdmin):
         return pretty_json(record.result)
 
 
-# The moderation audit registers itself (messaging/chat/admin.py).
-from .chat import admin as chat_admin  # noqa: E402,F401
+
+@admin.register(ModerationAction)
+class ModerationActionAdmin(InspectionAdmin):
+    """The moderation audit: who invited, removed or deleted what, where and when."""
+
+    list_display = ("at", "actor", "kind", "target", "room_slug", "seq")
+    list_filter = ("kind", "at")
+    search_fields = ("room_slug",)
+    date_hierarchy = "at"
+    list_select_related = ("actor", "target")
+    fields = ("at", "actor", "kind", "target", "room", "room_slug", "seq")
+    readonly_fields = fields

@@ -8,6 +8,8 @@ class MessagingConfig(AppConfig):
 
     def ready(self) -> None:
         # Built-in command types and the system checks register themselves on import.
-        from . import checks, commands, reactions  # noqa: F401
-        from .chat import dms, private  # noqa: F401
-        from .transport import typing  # noqa: F401
+        from . import reactions  # noqa: F401
+        from .chat import commands, dms, private  # noqa: F401
+        from .ops import checks  # noqa: F401
+        # Typing, and presence, which tells the chat's member lists who is online.
+        from .transport import presence, typing  # noqa: F401

@@ -16,13 +16,13 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
-from ..commands import optional_user_id
 from ..conf import get_settings
-from ..exceptions import Invalid
-from ..handlers import CommandContext, command
+from ..core.exceptions import Invalid
+from ..core.handlers import CommandContext, command
 from ..models import DirectRoom, Room
-from ..rooms import check_rooms_created
+from .commands import optional_user_id
 from .private import add_member, invited_frame, person, target_user
+from .rooms import check_rooms_created
 
 
 @dataclass(frozen=True)

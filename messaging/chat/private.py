@@ -17,14 +17,14 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from ..commands import display_name, optional_user_id
 from ..conf import get_settings
-from ..exceptions import Forbidden, Invalid, RateLimited
-from ..handlers import CommandContext, command
+from ..core.exceptions import Forbidden, Invalid, RateLimited
+from ..core.handlers import CommandContext, command
+from ..core.protocol import room_slug
 from ..models import Membership, ModerationAction, Room
-from ..protocol import room_slug
-from ..rooms import check_rooms_created
+from .commands import display_name, optional_user_id
 from .policy import get_policy
+from .rooms import check_rooms_created
 
 # The span `INVITES_PER_HOUR` counts over: any hour.
 INVITE_SPAN = timedelta(hours=1)

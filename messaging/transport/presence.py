@@ -37,11 +37,12 @@ import redis
 import redis.asyncio as aioredis
 from django.contrib.auth import get_user_model
 
+from ..chat.online import provide
 from ..conf import get_settings
-from ..fanout import get_hub, user_key
-from ..idempotency import run_in_db_thread
+from ..core.idempotency import run_in_db_thread
+from ..core.protocol import encode
 from ..models import Membership
-from ..protocol import encode
+from .fanout import get_hub, user_key
 
 log = logging.getLogger(__name__)
 
@@ -249,9 +250,4 @@ def online_users(user_ids: list[Any]) -> set[str]:
     return found | {key for key, count in zip(rest, counts) if count}
 
 
-def with_online(entries: list[dict]) -> list[dict]:
-    """Member entries (`user` ids) with `online` added: one Redis round trip for the lot."""
-    online = online_users([entry["user"] for entry in entries])
-    for entry in entries:
-        entry["online"] = user_key(entry["user"]) in online
-    return entries
+provide(online_users)

@@ -24,16 +24,16 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from ..commands import display_name
+from ..chat.commands import display_name
+from ..chat.rooms import joined_room_id
 from ..conf import get_settings
-from ..exceptions import Forbidden, Invalid, RateLimited
-from ..fanout import get_hub
-from ..handlers import CommandContext, command
-from ..idempotency import run_in_db_thread
-from ..loopdb import loop_database
+from ..core.exceptions import Forbidden, Invalid, RateLimited
+from ..core.handlers import CommandContext, command
+from ..core.idempotency import run_in_db_thread
+from ..core.loopdb import loop_database
+from ..core.protocol import encode, room_slug
 from ..models import Membership, Room
-from ..protocol import encode, room_slug
-from ..rooms import joined_room_id
+from .fanout import get_hub
 
 # PROTOCOL.md fixes both: a `true` lasts 6 s, and the room hears at most one every 2 s.
 LAPSE = 6.0

@@ -4,7 +4,7 @@ The example of docs/INTEGRATION.md: only the group's members join and post
 in its room, and the members of `<group>-leads` moderate it besides the
 default's owner and staff. Every other room follows the default policy.
 """
-from messaging.chat.policy import RoomPolicy
+from messaging import RoomPolicy
 
 PREFIX = "team-"
 
