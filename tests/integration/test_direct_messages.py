@@ -78,3 +78,16 @@ async def test_reopening_after_leaving_makes_a_member_again(make_user, open_clie
     [invited] = await bob.frames("invited", 1)
     assert invited["d"]["room"] == room
     assert await members_of(room) == {ana.user.pk, bob.user.pk}
+
+
+async def test_rooms_list_says_private_and_with_whom(make_user, open_clients):
+    ana, bob = await open_clients(await make_user("ana")), await open_clients(await make_user("bob"))
+    await ana.join("lobby")
+    assert (await ana.call("room.create", {"room": "plans", "private": True}))["ok"]
+    dm = (await ana.call("dm.open", {"user": bob.user.pk}))["d"]["room"]
+    listed = {r["room"]: r for r in (await ana.call("rooms.list", {}))["d"]["rooms"]}
+    assert listed["lobby"]["private"] is False and "with" not in listed["lobby"]
+    assert listed["plans"]["private"] is True and "with" not in listed["plans"]
+    assert listed[dm]["private"] is True and listed[dm]["with"] == {"id": bob.user.pk, "name": "bob"}
+    theirs = (await bob.call("rooms.list", {}))["d"]["rooms"]
+    assert [(r["room"], r["with"]) for r in theirs] == [(dm, {"id": ana.user.pk, "name": "ana"})]
