@@ -134,7 +134,9 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
         below = backlog[0].seq - 1 if backlog else room.last_seq
         ctx.replies.extend(range_reactions(room, join.reactions_from, below, limit=conf.REPLAY_LIMIT))
     ctx.replies.extend(backlog_reactions(room.slug, backlog))
-    return {"room": room.slug, "last_seq": room.last_seq, "members": members, "members_total": members_total}
+    # `private` and `owner` (extensions): a client shows a private room's owner its invite control.
+    return {"room": room.slug, "last_seq": room.last_seq, "members": members, "members_total": members_total,
+            "private": room.private, "owner": room.owner_id}
 
 
 # room.members ---------------------------------------------------------------

@@ -223,7 +223,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             self.session_watch = SessionWatch.join(self, session_key, conf.SESSION_CHECK_INTERVAL)
         await self.attach()
         self.present = True
-        await get_presence().opened(self.user.pk)
+        get_presence().opened(self.user.pk)
 
     async def disconnect(self, code: int) -> None:
         # The command being answered finishes (a join's subscription must
@@ -243,7 +243,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.unsubscribe(room)
         if getattr(self, "present", False):
             self.present = False
-            await get_presence().closed(self.user.pk)
+            get_presence().closed(self.user.pk)
         if getattr(self, "attached", False):
             self.attached = False
             try:

@@ -31,7 +31,7 @@ import logging
 import time
 import uuid
 import weakref
-from typing import Any
+from typing import Any, Awaitable, Coroutine
 
 import redis
 import redis.asyncio as aioredis
@@ -78,7 +78,8 @@ class Presence:
         self.sockets: dict[str, int] = {}
         self.client: aioredis.Redis | None = None
         self.beating: asyncio.Task | None = None
-        self.announcing: set[asyncio.Task] = set()
+        # Per user, the last of their writes and announcements not yet done (`in_turn`).
+        self.turns: dict[str, asyncio.Task] = {}
         _everywhere.add(self)
         if url:
             self.client = aioredis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
@@ -101,29 +102,48 @@ class Presence:
         # it, is half a beat within the TTL (for the announcement's own time).
         return time.time() + self.ttl - 1.5 * self.beat
 
-    async def opened(self, user_id: Any) -> None:
-        """A socket of `user_id` opened here; announces the user online if it is their first anywhere."""
+    def opened(self, user_id: Any) -> Awaitable[None]:
+        """A socket of `user_id` opened here: if it is their first here, the
+        write to Redis and, if it is their first anywhere, the announcement,
+        in a task (the socket does not wait for them); returns it."""
         key = user_key(user_id)
         count = self.sockets.get(key, 0)
         self.sockets[key] = count + 1
         if count:
-            return
+            return done()
         self.start_beating()
-        elsewhere = await self.write(key, add=True)
-        if not elsewhere:
-            self.announce(user_id, True)
+        return self.in_turn(key, self.changed(user_id, key, online=True))
 
-    async def closed(self, user_id: Any) -> None:
-        """A socket of `user_id` closed here; announces the user offline if it was their last anywhere."""
+    def closed(self, user_id: Any) -> Awaitable[None]:
+        """A socket of `user_id` closed here: `opened`'s counterpart for their last one."""
         key = user_key(user_id)
         count = self.sockets.get(key, 0) - 1
         if count > 0:
             self.sockets[key] = count
-            return
+            return done()
         self.sockets.pop(key, None)
-        elsewhere = await self.write(key, add=False)
-        if not elsewhere:
-            self.announce(user_id, False)
+        return self.in_turn(key, self.changed(user_id, key, online=False))
+
+    async def changed(self, user_id: Any, key: str, *, online: bool) -> None:
+        if not await self.write(key, add=online):
+            await self.send_presence(user_id, online)
+
+    def in_turn(self, key: str, step: Coroutine[Any, Any, None]) -> asyncio.Task:
+        """Run `step` in a task once the user's steps before it are done: a
+        quick open and close write and announce in that order, so the last
+        frame the rooms hear is the user's state."""
+        previous = self.turns.get(key)
+
+        async def run() -> None:
+            if previous is not None:
+                await asyncio.wait([previous])
+            await step
+
+        task = asyncio.ensure_future(run())
+        # Held here until done (the loop keeps only weak references to tasks).
+        self.turns[key] = task
+        task.add_done_callback(lambda t: self.turns.pop(key) if self.turns.get(key) is t else None)
+        return task
 
     async def write(self, key: str, *, add: bool) -> int:
         """Add (or remove) this process in the user's set; how many other processes hold a socket of theirs."""
@@ -148,13 +168,8 @@ class Presence:
             return 0
         return replies[-1] - (1 if add else 0)
 
-    def announce(self, user_id: Any, online: bool) -> None:
-        """The user's `presence` frame to their rooms, in a task: a socket's open or close does not wait for it."""
-        task = asyncio.ensure_future(self.send_presence(user_id, online))
-        self.announcing.add(task)
-        task.add_done_callback(self.announcing.discard)
-
     async def send_presence(self, user_id: Any, online: bool) -> None:
+        """The user's `presence` frame to their rooms."""
         try:
             rooms = await run_in_db_thread(rooms_of, user_id, self.rooms)
         except Exception:
@@ -206,7 +221,13 @@ class Presence:
             replies = await pipe.execute()
             for n, key in enumerate(keys):
                 if not replies[2 * n + 1] and key not in self.sockets:
-                    self.announce(get_user_model()._meta.pk.to_python(key), False)
+                    self.in_turn(key, self.send_presence(get_user_model()._meta.pk.to_python(key), False))
+
+def done() -> asyncio.Future:
+    future = asyncio.get_running_loop().create_future()
+    future.set_result(None)
+    return future
+
 
 _presences: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Presence] = weakref.WeakKeyDictionary()
 

@@ -65,9 +65,9 @@ def own_prefix(user_id: Any) -> str:
 
 @dataclass
 class Typist:
+    # When the room last heard this user's `true`, and the timer that ends it.
     sent_at: float
     lapse: asyncio.TimerHandle
-    user: Any
 
 
 class Typists:
@@ -86,7 +86,7 @@ class Typists:
         if state is None:
             if len(self.states) >= self.limit:
                 raise RateLimited(f"{self.limit} users are typing on this server", retry_after=THROTTLE)
-            self.states[key] = Typist(now, loop.call_later(LAPSE, self.lapsed, room, user), user)
+            self.states[key] = Typist(now, loop.call_later(LAPSE, self.lapsed, room, user))
             return True
         state.lapse.cancel()
         state.lapse = loop.call_later(LAPSE, self.lapsed, room, user)

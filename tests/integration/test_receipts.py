@@ -191,6 +191,8 @@ async def test_join_ack_lists_members_with_their_watermarks_after_a_reconnect(ma
             {"user": bob.user.pk, "name": "bob", "delivered": 3, "read": 2, "joined_seq": 0, "online": True},
         ],
         "members_total": 2,
+        "private": False,
+        "owner": None,
     }
 
 
