@@ -20,8 +20,7 @@ from ..conf import get_settings
 from ..core.exceptions import Invalid
 from ..core.handlers import CommandContext, command
 from ..models import DirectRoom, Room
-from .commands import optional_user_id
-from .private import add_member, invited_frame, person, target_user
+from .private import add_member, invited_frame, person, required_user, target_user
 from .rooms import check_rooms_created
 
 
@@ -31,10 +30,7 @@ class Open:
 
 
 def validate_open(d: dict) -> Open:
-    user = optional_user_id(d, "user")
-    if user is None:
-        raise Invalid("user must be a user id")
-    return Open(user=user)
+    return Open(user=required_user(d))
 
 
 def ordered(a: Any, b: Any) -> tuple[Any, Any]:

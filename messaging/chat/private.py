@@ -125,17 +125,24 @@ def create_room(ctx: CommandContext, create: Create) -> dict:
 # room.invite ----------------------------------------------------------------
 
 
+def required_user(d: dict) -> Any:
+    """`d`'s `user`, a user id of the host's key type; `Invalid` if absent or not one."""
+    user = optional_user_id(d, "user")
+    if user is None:
+        raise Invalid("user must be a user id")
+    return user
+
+
 @dataclass(frozen=True)
-class Invite:
+class RoomAndUser:
+    """`room.invite`'s and `room.remove`'s data."""
+
     room: str
     user: Any
 
 
-def validate_invite(d: dict) -> Invite:
-    user = optional_user_id(d, "user")
-    if user is None:
-        raise Invalid("user must be a user id")
-    return Invite(room=room_slug(d), user=user)
+def validate_room_and_user(d: dict) -> RoomAndUser:
+    return RoomAndUser(room=room_slug(d), user=required_user(d))
 
 
 def check_invites(user: Any, per_hour: int) -> None:
@@ -155,8 +162,8 @@ def target_user(user_id: Any) -> Any:
     return target
 
 
-@command("room.invite", validate=validate_invite, exactly_once=False)
-def invite(ctx: CommandContext, invite: Invite) -> dict:
+@command("room.invite", validate=validate_room_and_user, exactly_once=False)
+def invite(ctx: CommandContext, invite: RoomAndUser) -> dict:
     """Make a user a member; they hear `invited` on every socket. Repeating it changes nothing."""
     room, member = visible_room(ctx.user, invite.room, moderating=True)
     if not get_policy().can_invite(ctx.user, room, member=member):
@@ -204,21 +211,8 @@ def leave(ctx: CommandContext, leave: Leave) -> dict:
     return {"room": room.slug}
 
 
-@dataclass(frozen=True)
-class Remove:
-    room: str
-    user: Any
-
-
-def validate_remove(d: dict) -> Remove:
-    user = optional_user_id(d, "user")
-    if user is None:
-        raise Invalid("user must be a user id")
-    return Remove(room=room_slug(d), user=user)
-
-
-@command("room.remove", validate=validate_remove, exactly_once=False)
-def remove(ctx: CommandContext, remove: Remove) -> dict:
+@command("room.remove", validate=validate_room_and_user, exactly_once=False)
+def remove(ctx: CommandContext, remove: RoomAndUser) -> dict:
     """A moderator ends another member's membership, recorded for the admin's audit."""
     room, _ = visible_room(ctx.user, remove.room, moderating=True)
     if not get_policy().can_moderate(ctx.user, room):

@@ -202,8 +202,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # Whether the hub delivers the user's own frames (`personal`) here.
         self.attached = False
         self.signed_in = self.user is not None and self.user.is_authenticated
-        # A user's own `typing` frames are not sent back to them (PROTOCOL.md 1.1).
-        self.own_typing = own_prefix(self.user.pk) if self.signed_in else "\0"
+        # A user's own `typing` (PROTOCOL.md 1.1) and `presence` frames are not sent back to them.
+        self.own_frames = ((own_prefix("typing", self.user.pk), own_prefix("presence", self.user.pk))
+                           if self.signed_in else ())
         conf = get_settings()
         self.inbox_limit = conf.INBOX_LIMIT
         await self.accept()
@@ -630,7 +631,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def live(self, room: str, seq: int | None, text: str) -> None:
         """One live frame of a joined room, from the hub."""
-        if seq is None and text.startswith(self.own_typing):
+        if seq is None and text.startswith(self.own_frames):
             return
         held = self.held.get(room)
         if held is not None:

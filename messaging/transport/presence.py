@@ -58,7 +58,8 @@ def here(keys: list[str]) -> set[str]:
 
 
 def presence_frame(room: str, user_id: Any, online: bool) -> dict:
-    return {"t": "presence", "d": {"room": room, "user": user_id, "online": online}}
+    # `user` first: the user's own sockets skip it (messaging/transport/typing.py's `own_prefix`).
+    return {"t": "presence", "d": {"user": user_id, "room": room, "online": online}}
 
 
 def rooms_of(user_id: Any, limit: int) -> list[str]:

@@ -54,13 +54,15 @@ def validate_typing(d: dict) -> Typing:
 
 
 def typing_frame(room: str, user: Any, typing: bool) -> dict:
-    # `user` first: a socket skips its own user's frames by this prefix (`own_prefix`).
+    # `user` first: a socket skips its own user's frames by their prefix (`own_prefix`).
     return {"t": "typing", "d": {"user": user.pk, "room": room, "name": display_name(user), "typing": typing}}
 
 
-def own_prefix(user_id: Any) -> str:
-    """How every encoded `typing` frame of the user `user_id` begins."""
-    return encode({"t": "typing", "d": {"user": user_id}})[:-2] + ","
+def own_prefix(kind: str, user_id: Any) -> str:
+    """How every encoded frame of type `kind` about the user `user_id` begins,
+    for the frames that list `user` first (`typing`, `presence`): a socket
+    does not send its own user's back to them."""
+    return encode({"t": kind, "d": {"user": user_id}})[:-2] + ","
 
 
 @dataclass

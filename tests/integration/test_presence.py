@@ -2,13 +2,10 @@
 last one's close, `online` in member lists, a dead process's users taken offline."""
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from channels.db import database_sync_to_async
 
 from messaging.models import Membership, Room
-
 from messaging.transport.presence import Presence, online_users
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
