@@ -21,7 +21,6 @@ from ..core.loopdb import loop_database
 from ..core.protocol import format_time, message_body, optional_seq, room_slug
 from ..models import CommandRecord, Membership, Message, MessageState, Room
 from ..reactions import backlog_reactions, range_reactions
-from .online import with_online
 from .policy import get_policy, overrides
 from .receipts import Move, amove_watermarks, move_watermarks
 from .rooms import joined_room_id, room_to_join
@@ -83,10 +82,10 @@ def members_on_join(room: Room, user: Any) -> tuple[list[dict], int]:
     limit = get_settings().MEMBERS_ON_JOIN
     page = list(members_in_order(room.pk)[:limit])
     if len(page) < limit:
-        return with_online([member_entry(m) for m in page]), len(page)
+        return [member_entry(m) for m in page], len(page)
     if not any(m.user_id == user.pk for m in page):
         page[-1] = members_in_order(room.pk).get(user_id=user.pk)
-    return with_online([member_entry(m) for m in page]), Membership.objects.filter(room=room).count()
+    return [member_entry(m) for m in page], Membership.objects.filter(room=room).count()
 
 
 # room.join ------------------------------------------------------------------
@@ -187,7 +186,7 @@ def list_members(ctx: CommandContext, page: MembersPage) -> dict:
     if page.after is not None:
         members = members.filter(user_id__gt=page.after)
     found = list(members[: MEMBERS_PAGE + 1])
-    return {"room": page.room, "members": with_online([member_entry(m) for m in found[:MEMBERS_PAGE]]),
+    return {"room": page.room, "members": [member_entry(m) for m in found[:MEMBERS_PAGE]],
             "more": len(found) > MEMBERS_PAGE}
 
 

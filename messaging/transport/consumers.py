@@ -18,6 +18,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 from django.utils.functional import LazyObject, empty
 
+from ..chat.online import MEMBER_LISTS
 from ..chat.private import left_room
 from ..conf import get_settings
 from ..core import handlers
@@ -30,7 +31,7 @@ from .fanout import get_hub
 from .ratelimit import TokenBucket, user_limiter
 from .sendbuffer import SendBuffer, payload_length, send_buffer
 from .sessions import session_still_signs_in
-from .presence import get_presence
+from .presence import add_online, get_presence
 from .typing import own_prefix
 from .typing import posted as typing_posted
 
@@ -548,6 +549,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def ack(self, command: Command, handler: handlers.Handler, outcome: Outcome, started: float) -> None:
         """The command's ack, then its replies (a join's backlog), which cost the socket's rate by their size."""
+        if handler.type in MEMBER_LISTS:
+            await add_online(outcome.data.get("members"))
         await self.send_frame(ack_ok(command.id, outcome.data, dup=outcome.dup), command.id)
         self.answered(handler, "dup" if outcome.dup else "ok", started, source=outcome.source)
         sent = 0

@@ -22,7 +22,9 @@ users offline within `PRESENCE_TTL` while another process lives
 
 Without Redis (`make run`) the process's own counts are the whole truth.
 Presence is best effort like live fan-out: a Redis error is logged and the
-process's own counts answer.
+process's own counts answer. `online` in member lists is added here, on
+the event loop, to the results the chat names (`MEMBER_LISTS`), so the
+database thread that built the list does not wait on Redis.
 """
 from __future__ import annotations
 
@@ -37,24 +39,15 @@ import redis
 import redis.asyncio as aioredis
 from django.contrib.auth import get_user_model
 
-from ..chat.online import provide
 from ..conf import get_settings
 from ..core.idempotency import run_in_db_thread
+from ..core.loopdb import loop_database
 from ..core.protocol import encode
-from ..models import Membership
+from ..core.redis_clients import loop_client
+from ..models import Membership, Room
 from .fanout import get_hub, user_key
 
 log = logging.getLogger(__name__)
-
-# Every event loop's presence in this process: their sockets are what
-# `online` says without Redis, and a floor with it. Written on each loop,
-# read by the database threads that build member lists.
-_everywhere: weakref.WeakSet[Presence] = weakref.WeakSet()
-
-
-def here(keys: list[str]) -> set[str]:
-    """Of `keys`, the users with a socket open in this process."""
-    return {key for presence in list(_everywhere) for key in keys if presence.sockets.get(key)}
 
 
 def presence_frame(room: str, user_id: Any, online: bool) -> dict:
@@ -66,6 +59,22 @@ def rooms_of(user_id: Any, limit: int) -> list[str]:
     """The rooms a presence frame of the user goes to: the newest `limit` they joined."""
     memberships = Membership.objects.filter(user_id=user_id).order_by("-joined_at")
     return list(memberships.values_list("room__slug", flat=True)[:limit])
+
+
+ROOMS_SQL = """
+SELECT r.slug FROM {membership} m JOIN {room} r ON r.id = m.room_id
+WHERE m.user_id = %(user)s ORDER BY m.joined_at DESC LIMIT %(limit)s
+"""
+
+
+async def arooms_of(user_id: Any, limit: int) -> list[str]:
+    """`rooms_of` in one statement on the event loop's connection, else on a database thread:
+    a storm of reconnects must not queue its announcements behind the commands' thread."""
+    database = loop_database()
+    if database is None:
+        return await run_in_db_thread(rooms_of, user_id, limit)
+    sql = ROOMS_SQL.format(membership=Membership._meta.db_table, room=Room._meta.db_table)
+    return [slug for (slug,) in await database.fetch(sql, {"user": user_id, "limit": limit})]
 
 
 class Presence:
@@ -81,9 +90,9 @@ class Presence:
         self.beating: asyncio.Task | None = None
         # Per user, the last of their writes and announcements not yet done (`in_turn`).
         self.turns: dict[str, asyncio.Task] = {}
-        _everywhere.add(self)
         if url:
-            self.client = aioredis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+            # The loop's client the claim store and the rate window share: no pool of its own.
+            self.client = loop_client(url, timeout)
             db = self.client.connection_pool.connection_kwargs.get("db", 0)
             self.prefix = f"messaging:{db}:presence:"
 
@@ -172,13 +181,32 @@ class Presence:
     async def send_presence(self, user_id: Any, online: bool) -> None:
         """The user's `presence` frame to their rooms."""
         try:
-            rooms = await run_in_db_thread(rooms_of, user_id, self.rooms)
+            rooms = await arooms_of(user_id, self.rooms)
         except Exception:
             log.warning("presence of user %s not announced: their rooms could not be read", user_id, exc_info=True)
             return
         hub = get_hub()
         for room in rooms:
             hub.publish(room, None, encode(presence_frame(room, user_id, online)))
+
+    async def online(self, user_ids: list[Any]) -> set[str]:
+        """Of `user_ids`, the `user_key`s of those online: here, or anywhere by
+        Redis (one pipeline); with Redis failing, those here."""
+        keys = [user_key(u) for u in user_ids]
+        found = {key for key in keys if self.sockets.get(key)}
+        rest = [key for key in keys if key not in found]
+        if self.client is None or not rest:
+            return found
+        now = time.time()
+        pipe = self.client.pipeline(transaction=False)
+        for key in rest:
+            pipe.zcount(self.user_set(key), now, "+inf")
+        try:
+            counts = await pipe.execute()
+        except (OSError, redis.RedisError) as exc:
+            log.warning("presence not read from Redis, this process's own sockets answer: %s", exc)
+            return found
+        return found | {key for key, count in zip(rest, counts) if count}
 
     def start_beating(self) -> None:
         if self.client is not None and (self.beating is None or self.beating.done()):
@@ -244,32 +272,10 @@ def get_presence() -> Presence:
     return presence
 
 
-_sync_clients: dict[str, redis.Redis] = {}
-
-
-def online_users(user_ids: list[Any]) -> set[str]:
-    """Of `user_ids`, the `user_key`s of those online. For the member lists, built on database threads."""
-    keys = [user_key(u) for u in user_ids]
-    found = here(keys)
-    conf = get_settings()
-    rest = [k for k in keys if k not in found]
-    if not conf.REDIS_URL or not rest:
-        return found
-    client = _sync_clients.get(conf.REDIS_URL)
-    if client is None:
-        client = _sync_clients[conf.REDIS_URL] = redis.Redis.from_url(
-            conf.REDIS_URL, socket_timeout=conf.REDIS_TIMEOUT, socket_connect_timeout=conf.REDIS_TIMEOUT)
-    db = client.connection_pool.connection_kwargs.get("db", 0)
-    now = time.time()
-    pipe = client.pipeline(transaction=False)
-    for key in rest:
-        pipe.zcount(f"messaging:{db}:presence:user:{key}", now, "+inf")
-    try:
-        counts = pipe.execute()
-    except (OSError, redis.RedisError) as exc:
-        log.warning("presence not read from Redis, this process's own sockets answer: %s", exc)
-        return found
-    return found | {key for key, count in zip(rest, counts) if count}
-
-
-provide(online_users)
+async def add_online(entries: list[dict]) -> None:
+    """Member entries (with their `user` ids) with `online` added: one Redis round trip for the lot."""
+    if not entries:
+        return
+    online = await get_presence().online([entry["user"] for entry in entries])
+    for entry in entries:
+        entry["online"] = user_key(entry["user"]) in online

@@ -6,7 +6,7 @@ import pytest
 from channels.db import database_sync_to_async
 
 from messaging.models import Membership, Room
-from messaging.transport.presence import Presence, online_users
+from messaging.transport.presence import Presence
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -74,10 +74,10 @@ async def test_a_user_on_two_processes_stays_online_until_the_last_closes(make_u
     await b.opened(ana.pk)
     await a.closed(ana.pk)
     assert await bob.nothing_more(0.5)
-    assert online_users([ana.pk]) == {str(ana.pk)}
+    assert await a.online([ana.pk]) == {str(ana.pk)}
     await b.closed(ana.pk)
     assert (await bob.frames("presence", 1))[0]["d"]["online"] is False
-    assert online_users([ana.pk]) == set()
+    assert await a.online([ana.pk]) == set()
 
 
 async def test_a_process_that_stops_beating_takes_its_users_offline(make_user, open_clients, settings):
@@ -95,7 +95,7 @@ async def test_a_process_that_stops_beating_takes_its_users_offline(make_user, o
     await alive.opened(bob.user.pk)
     [offline] = await bob.frames("presence", 1, timeout=10)
     assert offline["d"] == {"room": "lobby", "user": ana.pk, "online": False}
-    assert online_users([ana.pk]) == set()
+    assert await alive.online([ana.pk]) == set()
     alive.beating.cancel()
 
 
