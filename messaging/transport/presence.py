@@ -29,15 +29,18 @@ database thread that built the list does not wait on Redis.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
 import weakref
-from typing import Any, Awaitable, Coroutine
+from datetime import datetime
+from typing import Any, Awaitable, Callable
 
 import redis
 import redis.asyncio as aioredis
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from ..conf import get_settings
 from ..core.idempotency import run_in_db_thread
@@ -55,26 +58,28 @@ def presence_frame(room: str, user_id: Any, online: bool) -> dict:
     return {"t": "presence", "d": {"user": user_id, "room": room, "online": online}}
 
 
-def rooms_of(user_id: Any, limit: int) -> list[str]:
-    """The rooms a presence frame of the user goes to: the newest `limit` they joined."""
-    memberships = Membership.objects.filter(user_id=user_id).order_by("-joined_at")
+def rooms_of(user_id: Any, limit: int, at: datetime) -> list[str]:
+    """The rooms a presence frame of the user goes to: the newest `limit` they
+    had joined `at` the open or close it tells. A room joined after a socket
+    opened is not told that the user came online: its join ack lists them."""
+    memberships = Membership.objects.filter(user_id=user_id, joined_at__lte=at).order_by("-joined_at")
     return list(memberships.values_list("room__slug", flat=True)[:limit])
 
 
 ROOMS_SQL = """
 SELECT r.slug FROM {membership} m JOIN {room} r ON r.id = m.room_id
-WHERE m.user_id = %(user)s ORDER BY m.joined_at DESC LIMIT %(limit)s
+WHERE m.user_id = %(user)s AND m.joined_at <= %(at)s ORDER BY m.joined_at DESC LIMIT %(limit)s
 """
 
 
-async def arooms_of(user_id: Any, limit: int) -> list[str]:
+async def arooms_of(user_id: Any, limit: int, at: datetime) -> list[str]:
     """`rooms_of` in one statement on the event loop's connection, else on a database thread:
     a storm of reconnects must not queue its announcements behind the commands' thread."""
     database = loop_database()
     if database is None:
-        return await run_in_db_thread(rooms_of, user_id, limit)
+        return await run_in_db_thread(rooms_of, user_id, limit, at)
     sql = ROOMS_SQL.format(membership=Membership._meta.db_table, room=Room._meta.db_table)
-    return [slug for (slug,) in await database.fetch(sql, {"user": user_id, "limit": limit})]
+    return [slug for (slug,) in await database.fetch(sql, {"user": user_id, "limit": limit, "at": at})]
 
 
 class Presence:
@@ -122,7 +127,7 @@ class Presence:
         if count:
             return done()
         self.start_beating()
-        return self.in_turn(key, self.changed(user_id, key, online=True))
+        return self.in_turn(key, functools.partial(self.changed, user_id, key, timezone.now(), online=True))
 
     def closed(self, user_id: Any) -> Awaitable[None]:
         """A socket of `user_id` closed here: `opened`'s counterpart for their last one."""
@@ -132,14 +137,14 @@ class Presence:
             self.sockets[key] = count
             return done()
         self.sockets.pop(key, None)
-        return self.in_turn(key, self.changed(user_id, key, online=False))
+        return self.in_turn(key, functools.partial(self.changed, user_id, key, timezone.now(), online=False))
 
-    async def changed(self, user_id: Any, key: str, *, online: bool) -> None:
+    async def changed(self, user_id: Any, key: str, at: datetime, *, online: bool) -> None:
         if not await self.write(key, add=online):
-            await self.send_presence(user_id, online)
+            await self.send_presence(user_id, online, at)
 
-    def in_turn(self, key: str, step: Coroutine[Any, Any, None]) -> asyncio.Task:
-        """Run `step` in a task once the user's steps before it are done: a
+    def in_turn(self, key: str, step: Callable[[], Awaitable[None]]) -> asyncio.Task:
+        """Run `step()` in a task once the user's steps before it are done: a
         quick open and close write and announce in that order, so the last
         frame the rooms hear is the user's state."""
         previous = self.turns.get(key)
@@ -147,7 +152,7 @@ class Presence:
         async def run() -> None:
             if previous is not None:
                 await asyncio.wait([previous])
-            await step
+            await step()
 
         task = asyncio.ensure_future(run())
         # Held here until done (the loop keeps only weak references to tasks).
@@ -178,10 +183,10 @@ class Presence:
             return 0
         return replies[-1] - (1 if add else 0)
 
-    async def send_presence(self, user_id: Any, online: bool) -> None:
-        """The user's `presence` frame to their rooms."""
+    async def send_presence(self, user_id: Any, online: bool, at: datetime) -> None:
+        """The user's `presence` frame to the rooms they were a member of `at` the change."""
         try:
-            rooms = await arooms_of(user_id, self.rooms)
+            rooms = await arooms_of(user_id, self.rooms, at)
         except Exception:
             log.warning("presence of user %s not announced: their rooms could not be read", user_id, exc_info=True)
             return
@@ -250,7 +255,8 @@ class Presence:
             replies = await pipe.execute()
             for n, key in enumerate(keys):
                 if not replies[2 * n + 1] and key not in self.sockets:
-                    self.in_turn(key, self.send_presence(get_user_model()._meta.pk.to_python(key), False))
+                    user_id = get_user_model()._meta.pk.to_python(key)
+                    self.in_turn(key, functools.partial(self.send_presence, user_id, False, timezone.now()))
 
 def done() -> asyncio.Future:
     future = asyncio.get_running_loop().create_future()

@@ -23,7 +23,7 @@ OPEN_COMMANDS, CLOSE_COMMANDS = 5, 3
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
-async def no_rooms(user_id, online) -> None:
+async def no_rooms(user_id, online, at) -> None:
     pass
 
 
