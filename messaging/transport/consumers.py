@@ -28,10 +28,10 @@ from ..core.protocol import Command, ack_error, ack_ok, bad_frame, encode, frame
 from ..ops import metrics
 from ..ops.logcontext import command_scope, loggable
 from .fanout import get_hub
+from .presence import add_online, get_presence
 from .ratelimit import TokenBucket, user_limiter
 from .sendbuffer import SendBuffer, payload_length, send_buffer
 from .sessions import session_still_signs_in
-from .presence import add_online, get_presence
 from .typing import own_prefix
 from .typing import posted as typing_posted
 
