@@ -29,6 +29,7 @@ _PUBLIC = {
     "Forbidden": "messaging.core.exceptions",
     "joined_room_id": "messaging.chat.rooms",
     "RoomPolicy": "messaging.chat.policy",
+    "on_join": "messaging.chat.hooks",
     "websocket_urlpatterns": "messaging.transport.routing",
     "AuthMiddlewareStack": "messaging.transport.auth",
     "HandshakeThrottle": "messaging.transport.handshakes",

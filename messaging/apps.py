@@ -8,7 +8,6 @@ class MessagingConfig(AppConfig):
 
     def ready(self) -> None:
         # Built-in command types and the system checks register themselves on import.
-        from . import reactions  # noqa: F401
         from .chat import commands, dms, listing, private  # noqa: F401
         from .ops import checks  # noqa: F401
         # Typing, and presence, which tells the chat's member lists who is online.

@@ -33,7 +33,6 @@ import functools
 import logging
 import time
 import uuid
-import weakref
 from datetime import datetime
 from typing import Any, Awaitable, Callable
 
@@ -43,10 +42,8 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from ..conf import get_settings
-from ..core.idempotency import run_in_db_thread
-from ..core.loopdb import loop_database
 from ..core.protocol import encode
-from ..core.redis_clients import loop_client
+from ..core.runtime import runtime
 from ..models import Membership, Room
 from .fanout import get_hub, user_key
 
@@ -58,28 +55,20 @@ def presence_frame(room: str, user_id: Any, online: bool) -> dict:
     return {"t": "presence", "d": {"user": user_id, "room": room, "online": online}}
 
 
-def rooms_of(user_id: Any, limit: int, at: datetime) -> list[str]:
-    """The rooms a presence frame of the user goes to: the newest `limit` they
-    had joined `at` the open or close it tells. A room joined after a socket
-    opened is not told that the user came online: its join ack lists them."""
-    memberships = Membership.objects.filter(user_id=user_id, joined_at__lte=at).order_by("-joined_at")
-    return list(memberships.values_list("room__slug", flat=True)[:limit])
-
-
 ROOMS_SQL = """
 SELECT r.slug FROM {membership} m JOIN {room} r ON r.id = m.room_id
 WHERE m.user_id = %(user)s AND m.joined_at <= %(at)s ORDER BY m.joined_at DESC LIMIT %(limit)s
 """
 
 
-async def arooms_of(user_id: Any, limit: int, at: datetime) -> list[str]:
-    """`rooms_of` in one statement on the event loop's connection, else on a database thread:
-    a storm of reconnects must not queue its announcements behind the commands' thread."""
-    database = loop_database()
-    if database is None:
-        return await run_in_db_thread(rooms_of, user_id, limit, at)
+async def rooms_of(user_id: Any, limit: int, at: datetime) -> list[str]:
+    """The rooms a presence frame of the user goes to: the newest `limit` they
+    had joined `at` the open or close it tells (a room joined after a socket
+    opened has the user `online` in its join ack). One statement through the
+    gateway, on the event loop's connection where it has one: a storm of
+    reconnects does not queue its announcements behind the commands' thread."""
     sql = ROOMS_SQL.format(membership=Membership._meta.db_table, room=Room._meta.db_table)
-    return [slug for (slug,) in await database.fetch(sql, {"user": user_id, "limit": limit, "at": at})]
+    return [slug for (slug,) in await runtime().gateway.fetch(sql, {"user": user_id, "limit": limit, "at": at})]
 
 
 class Presence:
@@ -97,7 +86,7 @@ class Presence:
         self.turns: dict[str, asyncio.Task] = {}
         if url:
             # The loop's client the claim store and the rate window share: no pool of its own.
-            self.client = loop_client(url, timeout)
+            self.client = runtime().redis_client(url, timeout)
             db = self.client.connection_pool.connection_kwargs.get("db", 0)
             self.prefix = f"messaging:{db}:presence:"
 
@@ -186,7 +175,7 @@ class Presence:
     async def send_presence(self, user_id: Any, online: bool, at: datetime) -> None:
         """The user's `presence` frame to the rooms they were a member of `at` the change."""
         try:
-            rooms = await arooms_of(user_id, self.rooms, at)
+            rooms = await rooms_of(user_id, self.rooms, at)
         except Exception:
             log.warning("presence of user %s not announced: their rooms could not be read", user_id, exc_info=True)
             return
@@ -212,6 +201,10 @@ class Presence:
             log.warning("presence not read from Redis, this process's own sockets answer: %s", exc)
             return found
         return found | {key for key, count in zip(rest, counts) if count}
+
+    def close(self) -> None:
+        if self.beating is not None:
+            self.beating.cancel()
 
     def start_beating(self) -> None:
         if self.client is not None and (self.beating is None or self.beating.done()):
@@ -258,24 +251,19 @@ class Presence:
                     user_id = get_user_model()._meta.pk.to_python(key)
                     self.in_turn(key, functools.partial(self.send_presence, user_id, False, timezone.now()))
 
+
 def done() -> asyncio.Future:
     future = asyncio.get_running_loop().create_future()
     future.set_result(None)
     return future
 
 
-_presences: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Presence] = weakref.WeakKeyDictionary()
-
-
 def get_presence() -> Presence:
-    """This event loop's presence (a server process has one loop; tests have one per test)."""
-    loop = asyncio.get_running_loop()
-    presence = _presences.get(loop)
-    if presence is None:
-        conf = get_settings()
-        presence = _presences[loop] = Presence(conf.REDIS_URL, timeout=conf.REDIS_TIMEOUT, ttl=conf.PRESENCE_TTL,
-                                               beat=conf.PRESENCE_BEAT, rooms=conf.PRESENCE_ROOMS)
-    return presence
+    """This event loop's presence (a server process has one loop; tests have one per test), closed with the loop."""
+    conf = get_settings()
+    return runtime().part("presence", lambda: Presence(conf.REDIS_URL, timeout=conf.REDIS_TIMEOUT, ttl=conf.PRESENCE_TTL,
+                                                       beat=conf.PRESENCE_BEAT, rooms=conf.PRESENCE_ROOMS),
+                          close=lambda presence: presence.close())
 
 
 async def add_online(entries: list[dict]) -> None:

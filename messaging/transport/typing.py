@@ -20,17 +20,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
 from ..chat.commands import display_name
 from ..chat.rooms import joined_room_id
 from ..conf import get_settings
-from ..core.exceptions import Forbidden, Invalid, RateLimited
+from ..core.exceptions import CommandError, Forbidden, Invalid, RateLimited
 from ..core.handlers import CommandContext, command
-from ..core.idempotency import run_in_db_thread
-from ..core.loopdb import loop_database
+from ..core.gateway import Gateway
+from ..core.runtime import runtime
 from ..core.protocol import encode, room_slug
 from ..models import Membership, Room
 from .fanout import get_hub
@@ -105,25 +104,24 @@ class Typists:
         state.lapse.cancel()
         return True
 
+    def close(self) -> None:
+        for state in self.states.values():
+            state.lapse.cancel()
+        self.states.clear()
+
     def lapsed(self, room: str, user: Any) -> None:
         if self.ended(room, user):
             get_hub().publish(room, None, encode(typing_frame(room, user, False)))
 
 
-_typists: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Typists] = weakref.WeakKeyDictionary()
-
-
 def get_typists() -> Typists:
-    loop = asyncio.get_running_loop()
-    typists = _typists.get(loop)
-    if typists is None:
-        typists = _typists[loop] = Typists(get_settings().TYPING_STATES)
-    return typists
+    """This event loop's typists, their timers cancelled when the loop closes."""
+    return runtime().part("typists", lambda: Typists(get_settings().TYPING_STATES), close=lambda t: t.close())
 
 
 def posted(room: str, user: Any) -> None:
     """A post by `user` in `room` was published: it ends their typing there."""
-    typists = _typists.get(asyncio.get_running_loop())
+    typists = runtime().parts.get("typists")
     if typists is not None and typists.ended(room, user):
         get_hub().publish(room, None, encode(typing_frame(room, user, False)))
 
@@ -133,19 +131,24 @@ SELECT 1 FROM {membership} m JOIN {room} r ON r.id = m.room_id WHERE r.slug = %(
 """
 
 
-async def check_member(user: Any, room: str) -> None:
-    """`Forbidden` unless `user` is a member of `room`: one statement on the loop's connection, else a thread hop."""
-    database = loop_database()
-    if database is None:
-        await run_in_db_thread(joined_room_id, user, room)
-        return
+async def check_member(gateway: Gateway, user: Any, room: str) -> None:
+    """`Forbidden` unless `user` is a member of `room`: one statement through the gateway."""
     sql = MEMBER_SQL.format(membership=Membership._meta.db_table, room=Room._meta.db_table)
-    if not await database.fetch(sql, {"room": room, "user": user.pk}):
+    if not await gateway.fetch(sql, {"room": room, "user": user.pk}):
         raise Forbidden("join the room first")
 
 
-async def atyping(ctx: CommandContext, typing: Typing) -> dict:
-    await check_member(ctx.user, typing.room)
+async def typing_on_loop(gateway: Gateway, entries: list) -> list[dict | CommandError]:
+    """The batch form (one command per call, on the event loop, where the state lives)."""
+    [(ctx, typing, _)] = entries
+    try:
+        return [await atyping(gateway, ctx, typing)]
+    except CommandError as exc:
+        return [exc]
+
+
+async def atyping(gateway: Gateway, ctx: CommandContext, typing: Typing) -> dict:
+    await check_member(gateway, ctx.user, typing.room)
     typists = get_typists()
     if typing.typing:
         heard = typists.started(typing.room, ctx.user)
@@ -158,7 +161,9 @@ async def atyping(ctx: CommandContext, typing: Typing) -> dict:
     return {"room": typing.room}
 
 
-@command("typing", validate=validate_typing, exactly_once=False, apply_async=atyping)
+# Every vendor: the statement runs through the gateway, on a database thread where the loop has no connection.
+@command("typing", validate=validate_typing, exactly_once=False,
+         batch={vendor: typing_on_loop for vendor in ("postgresql", "sqlite", "mysql", "oracle")})
 def typing(ctx: CommandContext, typing: Typing) -> dict:
     """Off the event loop (a caller without one) only the membership check: the state lives on the loop."""
     joined_room_id(ctx.user, typing.room)

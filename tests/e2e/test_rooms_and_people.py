@@ -8,7 +8,8 @@ import time
 import pytest
 from asgiref.sync import sync_to_async
 
-from ..support.wsclient import WsClient, sign_in
+from messaging.client import sign_in
+from messaging.testing import SocketClient as WsClient
 
 pytestmark = [pytest.mark.e2e]
 

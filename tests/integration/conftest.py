@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 import time
@@ -12,12 +11,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
+from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import channel_layers
-from channels.testing import WebsocketCommunicator
 
-from messaging.transport.consumers import ChatConsumer
-from messaging.core.idempotency import reset_claim_store
+from messaging.core.claims import reset_claim_store
+from messaging.testing import Communicator as Client  # the tests' name for it
+from messaging.testing import override_command
 
 from ..support.servers import RedisServer
 
@@ -51,68 +51,6 @@ def own_redis(tmp_path):
     server = RedisServer(tmp_path).start()
     yield server
     server.stop()
-
-
-class Client:
-    """One WebSocket of one user, speaking the protocol to the real consumer."""
-
-    def __init__(self, user, consumer: type[ChatConsumer] = ChatConsumer) -> None:
-        self.user = user
-        self.comm = WebsocketCommunicator(consumer.as_asgi(), "/ws/")
-        self.comm.scope["user"] = user
-        self.inbox: list[dict] = []
-
-    async def connect(self) -> "Client":
-        connected, _ = await self.comm.connect(timeout=10)
-        assert connected
-        return self
-
-    async def close(self) -> None:
-        await self.comm.disconnect()
-
-    async def send(self, t: str, d: dict, id: str | None = None) -> str:
-        id = id or uuid.uuid4().hex
-        await self.comm.send_to(text_data=json.dumps({"id": id, "t": t, "d": d}))
-        return id
-
-    async def send_raw(self, text: str) -> None:
-        # send_input, not send_to: the latter refuses an empty frame.
-        await self.comm.send_input({"type": "websocket.receive", "text": text})
-
-    async def receive(self, timeout: float = 10) -> dict:
-        return json.loads(await self.comm.receive_from(timeout=timeout))
-
-    async def ack(self, id: str, timeout: float = 10) -> dict:
-        """Wait for the ack of `id`; other frames are kept in `inbox`."""
-        deadline = time.monotonic() + timeout
-        while True:
-            frame = await self.receive(timeout=max(0.1, deadline - time.monotonic()))
-            if frame.get("t") == "ack" and frame.get("id") == id:
-                return frame
-            self.inbox.append(frame)
-
-    async def call(self, t: str, d: dict, id: str | None = None) -> dict:
-        return await self.ack(await self.send(t, d, id))
-
-    async def join(self, room: str, **extra) -> dict:
-        ack = await self.call("room.join", {"room": room, **extra})
-        assert ack["ok"], ack
-        return ack
-
-    async def frames(self, kind: str, count: int, timeout: float = 10) -> list[dict]:
-        """The next `count` frames of type `kind` (from the inbox first)."""
-        found = [f for f in self.inbox if f["t"] == kind]
-        self.inbox = [f for f in self.inbox if f["t"] != kind]
-        deadline = time.monotonic() + timeout
-        while len(found) < count:
-            frame = await self.receive(timeout=max(0.1, deadline - time.monotonic()))
-            (found if frame["t"] == kind else self.inbox).append(frame)
-        extra = found[count:]
-        self.inbox.extend(extra)
-        return found[:count]
-
-    async def nothing_more(self, wait: float = 0.3) -> bool:
-        return await self.comm.receive_nothing(timeout=wait) and not self.inbox
 
 
 @pytest.fixture
@@ -157,27 +95,36 @@ async def gather(*aws):
 
 
 def apply_command(user, t: str, d: dict, id: str | None = None):
-    """Run one command through the real registry and exactly-once path, without a socket.
+    """Run one command through the real registry and pipeline, without a socket (from sync code).
 
     Returns the `Outcome`; refusals raise their `CommandError`.
     """
-    from messaging.core import handlers
-    from messaging.core.idempotency import execute
+    from messaging.core import pipeline
     from messaging.core.protocol import Command
 
-    handler = handlers.lookup(t)
-    return execute(user, Command(id=id or uuid.uuid4().hex, t=t, d=d), handler, handlers.validate(handler, d))
+    return async_to_sync(pipeline.submit)(user, Command(id=id or uuid.uuid4().hex, t=t, d=d))
 
 
 def post_delivery(user, room: str, body: str, id: str | None = None):
     """One delivery of a `room.post`, validated, as a batch carries it."""
-    from messaging.core import handlers
-    from messaging.core.idempotency import Delivery
+    from messaging.core import pipeline
     from messaging.core.protocol import Command
 
-    d = {"room": room, "body": body}
-    handler = handlers.lookup("room.post")
-    return Delivery(user, Command(id=id or uuid.uuid4().hex, t="room.post", d=d), handler, handlers.validate(handler, d))
+    return pipeline.prepare(user, Command(id=id or uuid.uuid4().hex, t="room.post", d={"room": room, "body": body}))
+
+
+@pytest.fixture
+def on_this_thread(settings):
+    """The pipeline's database work on the calling thread's connection (asgiref's
+    thread-sensitive hop, no loop connections), where a sync test counts its queries."""
+    settings.MESSAGING = {**settings.MESSAGING, "LOOP_DATABASE": False, "DB_THREADS": 0}
+
+
+def run_batch(deliveries):
+    """One batch of the pipeline (claims, apply, records, results), from sync code."""
+    from messaging.core import pipeline
+
+    return async_to_sync(pipeline.run_batch)(deliveries)
 
 
 def wait_until(predicate, timeout: float = 30, what: str = "a condition") -> None:
@@ -192,11 +139,20 @@ def wait_until(predicate, timeout: float = 30, what: str = "a condition") -> Non
 @pytest.fixture
 def broken_type():
     """A registered exactly-once command type whose handler always raises; yields its type."""
-    from messaging.core import handlers
 
     def apply(ctx, data):
         raise RuntimeError("the handler broke")
 
-    handlers.register(handlers.Handler(type="test.broken", apply=apply))
-    yield "test.broken"
-    handlers._registry.pop("test.broken")
+    with override_command("test.broken", apply) as type:
+        yield type
+
+
+def move_by_function(user, room_slug: str, delivered, read):
+    """A receipt's move in its PostgreSQL form (one call of the database's function), on this
+    thread's connection and transaction: the statement `move_watermarks_by_function` sends
+    through the gateway, for tests that compare it with the ORM's form inside one transaction."""
+    from messaging.chat.receipts import MOVE_CALL, called_move, move_parameters
+    from messaging.core.gateway import fetch_on_this_thread
+
+    rows = fetch_on_this_thread(MOVE_CALL, move_parameters(user, room_slug, delivered, read))
+    return called_move(rows, delivered, read)

@@ -9,7 +9,7 @@ from messaging.models import ModerationAction
 
 from .conftest import apply_command
 
-pytestmark = [pytest.mark.django_db]
+pytestmark = [pytest.mark.django_db(transaction=True)]
 
 AUDIT = reverse("admin:messaging_moderationaction_changelist")
 
