@@ -181,6 +181,9 @@ class Hub:
         queue(self.user_outbox, (user_key(user_id), room, text))
         self.start_pump()
 
+    async def aclose(self) -> None:
+        """Close the hub's connections (a loop that ends with one call: `messaging.submit`)."""
+
     def start_pump(self) -> None:
         if self.pump is None or self.pump.done():
             self.pump = asyncio.create_task(self.send_queued())
@@ -252,6 +255,11 @@ class RedisHub(Hub):
         self.listener: asyncio.Task | None = None
         self.confirmations: dict[bytes, asyncio.Future] = {}
         self.lock = asyncio.Lock()
+
+    async def aclose(self) -> None:
+        await self.stop_listening()
+        await self.client.aclose()
+        await self.listen_client.aclose()
 
     def channel(self, room: str) -> bytes:
         return (self.prefix + room).encode()

@@ -138,6 +138,13 @@ def loop_database() -> LoopDatabase | None:
     return _databases[loop]
 
 
+def close_loop_database() -> None:
+    """Close the running event loop's connections (a loop that ends with one call: `messaging.submit`)."""
+    database = _databases.pop(asyncio.get_running_loop(), None)
+    if database is not None:
+        database.close()
+
+
 def close_loop_databases() -> None:
     """Close the connections of every event loop (tests, shutdown)."""
     for database in list(_databases.values()):

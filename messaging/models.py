@@ -148,3 +148,7 @@ class ReactionCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.message} +{self.count}"
+
+
+# API tokens have a module of their own (messaging/tokens.py); Django finds the model here.
+from .tokens import ApiToken  # noqa: E402,F401

@@ -26,3 +26,9 @@ def loop_client(url: str, timeout: float) -> aioredis.Redis:
             url, socket_timeout=timeout, socket_connect_timeout=timeout
         )
     return client
+
+
+async def close_loop_clients() -> None:
+    """Close the running event loop's clients (a loop that ends with one call: `messaging.submit`)."""
+    for client in _clients.pop(asyncio.get_running_loop(), {}).values():
+        await client.aclose()

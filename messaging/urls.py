@@ -1,6 +1,7 @@
 from django.urls import path
 
 from . import views
+from .api import views as api
 
 urlpatterns = [
     path("", views.chat, name="messaging-chat"),
@@ -8,4 +9,6 @@ urlpatterns = [
     path("logout/", views.sign_out, name="messaging-logout"),
     path("healthz", views.healthz, name="messaging-healthz"),
     path("metrics", views.metrics_view, name="messaging-metrics"),
+    path("api/commands", api.commands, name="messaging-api-commands"),
+    path("api/openapi.json", api.openapi, name="messaging-api-openapi"),
 ]
