@@ -7,7 +7,9 @@ schema-driven fuzzer (schemathesis) runs from it against a live server.
 """
 from __future__ import annotations
 
-from .. import __version__
+import copy
+
+from .. import __version__, handlers
 
 COMMAND_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}
 
@@ -98,7 +100,8 @@ DOCUMENT: dict = {
                         "type": "object",
                         "required": ["t", "d"],
                         "properties": {
-                            "t": {"type": "string", "description": "the command type", "examples": ["room.post"]},
+                            "t": {"type": "string", "description": "the command type (those registered: `document`)",
+                                  "examples": ["room.post"]},
                             "d": {"type": "object", "description": "the command's data",
                                   "examples": [{"room": "lobby", "body": "hello"}]},
                         },
@@ -151,3 +154,11 @@ DOCUMENT: dict = {
         "schemas": {"Ack": ACK, "Error": ERROR, "ErrorFrame": ERROR_FRAME},
     },
 }
+
+
+def document() -> dict:
+    """`DOCUMENT` with the command types registered in this process (a host's own included) as `t`'s values."""
+    served = copy.deepcopy(DOCUMENT)
+    body = served["paths"]["/api/commands"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    body["properties"]["t"]["enum"] = sorted(handlers.registered())
+    return served

@@ -25,7 +25,7 @@ from ..exceptions import BadFrame, CommandError
 from ..protocol import COMMAND_ID, encode, loads
 from ..submitting import ID_RULE, asubmit, new_id
 from .credentials import Unauthenticated, caller, check_rate
-from .openapi import DOCUMENT
+from .openapi import document
 
 log = logging.getLogger(__name__)
 
@@ -119,4 +119,4 @@ async def commands(request: HttpRequest) -> HttpResponse:
 @require_GET
 async def openapi(request: HttpRequest) -> HttpResponse:
     """`GET /api/openapi.json`: the OpenAPI 3 document of this API."""
-    return JsonResponse(DOCUMENT)
+    return JsonResponse(document())
