@@ -1,9 +1,10 @@
 """The OpenAPI 3 document of the HTTP API, kept by hand beside the view it describes.
 
 One endpoint with a body of two fields does not need a framework to derive
-it; tests/integration/test_api_openapi.py checks that it is a valid OpenAPI
-3.1 document and that every status the view answers is in it, and the
-schema-driven fuzzer (schemathesis) runs from it against a live server.
+it; tests/unit/test_api_openapi.py checks that it loads as OpenAPI 3 and
+that every status and refusal code the view answers is in it, and the
+schema-driven fuzzer (schemathesis, tests/e2e/test_api_fuzz.py) runs from it
+against a live server and fails on any answer it does not describe.
 """
 from __future__ import annotations
 
