@@ -44,7 +44,7 @@ def new_id() -> str:
 async def asubmit(user: Any, t: Any, d: Any, *, id: str | None = None) -> AckFrame:
     """Run the command `{"id": id, "t": t, "d": d}` as `user`, once; return its ack frame.
 
-    `id` is required for an exactly-once type (`room.post`, `message.edit` ...)
+    `id` is required for an exactly-once type (`room.post`, a host's own types)
     and is the command's identity, as on a socket: call again with the same
     id after any failure and the command still takes effect once. A type
     that is not exactly-once may leave it out (one is made up for its ack).

@@ -48,8 +48,10 @@ async def caller(request: HttpRequest) -> Caller:
         if user is None:
             raise Unauthenticated()
         return Caller(user, "token:" + digest(token))
-    user = await request.auser()
-    if not user.is_authenticated:
+    # Without AuthenticationMiddleware (a host's API-only stack) only tokens sign in.
+    auser = getattr(request, "auser", None)
+    user = await auser() if auser is not None else None
+    if user is None or not user.is_authenticated:
         raise Unauthenticated()
     reason = _csrf_failure(request)
     if reason is not None:

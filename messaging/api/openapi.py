@@ -92,7 +92,7 @@ DOCUMENT: dict = {
                     "name": "Idempotency-Key",
                     "in": "header",
                     "required": False,
-                    "description": "The command's id; required for exactly-once types (room.post, message.edit ...).",
+                    "description": "The command's id; required for exactly-once types (room.post, a host's own).",
                     "schema": COMMAND_ID,
                 }],
                 "requestBody": {
