@@ -95,6 +95,11 @@ async def commands(request: HttpRequest) -> HttpResponse:
     key = request.headers.get("Idempotency-Key")
     if key is not None and not COMMAND_ID.fullmatch(key):
         return error_response(400, "bad_frame", f"Idempotency-Key: {ID_RULE}")
+    try:
+        # Every signed-in request costs, as every command on a socket does.
+        await check_rate(who)
+    except CommandError as exc:
+        return ack_response({"t": "ack", "id": key or new_id(), "ok": False, "error": exc.as_error()})
     if body is None or len(body) > limit:
         return error_response(413, "too_large", f"the body is over MAX_FRAME_BYTES ({limit} bytes)")
     try:
@@ -105,10 +110,6 @@ async def commands(request: HttpRequest) -> HttpResponse:
         return error_response(400, "bad_frame", exc.message)
     if not isinstance(envelope, dict):
         return error_response(400, "bad_frame", "the body must be a JSON object: {\"t\": ..., \"d\": ...}")
-    try:
-        await check_rate(who)
-    except CommandError as exc:
-        return ack_response({"t": "ack", "id": key or new_id(), "ok": False, "error": exc.as_error()})
     try:
         ack = await asubmit(who.user, envelope.get("t"), envelope.get("d"), id=key)
     except BadFrame as exc:

@@ -294,3 +294,17 @@ async def test_openapi_document_is_served(api_as):
     assert document["openapi"].startswith("3.") and "/api/commands" in document["paths"]
 
 
+
+
+async def test_the_buckets_per_credential_are_bounded(make_user, settings):
+    from messaging.api import credentials
+
+    settings.MESSAGING = {**settings.MESSAGING, "RATE_WINDOW_KEYS": 2, "RATE_BURST": 1, "RATE_PER_SECOND": 0.01}
+    credentials._buckets.clear()
+    apis = [Api(await new_token(await make_user())) for _ in range(3)]
+    for api in apis:
+        assert (await api.post("room.join", {"room": "lobby"}))[0] == 200
+    assert len(credentials._buckets) == 2
+    # The first credential's bucket was forgotten (the least recently used), the last one's kept.
+    assert (await apis[0].post("room.join", {"room": "lobby"}))[0] == 200
+    assert (await apis[2].post("room.join", {"room": "lobby"}))[0] == 429

@@ -68,15 +68,16 @@ async def test_sync_submit_from_a_worker_thread_reaches_sockets(make_user, open_
     socket = await open_clients(user)
     await socket.join("lobby")
     acks, connections = [], []
-    for i in range(4):
+    for i in range(8):
         acks.append(await asyncio.to_thread(messaging.submit, user, "room.post", {"room": "lobby", "body": f"t{i}"},
                                             id=f"task-{i}"))
         connections.append(await database_sync_to_async(open_connections)())
-    assert [a["d"]["seq"] for a in acks] == [1, 2, 3, 4]
-    msgs = await socket.frames("msg", 4)
-    assert [m["d"]["id"] for m in msgs] == ["task-0", "task-1", "task-2", "task-3"]
-    # Each call's loop closed the connections it opened: they do not pile up.
-    assert connections[-1] <= connections[0], connections
+    assert [a["d"]["seq"] for a in acks] == list(range(1, 9))
+    msgs = await socket.frames("msg", 8)
+    assert [m["d"]["id"] for m in msgs] == [f"task-{i}" for i in range(8)]
+    # Each call's loop closed the connections it opened: they do not pile up
+    # (one per call if they did; the test's own threads may open one or two).
+    assert connections[-1] - connections[0] <= 2, connections
 
 
 def open_connections() -> int:
