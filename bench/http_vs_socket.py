@@ -62,7 +62,7 @@ def manage(env: dict[str, str], *argv: str) -> str:
 USERS_AND_TOKENS = """
 import json
 from django.contrib.auth import get_user_model
-from messaging.tokens import create_token
+from messaging.transport.tokens import create_token
 out = []
 for n in range({users}):
     user = get_user_model().objects.create_user(username=f"bench-{{n}}", first_name=f"bench {{n}}")

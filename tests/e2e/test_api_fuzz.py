@@ -17,7 +17,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 
-from messaging.tokens import create_token
+from messaging.transport.tokens import create_token
 
 pytestmark = [pytest.mark.e2e]
 

@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 
 from messaging.client import Client, http_command
 from messaging.models import Message
-from messaging.tokens import create_token
+from messaging.transport.tokens import create_token
 
 from ..support.servers import ROOT
 

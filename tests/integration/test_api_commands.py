@@ -14,9 +14,9 @@ import pytest
 from channels.db import database_sync_to_async
 from django.test import AsyncClient
 
-from messaging.idempotency import claim_key, reset_claim_store
+from messaging.core.idempotency import claim_key, reset_claim_store
 from messaging.models import ApiToken, CommandRecord
-from messaging.tokens import create_token
+from messaging.transport.tokens import create_token
 
 from .conftest import rows
 
@@ -297,7 +297,7 @@ async def test_openapi_document_is_served(api_as):
 
 
 async def test_the_buckets_per_credential_are_bounded(make_user, settings):
-    from messaging.api import credentials
+    from messaging.transport.http import credentials
 
     settings.MESSAGING = {**settings.MESSAGING, "RATE_WINDOW_KEYS": 2, "RATE_BURST": 1, "RATE_PER_SECOND": 0.01}
     credentials._buckets.clear()

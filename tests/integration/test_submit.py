@@ -10,7 +10,7 @@ from channels.db import database_sync_to_async
 from django.core.management import CommandError, call_command
 
 import messaging
-from messaging.exceptions import BadFrame
+from messaging.core.exceptions import BadFrame
 
 from .conftest import rows
 

@@ -10,10 +10,10 @@ from channels.testing import WebsocketCommunicator
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from messaging.auth import AuthMiddlewareStack
-from messaging.consumers import ChatConsumer
+from messaging.transport.auth import AuthMiddlewareStack
+from messaging.transport.consumers import ChatConsumer
 from messaging.models import ApiToken
-from messaging.tokens import create_token, digest, user_of_token
+from messaging.transport.tokens import create_token, digest, user_of_token
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import schemathesis
 
-from messaging.api import views
-from messaging.api.openapi import DOCUMENT, document
+from messaging.transport.http import views
+from messaging.transport.http.openapi import DOCUMENT, document
 
 
 def test_every_status_the_view_answers_is_documented():

@@ -13,9 +13,9 @@ import sys
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from messaging.exceptions import BadFrame
-from messaging.protocol import encode
-from messaging.submitting import submit
+from messaging.core.exceptions import BadFrame
+from messaging.core.protocol import encode
+from messaging.transport.submitting import submit
 
 
 class Command(BaseCommand):

@@ -10,7 +10,8 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from messaging.tokens import SHOWN, ApiToken, create_token, digest
+from messaging.models import ApiToken
+from messaging.transport.tokens import SHOWN, create_token, digest
 
 
 class Command(BaseCommand):

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import copy
 
-from .. import __version__, handlers
+from ... import __version__
+from ...core import handlers
 
 COMMAND_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}
 

@@ -24,12 +24,13 @@ from typing import Any
 
 from asgiref.sync import AsyncToSync, SyncToAsync
 
-from . import handlers, metrics
-from .exceptions import BadFrame, CommandError, Unavailable
+from ..core import handlers
+from ..core.exceptions import BadFrame, CommandError, Unavailable
+from ..core.idempotency import Outcome, execute_async
+from ..core.protocol import COMMAND_ID, AckFrame, Command, ack_error, ack_ok, encode
+from ..ops import metrics
+from ..ops.logcontext import command_scope, loggable
 from .fanout import get_hub
-from .idempotency import Outcome, execute_async
-from .logcontext import command_scope, loggable
-from .protocol import COMMAND_ID, AckFrame, Command, ack_error, ack_ok, encode
 
 log = logging.getLogger(__name__)
 
@@ -129,8 +130,8 @@ async def _submit_settled(user: Any, t: Any, d: Any, *, id: str | None, on_own_l
 
 async def close_loop() -> None:
     """Before an event loop of one call ends: publish what its hub holds, close its connections."""
-    from .loopdb import close_loop_database
-    from .redis_clients import close_loop_clients
+    from ..core.loopdb import close_loop_database
+    from ..core.redis_clients import close_loop_clients
 
     hub = get_hub()
     if hub.pump is not None:

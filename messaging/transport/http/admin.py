@@ -15,7 +15,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from ..tokens import ApiToken, check_room_for_token, create_token
+from ...models import ApiToken
+from ..tokens import check_room_for_token, create_token
 
 
 class NewTokenForm(forms.ModelForm):

@@ -21,9 +21,9 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 
-from ..conf import get_settings
-from ..exceptions import Forbidden, RateLimited
-from ..idempotency import run_in_db_thread
+from ...conf import get_settings
+from ...core.exceptions import Forbidden, RateLimited
+from ...core.idempotency import run_in_db_thread
 from ..ratelimit import TokenBucket, user_limiter
 from ..tokens import bearer_token, digest, user_of_token
 

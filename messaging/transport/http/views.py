@@ -20,9 +20,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
-from ..conf import get_settings
-from ..exceptions import BadFrame, CommandError
-from ..protocol import COMMAND_ID, encode, loads
+from ...conf import get_settings
+from ...core.exceptions import BadFrame, CommandError
+from ...core.protocol import COMMAND_ID, encode, loads
 from ..submitting import ID_RULE, asubmit, new_id
 from .credentials import Unauthenticated, caller, check_rate
 from .openapi import document

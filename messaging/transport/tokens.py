@@ -1,4 +1,4 @@
-"""API tokens: a user's credentials for `POST /api/commands` and for sockets of bots and backends.
+"""API tokens (`messaging.models.ApiToken`): a user's credentials for `POST /api/commands` and for sockets of bots and backends.
 
 A token is shown once, when it is made (the admin, `messaging_token`), and
 only its SHA-256 is stored: a token is 32 random bytes, so a fast hash is as
@@ -13,49 +13,20 @@ import secrets
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import models
 from django.utils import timezone
 
-from .conf import get_settings
+from ..conf import get_settings
+from ..models import ApiToken
 
 PREFIX = "msg_"
-# How much of a token the admin shows, to tell one from another.
+# How much of a token the admin shows, to tell one from another (`ApiToken.prefix`).
 SHOWN = 12
 TOKEN_TOUCH_INTERVAL = timedelta(seconds=60)
 
 
 def digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-class ApiToken(models.Model):
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
-    name = models.CharField(max_length=64, blank=True)
-    # The token's first characters, to recognise it in the admin; not enough to use it.
-    prefix = models.CharField(max_length=SHOWN, editable=False)
-    digest = models.CharField(max_length=64, unique=True, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        app_label = "messaging"
-        ordering = ["-created_at"]
-        verbose_name = "API token"
-
-    def __str__(self) -> str:
-        return f"{self.prefix}… ({self.name or 'unnamed'})"
-
-    @property
-    def active(self) -> bool:
-        return self.revoked_at is None
-
-    def revoke(self) -> None:
-        if self.revoked_at is None:
-            self.revoked_at = timezone.now()
-            self.save(update_fields=["revoked_at"])
 
 
 def check_room_for_token(user: Any) -> None:
