@@ -63,10 +63,7 @@ async def asubmit(user: Any, t: Any, d: Any, *, id: str | None = None) -> AckFra
             handler = handlers.lookup(command.t)
             if id is None and handler.exactly_once:
                 raise BadFrame(f"{handler.type} is exactly-once: it needs an id ({ID_RULE})")
-            data = handlers.validate(handler, command.d)
-            if handler.exactly_once:
-                command.fingerprint  # raises Invalid for a d that cannot be fingerprinted
-            outcome = await _execute(user, command, handler, data)
+            outcome = await _execute(user, command)
         except CommandError as exc:
             _answered(handler, exc.code, started)
             return ack_error(command.id, exc.as_error())
@@ -81,8 +78,15 @@ async def asubmit(user: Any, t: Any, d: Any, *, id: str | None = None) -> AckFra
         return ack_ok(command.id, outcome.data, dup=outcome.dup)
 
 
-async def _execute(user: Any, command: Command, handler: handlers.Handler, data: Any) -> Outcome:
-    """The core's one entry for a prepared command (the pipeline's `submit` once it lands)."""
+async def _execute(user: Any, command: Command) -> Outcome:
+    """The core's one entry: prepare (look up, validate, fingerprint) and run, or raise the refusal.
+
+    What the pipeline's `submit(user, command)` does, once it lands.
+    """
+    handler = handlers.lookup(command.t)
+    data = handlers.validate(handler, command.d)
+    if handler.exactly_once:
+        command.fingerprint  # raises Invalid for a d that cannot be fingerprinted
     return await execute_async(user, command, handler, data)
 
 
