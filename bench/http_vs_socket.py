@@ -32,7 +32,7 @@ import psycopg
 import redis
 import websockets
 
-from tests.support.servers import ROOT, Daphne
+from .servers import ROOT, Server
 
 
 def parse_args() -> argparse.Namespace:
@@ -203,7 +203,7 @@ def main() -> None:
     manage(env, "migrate", "--noinput", "-v0")
     # The last line: `shell` may say first what it imported.
     tokens = json.loads(manage(env, "shell", "-c", USERS_AND_TOKENS.format(users=args.users)).strip().splitlines()[-1])
-    server = Daphne(env, log_dir=Path(tempfile.mkdtemp()), base_env=env).start()
+    server = Server("daphne", env, Path(tempfile.mkdtemp()), app="project.asgi:application").start()
     try:
         runs = asyncio.run(measure(args, server.port, tokens))
     finally:

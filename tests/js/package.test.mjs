@@ -1,4 +1,4 @@
-// The outbox as an npm package (messaging/static/messaging/package.json): what it
+// The outbox as an npm package (messaging/contrib/chat/static/messaging/package.json): what it
 // ships, and that its TypeScript types declare what the module exports.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -7,7 +7,7 @@ import { dirname, join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
-const folder = join(dirname(fileURLToPath(import.meta.url)), "../../messaging/static/messaging");
+const folder = join(dirname(fileURLToPath(import.meta.url)), "../../messaging/contrib/chat/static/messaging");
 const manifest = JSON.parse(readFileSync(join(folder, "package.json"), "utf8"));
 
 test("the package's entry points are the page's module and its types", async () => {
@@ -35,6 +35,6 @@ test("npm pack ships the module, its types and README, and nothing of the page",
 });
 
 test("the package's version is the app's", () => {
-  const init = readFileSync(join(folder, "../../__init__.py"), "utf8");
+  const init = readFileSync(join(folder, "../../../../__init__.py"), "utf8");
   assert.equal(manifest.version, /__version__ = "([^"]+)"/.exec(init)[1]);
 });
