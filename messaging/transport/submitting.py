@@ -10,9 +10,8 @@ hub, as a socket's do.
 What a command sends only to the issuing socket (a join's backlog) has no
 socket to go to here and is dropped: the ack is the whole answer.
 
-This module is the only caller of the core outside the consumer; when the
-core becomes one pipeline (`messaging.core.pipeline.submit`), `_execute` is
-the line that changes.
+Like the consumer, it hands each command to the core's one pipeline
+(`messaging.core.pipeline.submit`, in `_execute`).
 """
 from __future__ import annotations
 
@@ -26,7 +25,8 @@ from asgiref.sync import AsyncToSync, SyncToAsync
 
 from ..core import handlers
 from ..core.exceptions import BadFrame, CommandError, Unavailable
-from ..core.idempotency import Outcome, execute_async
+from ..core import pipeline
+from ..core.outcomes import Outcome
 from ..core.protocol import COMMAND_ID, AckFrame, Command, ack_error, ack_ok, encode
 from ..ops import metrics
 from ..ops.logcontext import command_scope, loggable
@@ -79,15 +79,8 @@ async def asubmit(user: Any, t: Any, d: Any, *, id: str | None = None) -> AckFra
 
 
 async def _execute(user: Any, command: Command) -> Outcome:
-    """The core's one entry: prepare (look up, validate, fingerprint) and run, or raise the refusal.
-
-    What the pipeline's `submit(user, command)` does, once it lands.
-    """
-    handler = handlers.lookup(command.t)
-    data = handlers.validate(handler, command.d)
-    if handler.exactly_once:
-        command.fingerprint  # raises Invalid for a d that cannot be fingerprinted
-    return await execute_async(user, command, handler, data)
+    """The core's one entry: the pipeline prepares (looks up, validates, fingerprints) and runs, or raises the refusal."""
+    return await pipeline.submit(user, command)
 
 
 def publish(outcome: Outcome) -> None:
@@ -110,8 +103,8 @@ def submit(user: Any, t: Any, d: Any, *, id: str | None = None) -> AckFrame:
 
     Called from a thread of a running server (a sync view under daphne), it
     runs on the server's event loop; elsewhere asgiref gives it a loop of its
-    own, which ends with the call, so that loop's frames are published and
-    its connections closed before it returns.
+    own, which ends with the call: that loop's live frames are published
+    before it returns, and its runtime (connections, clients) closes with it.
     """
     on_own_loop = not _server_loop_running()
     return AsyncToSync(_submit_settled)(user, t, d, id=id, on_own_loop=on_own_loop)
@@ -133,16 +126,10 @@ async def _submit_settled(user: Any, t: Any, d: Any, *, id: str | None, on_own_l
 
 
 async def close_loop() -> None:
-    """Before an event loop of one call ends: publish what its hub holds, close its connections."""
-    from ..core.loopdb import close_loop_database
-    from ..core.redis_clients import close_loop_clients
-
+    """Before an event loop of one call ends: publish what its hub holds (closing the runtime would drop it)."""
     hub = get_hub()
     if hub.pump is not None:
         try:
             await asyncio.wait_for(asyncio.shield(hub.pump), timeout=5)
         except Exception:
             log.warning("live frames of an in-process command were not all published", exc_info=True)
-    await hub.aclose()
-    close_loop_database()
-    await close_loop_clients()

@@ -14,7 +14,7 @@ import pytest
 from channels.db import database_sync_to_async
 from django.test import AsyncClient
 
-from messaging.core.idempotency import claim_key, reset_claim_store
+from messaging.core.claims import claim_key, reset_claim_store
 from messaging.models import ApiToken, CommandRecord
 from messaging.transport.tokens import create_token
 

@@ -23,7 +23,7 @@ from django.middleware.csrf import CsrfViewMiddleware
 
 from ...conf import get_settings
 from ...core.exceptions import Forbidden, RateLimited
-from ...core.idempotency import run_in_db_thread
+from ...core.runtime import runtime
 from ..ratelimit import TokenBucket, user_limiter
 from ..tokens import bearer_token, digest, user_of_token
 
@@ -44,7 +44,7 @@ async def caller(request: HttpRequest) -> Caller:
     header = request.headers.get("Authorization")
     if header is not None:
         token = bearer_token(header)
-        user = await run_in_db_thread(user_of_token, token) if token else None
+        user = await runtime().gateway.run(user_of_token, token) if token else None
         if user is None:
             raise Unauthenticated()
         return Caller(user, "token:" + digest(token))
