@@ -178,3 +178,7 @@ class ModerationActionAdmin(InspectionAdmin):
     list_select_related = ("actor", "target")
     fields = ("at", "actor", "kind", "target", "room", "room_slug", "seq")
     readonly_fields = fields
+
+
+# API tokens are managed, not only inspected: their admin has its own module.
+from .transport.http import admin as _api_tokens  # noqa: E402,F401

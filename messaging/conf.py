@@ -40,6 +40,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `PRESENCE_TTL` | 30 | seconds within which a process that dies takes its users offline (its heartbeat's entries expire `PRESENCE_TTL - 1.5 * PRESENCE_BEAT` after its last beat) |
 | `PRESENCE_BEAT` | 10 | seconds between a process's heartbeats (one pipelined round trip for all its users); below `PRESENCE_TTL` / 2.5 |
 | `PRESENCE_ROOMS` | 200 | most rooms a user's `presence` frame goes to (its most recently joined ones) |
+| `API_TOKENS_PER_USER` | 20 | active API tokens one user may have (`messaging_token`, the admin); one more is refused until one is revoked |
 | `LOOP_DATABASE` | True | on PostgreSQL with psycopg 3, a batch's statement (`room.post`'s) and a receipt's run on the event loop's own connections (`messaging/core/gateway.py`), one per statement running at once and at most `max(2, DB_THREADS)`, instead of on a database thread; False: on a thread |
 
 A host project may also give each option in the environment as
@@ -96,6 +97,7 @@ class MessagingSettings:
     PRESENCE_TTL: float = 30.0
     PRESENCE_BEAT: float = 10.0
     PRESENCE_ROOMS: int = 200
+    API_TOKENS_PER_USER: int = 20
 
     def __post_init__(self) -> None:
         # Limits that refuse everything would fail every socket at connect: say so at startup.
@@ -104,7 +106,7 @@ class MessagingSettings:
             if getattr(self, name) <= 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be positive")
         # A join ack always lists the joining member itself.
-        for name in ("MEMBERS_ON_JOIN", "STATES_PER_RECEIPT"):
+        for name in ("MEMBERS_ON_JOIN", "STATES_PER_RECEIPT", "API_TOKENS_PER_USER"):
             if getattr(self, name) < 1:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be at least 1")
         for name in ("CONNECT_RATE", "ROOMS_CREATED_PER_HOUR", "ROOMS_PER_SOCKET"):

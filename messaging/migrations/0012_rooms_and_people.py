@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('messaging', '0010_reactioncount_moves_to_contrib'),
+        ('messaging', '0011_api_token'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
