@@ -22,6 +22,7 @@ from ..core.sql import statement
 from ..core.protocol import format_time, message_body, optional_seq, room_slug
 from ..models import CommandRecord, Membership, Message, MessageState, Room
 from .hooks import join_hooks
+from .policy import get_policy, overrides
 from .receipts import Move, move_watermarks_by_function, move_watermarks_portably
 from .rooms import joined_room_id, room_to_join
 
@@ -107,7 +108,10 @@ def validate_join(d: dict) -> Join:
 @command("room.join", validate=validate_join, exactly_once=False, subscribes_to=lambda join: join.room)
 def join_room(ctx: CommandContext, join: Join) -> dict:
     room = room_to_join(ctx.user, join.room, get_settings().ROOMS_CREATED_PER_HOUR)
-    if not Membership.objects.filter(room=room, user=ctx.user).exists():
+    member = Membership.objects.filter(room=room, user=ctx.user).exists()
+    if not get_policy().can_join(ctx.user, room, member=member):
+        raise Forbidden("this room is private: join it by invitation")
+    if not member:
         # `joined_seq` decides which messages the new member must receive
         # before they count as delivered. Under the room's row lock, which
         # posts take for their seq, it is exact: every seq up to it is
@@ -126,7 +130,9 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
         ctx.reply(stored_msg_frame(message, room.slug, ctx.user))
     for hook, options in zip(join_hooks(), join.options):
         ctx.replies.extend(hook.replies(ctx, room, options, backlog))
-    return {"room": room.slug, "last_seq": room.last_seq, "members": members, "members_total": members_total}
+    # `private` and `owner` (extensions): a client shows a private room's owner its invite control.
+    return {"room": room.slug, "last_seq": room.last_seq, "members": members, "members_total": members_total,
+            "private": room.private, "owner": room.owner_id}
 
 
 # room.members ---------------------------------------------------------------
@@ -274,13 +280,18 @@ async def posts_and_records(gateway: Gateway, entries: list[tuple[CommandContext
     """`room.post`'s batch form on PostgreSQL: the posts and their `CommandRecord`s in one statement.
 
     Posts by non-members are refused with `Forbidden`; the others are stored.
+    A host policy's own `can_post` is asked by the portable path only.
     """
+    if overrides("can_post"):
+        return None
     return posts_results(entries, await gateway.fetch(*posts_statement(entries)))
 
 
 @command("room.post", validate=validate_post, batch={"postgresql": posts_and_records})
 def post_message(ctx: CommandContext, post: Post) -> dict:
     room_id = joined_room_id(ctx.user, post.room)
+    if overrides("can_post") and not get_policy().can_post(ctx.user, Room.objects.get(pk=room_id)):
+        raise Forbidden("you may not post in this room")
     seq = next_seq(room_id)
     sent_at = timezone.now()
     Message.objects.create(

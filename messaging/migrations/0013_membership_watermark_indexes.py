@@ -28,7 +28,7 @@ def drop(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("messaging", "0010_reactioncount_moves_to_contrib"),
+        ("messaging", "0012_rooms_and_people"),
     ]
 
     operations = [
