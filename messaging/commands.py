@@ -15,6 +15,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from .conf import get_settings
+from .events.outbox import emit, event_table, posted_events_sql
 from .exceptions import Forbidden, Invalid
 from .handlers import CommandContext, command
 from .loopdb import loop_database
@@ -226,7 +227,7 @@ def with_tables(sql: str) -> str:
     """
     return sql.format(
         membership=Membership._meta.db_table, room=Room._meta.db_table,
-        message=Message._meta.db_table, record=CommandRecord._meta.db_table,
+        message=Message._meta.db_table, record=CommandRecord._meta.db_table, event=event_table(),
         user_id=Message._meta.get_field("sender").db_type(connection),
     )
 
@@ -249,10 +250,12 @@ def with_tables(sql: str) -> str:
 # (Redis forgot it, or it comes twice) fails the whole statement. The posts
 # come as one JSON array of [room, user, id, body, fingerprint]: psycopg
 # adapted five Python lists of 16 posts in 364 us, orjson this in 10 us.
+# The statement also writes each post's event (messaging/events/outbox.py),
+# so the outbox commits with the messages; the sender's name comes sixth.
 POSTS_AND_RECORDS = """
 WITH item AS (
     SELECT e.n, e.v->>0 AS room, (e.v->>1)::{user_id} AS user_id, e.v->>2 AS command_id, e.v->>3 AS body,
-           e.v->>4 AS fingerprint
+           e.v->>4 AS fingerprint, e.v->1 AS user_json, e.v->>5 AS name
     FROM jsonb_array_elements(%(items)s::jsonb) WITH ORDINALITY AS e(v, n)
 ), member AS (
     SELECT i.n, m.room_id FROM item i
@@ -263,8 +266,9 @@ WITH item AS (
     JOIN (SELECT room_id, count(*) AS posts FROM member GROUP BY room_id) c ON c.room_id = r.id
     ORDER BY r.id FOR UPDATE OF r
 ), taken AS (
-    UPDATE {room} r SET last_seq = r.last_seq + l.posts FROM locked l WHERE r.id = l.id
-    RETURNING r.id, r.last_seq - l.posts AS before
+    UPDATE {room} r SET last_seq = r.last_seq + l.posts, last_event = r.last_event + l.posts
+    FROM locked l WHERE r.id = l.id
+    RETURNING r.id, r.last_seq - l.posts AS before, r.last_event - l.posts AS events_before
 ), stamp AS MATERIALIZED (
     SELECT at, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at_text
     FROM (SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM taken) t) now
@@ -279,7 +283,7 @@ WITH item AS (
     SELECT i.user_id, i.command_id, %(type)s, i.fingerprint,
            jsonb_build_object('room', i.room, 'seq', p.seq, 'at', s.at_text), s.at
     FROM post p JOIN item i USING (n), stamp s
-)
+){events}
 SELECT p.n, p.seq, s.at_text FROM post p, stamp s
 """
 
@@ -312,8 +316,9 @@ def server_bound_cursor() -> Any:
 
 def posts_statement(entries: list[tuple[CommandContext, Post, str]]) -> tuple[str, dict]:
     """The batch statement of `entries` and its parameters."""
-    items = [[post.room, ctx.user.pk, ctx.command_id, post.body, fingerprint] for ctx, post, fingerprint in entries]
-    return with_tables(POSTS_AND_RECORDS), {
+    items = [[post.room, ctx.user.pk, ctx.command_id, post.body, fingerprint, display_name(ctx.user)]
+             for ctx, post, fingerprint in entries]
+    return with_tables(POSTS_AND_RECORDS.replace("{events}", posted_events_sql())), {
         "items": orjson.dumps(items).decode(), "state": MessageState.SENT, "type": entries[0][0].type,
     }
 
@@ -375,7 +380,9 @@ def post_message(ctx: CommandContext, post: Post) -> dict:
     Message.objects.create(
         room_id=room_id, seq=seq, sender=ctx.user, client_msg_id=ctx.command_id, body=post.body, sent_at=sent_at
     )
-    return posted(ctx, post, seq, format_time(sent_at))
+    at = format_time(sent_at)
+    emit(ctx, "message.posted", post.room, msg_frame(post.room, seq, ctx.command_id, ctx.user, post.body, at)["d"])
+    return posted(ctx, post, seq, at)
 
 
 # receipt --------------------------------------------------------------------
@@ -417,10 +424,11 @@ def receipt_moved(ctx: CommandContext, receipt: Receipt, move: Move) -> dict:
 
 async def areceipt(ctx: CommandContext, receipt: Receipt) -> dict | None:
     """`receipt` from the event loop: one round trip, no database thread; None where it cannot."""
-    move = await amove_watermarks(ctx.user, receipt.room, receipt.delivered, receipt.read)
+    move = await amove_watermarks(ctx.user, receipt.room, receipt.delivered, receipt.read, ctx.command_id)
     return None if move is None else receipt_moved(ctx, receipt, move)
 
 
 @command("receipt", validate=validate_receipt, exactly_once=False, apply_async=areceipt)
 def receipt(ctx: CommandContext, receipt: Receipt) -> dict:
-    return receipt_moved(ctx, receipt, move_watermarks(ctx.user, receipt.room, receipt.delivered, receipt.read))
+    move = move_watermarks(ctx.user, receipt.room, receipt.delivered, receipt.read, ctx.command_id)
+    return receipt_moved(ctx, receipt, move)

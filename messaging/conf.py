@@ -34,6 +34,16 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `CONNECT_RATE_WINDOW` | 60.0 | seconds of the handshake window |
 | `ROOMS_CREATED_PER_HOUR` | 50 | rooms one user may create (by joining a slug that does not exist) in any hour, counted in the database; past it such a join is `rate_limited` and creates nothing; 0 turns it off |
 | `ROOMS_PER_SOCKET` | 200 | rooms one socket may have joined at once; a join of one more is `invalid` and changes nothing; 0 turns it off |
+| `EVENTS_OUTBOX` | True | every effect writes its event to the outbox in its own transaction (docs/EVENTS.md); False writes none (the bench's "without") |
+| `EVENTS_URL` | None | where `messaging_relay` publishes and `messaging_consume` reads: None for the Redis stream on `REDIS_URL`, `redis://...` for another Redis, `nats://HOST:PORT` for NATS JetStream |
+| `EVENTS_STREAM` | `"messaging:events"` | the Redis stream's key |
+| `EVENTS_STREAM_MAXLEN` | 1000000 | entries the Redis stream keeps, roughly (`XADD ... MAXLEN ~`); older ones are trimmed |
+| `EVENTS_BATCH` | 500 | most events the relay reads and publishes per partition at once, and most entries a consumer reads at once |
+| `EVENTS_PARTITIONS` | 16 | the outbox's partitions (by room): each is published by one relay at a time, so several relays share the work and keep each room's order |
+| `EVENTS_POLL_INTERVAL` | 0.2 | seconds an idle relay waits before it looks for new events again |
+| `EVENTS_RETENTION` | 604800 | seconds (7 days) published events, and consumer groups' inbox records, are kept before `messaging_relay` prunes them |
+| `EVENTS_MAX_ATTEMPTS` | 5 | failures of a consumer's handler on one event before it goes to the dead letters |
+| `EVENTS_STUCK_AFTER` | 60.0 | seconds the oldest unpublished event may wait before `/healthz` reports the relay stuck (503) |
 | `LOOP_DATABASE` | True | on PostgreSQL with psycopg 3, a batch's statement (`room.post`'s) and a receipt's run on the event loop's own connections (`messaging/loopdb.py`), one per statement running at once and at most `max(2, DB_THREADS)`, instead of on a database thread; False: on a thread |
 
 A host project may also give each option in the environment as
@@ -84,11 +94,23 @@ class MessagingSettings:
     ROOMS_CREATED_PER_HOUR: int = 50
     ROOMS_PER_SOCKET: int = 200
     LOOP_DATABASE: bool = True
+    EVENTS_OUTBOX: bool = True
+    EVENTS_URL: str | None = None
+    EVENTS_STREAM: str = "messaging:events"
+    EVENTS_STREAM_MAXLEN: int = 1_000_000
+    EVENTS_BATCH: int = 500
+    EVENTS_PARTITIONS: int = 16
+    EVENTS_POLL_INTERVAL: float = 0.2
+    EVENTS_RETENTION: int = 7 * 24 * 3600
+    EVENTS_MAX_ATTEMPTS: int = 5
+    EVENTS_STUCK_AFTER: float = 60.0
 
     def __post_init__(self) -> None:
         # Limits that refuse everything would fail every socket at connect: say so at startup.
         for name in ("RATE_BURST", "RATE_PER_SECOND", "USER_RATE_LIMIT", "USER_RATE_WINDOW", "MAX_SEND_BUFFER",
-                     "INBOX_LIMIT", "REPLY_BYTES_PER_TOKEN", "CONNECT_RATE_WINDOW"):
+                     "INBOX_LIMIT", "REPLY_BYTES_PER_TOKEN", "CONNECT_RATE_WINDOW", "EVENTS_STREAM_MAXLEN",
+                     "EVENTS_BATCH", "EVENTS_PARTITIONS", "EVENTS_POLL_INTERVAL", "EVENTS_RETENTION",
+                     "EVENTS_MAX_ATTEMPTS", "EVENTS_STUCK_AFTER"):
             if getattr(self, name) <= 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be positive")
         # A join ack always lists the joining member itself.

@@ -149,10 +149,13 @@ def forget_dead_processes(path: str) -> None:
 
 def exposition() -> tuple[bytes, str]:
     """The text a scrape gets, and its content type."""
+    from .events.stats import OutboxCollector
+
     path = multiprocess_dir()
     if path is None:
-        return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+        return generate_latest(REGISTRY) + generate_latest(OutboxCollector()), CONTENT_TYPE_LATEST
     forget_dead_processes(path)
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry, path=path)
+    registry.register(OutboxCollector())
     return generate_latest(registry), CONTENT_TYPE_LATEST

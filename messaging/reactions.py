@@ -24,6 +24,7 @@ from typing import Iterable
 
 from django.db import connection
 
+from .events.outbox import emit
 from .exceptions import Invalid
 from .handlers import CommandContext, command
 from .models import Message, ReactionCount, Room
@@ -71,7 +72,10 @@ def add_reaction(ctx: CommandContext, reaction: Reaction) -> dict:
     if message_id is None:
         raise Invalid(f"no message {reaction.seq} in room {reaction.room}")
     count = increment(message_id)
-    ctx.broadcast(reaction.room, reaction_frame(reaction.room, reaction.seq, count))
+    frame = reaction_frame(reaction.room, reaction.seq, count)
+    # After the count's row: the room's row, which the event takes, is an effect's last lock.
+    emit(ctx, "reaction.changed", reaction.room, frame["d"])
+    ctx.broadcast(reaction.room, frame)
     return {"room": reaction.room, "seq": reaction.seq, "count": count}
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
 from django.db import connection
@@ -30,9 +31,11 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from .conf import get_settings
+from .events.outbox import emit_many
 from .exceptions import Forbidden, Invalid
 from .loopdb import loop_database
 from .models import Membership, Message, MessageState, Room, WatermarkMove
+from .protocol import format_time
 
 # The first key of PostgreSQL's two-key advisory locks taken here ("rcpt"),
 # so they cannot collide with another app's one-key locks on room ids.
@@ -73,40 +76,45 @@ class Move:
     messages: tuple[MovedMessage, ...] = ()
 
 
-# The move as one call (migration 0008), on Django's connection or the event loop's.
+# The move as one call (migration 0012: 0008's, which also writes a
+# `message.state` event per message moved), on Django's connection or the event loop's.
 MOVE_CALL = (
-    "SELECT * FROM messaging_move_watermarks_v2("
-    "%(room)s, %(user)s, %(delivered)s, %(read)s, %(members_upto)s, %(states_limit)s)"
+    "SELECT * FROM messaging_move_watermarks_v3("
+    "%(room)s, %(user)s, %(delivered)s, %(read)s, %(members_upto)s, %(states_limit)s, %(command_id)s, %(events)s)"
 )
 
 
-def move_parameters(user: Any, room_slug: str, delivered: int | None, read: int | None) -> dict[str, Any]:
+def move_parameters(user: Any, room_slug: str, delivered: int | None, read: int | None,
+                    command_id: str) -> dict[str, Any]:
     conf = get_settings()
     return {"room": room_slug, "user": user.pk, "delivered": delivered, "read": read,
-            "members_upto": conf.MEMBERS_ON_JOIN, "states_limit": conf.STATES_PER_RECEIPT}
+            "members_upto": conf.MEMBERS_ON_JOIN, "states_limit": conf.STATES_PER_RECEIPT,
+            "command_id": command_id, "events": conf.EVENTS_OUTBOX}
 
 
-def move_watermarks(user: Any, room_slug: str, delivered: int | None, read: int | None) -> Move:
+def move_watermarks(user: Any, room_slug: str, delivered: int | None, read: int | None,
+                    command_id: str = "") -> Move:
     """Move `user`'s watermarks in a room forward. Call inside a transaction.
 
     Raises `Forbidden` for a non-member and `Invalid` for a seq beyond the
     room's last one; either way nothing changes.
     """
     if connection.vendor != "postgresql":
-        return move_watermarks_portably(user, room_slug, delivered, read)
+        return move_watermarks_portably(user, room_slug, delivered, read, command_id)
     with connection.cursor() as cursor:
-        cursor.execute(MOVE_CALL, move_parameters(user, room_slug, delivered, read))
+        cursor.execute(MOVE_CALL, move_parameters(user, room_slug, delivered, read, command_id))
         rows = cursor.fetchall()
     return called_move(rows, delivered, read)
 
 
-async def amove_watermarks(user: Any, room_slug: str, delivered: int | None, read: int | None) -> Move | None:
+async def amove_watermarks(user: Any, room_slug: str, delivered: int | None, read: int | None,
+                           command_id: str = "") -> Move | None:
     """`move_watermarks` in a transaction of its own, from the event loop's
     connections (messaging/loopdb.py); None where there are none."""
     database = loop_database()
     if database is None:
         return None
-    rows = await database.fetch(MOVE_CALL, move_parameters(user, room_slug, delivered, read))
+    rows = await database.fetch(MOVE_CALL, move_parameters(user, room_slug, delivered, read, command_id))
     return called_move(rows, delivered, read)
 
 
@@ -137,7 +145,8 @@ def beyond_last_seq(last_seq: int, delivered: int | None, read: int | None) -> N
             raise Invalid(f"{name} {value} is beyond the room's last seq {last_seq}")
 
 
-def move_watermarks_portably(user: Any, room_slug: str, delivered: int | None, read: int | None) -> Move:
+def move_watermarks_portably(user: Any, room_slug: str, delivered: int | None, read: int | None,
+                             command_id: str = "") -> Move:
     """`move_watermarks` in the ORM's statements, for any database: at most
     eleven round trips (the ORM has no UPDATE ... RETURNING, so each state's
     moved messages are read back, and the members counted)."""
@@ -164,11 +173,15 @@ def move_watermarks_portably(user: Any, room_slug: str, delivered: int | None, r
     # or below `joined_seq` can change state because of its receipts.
     floor = membership.joined_seq
     messages: list[MovedMessage] = []
+    events: list[dict] = []
     if new.delivered > old.delivered:
         messages += advance_states(membership.room_id, max(old.delivered, floor), new.delivered,
-                                   MessageState.DELIVERED, now)
+                                   MessageState.DELIVERED, now, events)
     if new.read > old.read:
-        messages += advance_states(membership.room_id, max(old.read, floor), new.read, MessageState.READ, now)
+        messages += advance_states(membership.room_id, max(old.read, floor), new.read, MessageState.READ, now,
+                                   events)
+    # Last, as the room's row is an effect's last lock (messaging/events/outbox.py).
+    emit_many(SimpleNamespace(command_id=command_id, user=user), "message.state", room_slug, events)
     conf = get_settings()
     members = Membership.objects.filter(room_id=membership.room_id)[: conf.MEMBERS_ON_JOIN + 1].count()
     return Move(new, moved=True, members=members, at=now, messages=tuple(messages))
@@ -197,9 +210,11 @@ def recipients(room_id: Any, seq: Any, sender_id: Any) -> QuerySet[Membership]:
     return Membership.objects.filter(room_id=room_id, joined_seq__lt=seq).exclude(user_id=sender_id)
 
 
-def advance_states(room_id: int, after: int, upto: int, state: MessageState, now: datetime) -> list[MovedMessage]:
+def advance_states(room_id: int, after: int, upto: int, state: MessageState, now: datetime,
+                   events: list[dict]) -> list[MovedMessage]:
     """Move messages with seq in (after, upto] to `state` where every recipient
-    reached it; returns the newest `STATES_PER_RECEIPT` of them, in seq order."""
+    reached it; returns the newest `STATES_PER_RECEIPT` of them, in seq order,
+    and adds every one's `message.state` event data to `events`."""
     if upto <= after:
         return []
     watermark = "delivered" if state == MessageState.DELIVERED else "read"
@@ -223,6 +238,11 @@ def advance_states(room_id: int, after: int, upto: int, state: MessageState, now
     # and each takes its time once it holds the lock. A message this same
     # move takes on to read is read back here, before the read UPDATE runs.
     moved = in_range.filter(state=state, **{f"{watermark}_at": now}).order_by("-seq")
+    if get_settings().EVENTS_OUTBOX:
+        room = Room.objects.filter(pk=room_id).values_list("slug", flat=True).get()
+        at = format_time(now)
+        events.extend({"room": room, "seq": seq, "state": state.value, "at": at}
+                      for seq in moved.values_list("seq", flat=True)[::-1])
     newest = moved.values_list("seq", "sender_id")[: get_settings().STATES_PER_RECEIPT]
     return [MovedMessage(seq, sender, state) for seq, sender in reversed(newest)]
 
