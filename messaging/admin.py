@@ -162,3 +162,7 @@ class CommandRecordAdmin(InspectionAdmin):
     @admin.display(description="stored ack")
     def stored_ack(self, record: CommandRecord) -> str:
         return pretty_json(record.result)
+
+
+# The events' tables (messaging/events/admin.py).
+from .events import admin as events_admin  # noqa: E402,F401

@@ -28,6 +28,7 @@ except ImportError:  # django-csp is optional: the `csp` extra
 from . import metrics
 from .addresses import limit_posts_per_address
 from .conf import get_settings
+from .events.health import events_health
 from .idempotency import RedisClaimStore, get_claim_store
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,9 @@ def healthz(request: HttpRequest) -> JsonResponse:
     """200 when the database and the dedup window's Redis answer, else 503 naming what failed.
 
     Without Redis configured the app runs on the database alone, so its absence
-    is reported, not failed.
+    is reported, not failed. A stuck relay is reported too (`events.relay`,
+    messaging/events/health.py), not failed: this process is healthy, and a
+    restart of it would not move the relay.
     """
     checks = {"database": "ok", "redis": "ok"}
     try:
@@ -135,7 +138,9 @@ def healthz(request: HttpRequest) -> JsonResponse:
     else:
         checks["redis"] = "not configured"
     healthy = "failed" not in checks.values()
-    return JsonResponse({"status": "ok" if healthy else "failed", "checks": checks}, status=200 if healthy else 503)
+    body = {"status": "ok" if healthy else "failed", "checks": checks}
+    body.update(events_health())
+    return JsonResponse(body, status=200 if healthy else 503)
 
 
 @never_cache
