@@ -44,6 +44,12 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `EVENTS_RETENTION` | 604800 | seconds (7 days) published events, and consumer groups' inbox records, are kept before `messaging_relay` prunes them |
 | `EVENTS_MAX_ATTEMPTS` | 5 | failures of a consumer's handler on one event before it goes to the dead letters |
 | `EVENTS_STUCK_AFTER` | 60.0 | seconds the oldest unpublished event may wait before `/healthz` reports the relay stuck (503) |
+| `WEBHOOK_TIMEOUT` | 10.0 | seconds a webhook endpoint has to answer one POST; longer counts as a failed attempt |
+| `WEBHOOK_MAX_ATTEMPTS` | 8 | attempts of one delivery before it is dead and goes to the dead letters |
+| `WEBHOOK_BACKOFF` | 2.0 | seconds of the first retry's backoff cap; it doubles per attempt (full jitter beneath it) |
+| `WEBHOOK_BACKOFF_CAP` | 3600.0 | the most seconds between two attempts of a delivery |
+| `WEBHOOK_BATCH` | 20 | deliveries one `messaging_webhooks` round leases and sends |
+| `MENTIONS_PER_MESSAGE` | 20 | most distinct `@name`s of one message that the mentions consumer looks up and notifies |
 | `LOOP_DATABASE` | True | on PostgreSQL with psycopg 3, a batch's statement (`room.post`'s) and a receipt's run on the event loop's own connections (`messaging/loopdb.py`), one per statement running at once and at most `max(2, DB_THREADS)`, instead of on a database thread; False: on a thread |
 
 A host project may also give each option in the environment as
@@ -104,13 +110,20 @@ class MessagingSettings:
     EVENTS_RETENTION: int = 7 * 24 * 3600
     EVENTS_MAX_ATTEMPTS: int = 5
     EVENTS_STUCK_AFTER: float = 60.0
+    WEBHOOK_TIMEOUT: float = 10.0
+    WEBHOOK_MAX_ATTEMPTS: int = 8
+    WEBHOOK_BACKOFF: float = 2.0
+    WEBHOOK_BACKOFF_CAP: float = 3600.0
+    WEBHOOK_BATCH: int = 20
+    MENTIONS_PER_MESSAGE: int = 20
 
     def __post_init__(self) -> None:
         # Limits that refuse everything would fail every socket at connect: say so at startup.
         for name in ("RATE_BURST", "RATE_PER_SECOND", "USER_RATE_LIMIT", "USER_RATE_WINDOW", "MAX_SEND_BUFFER",
                      "INBOX_LIMIT", "REPLY_BYTES_PER_TOKEN", "CONNECT_RATE_WINDOW", "EVENTS_STREAM_MAXLEN",
                      "EVENTS_BATCH", "EVENTS_PARTITIONS", "EVENTS_POLL_INTERVAL", "EVENTS_RETENTION",
-                     "EVENTS_MAX_ATTEMPTS", "EVENTS_STUCK_AFTER"):
+                     "EVENTS_MAX_ATTEMPTS", "EVENTS_STUCK_AFTER", "WEBHOOK_TIMEOUT", "WEBHOOK_MAX_ATTEMPTS",
+                     "WEBHOOK_BACKOFF", "WEBHOOK_BACKOFF_CAP", "WEBHOOK_BATCH", "MENTIONS_PER_MESSAGE"):
             if getattr(self, name) <= 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be positive")
         # A join ack always lists the joining member itself.

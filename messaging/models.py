@@ -154,4 +154,5 @@ class ReactionCount(models.Model):
 
 
 # The events' tables are the app's too (messaging/events/models.py).
-from .events.models import DeadLetter, Event, InboxRecord  # noqa: E402,F401
+from .events.models import (DeadLetter, Event, InboxRecord, Notification, WebhookAttempt,  # noqa: E402,F401
+                            WebhookDelivery, WebhookEndpoint)

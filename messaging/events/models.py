@@ -5,6 +5,7 @@ to `INSTALLED_APPS`; `messaging/models.py` imports them.
 """
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 
@@ -76,3 +77,91 @@ class DeadLetter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.group}: {self.event_id}"
+
+
+class WebhookEndpoint(models.Model):
+    """A host's endpoint that receives the events, signed with its secret (messaging/events/webhooks.py)."""
+
+    url = models.URLField(max_length=500)
+    secret = models.CharField(max_length=200, help_text="The HMAC-SHA256 key of the Messaging-Signature header.")
+    # Empty: every type.
+    types = models.JSONField(default=list, blank=True,
+                             help_text='Event types to send, e.g. ["message.posted"]; empty for all.')
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.url
+
+    def wants(self, type: str) -> bool:
+        return not self.types or type in self.types
+
+
+class WebhookDelivery(models.Model):
+    """One event to one endpoint: pending until a 2xx answer, dead after `WEBHOOK_MAX_ATTEMPTS`."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        DELIVERED = "delivered"
+        DEAD = "dead"
+
+    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries",
+                                 db_index=False)
+    event_id = models.UUIDField()
+    event = models.JSONField()
+    state = models.CharField(max_length=9, choices=State.choices, default=State.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    # When it may be tried next; while an attempt runs, the end of its lease.
+    next_attempt_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["endpoint", "event_id"], name="messaging_delivery_event")]
+        indexes = [models.Index(fields=["next_attempt_at"], name="messaging_delivery_due",
+                                condition=models.Q(state="pending")),
+                   models.Index(fields=["finished_at"], name="messaging_delivery_finished")]
+
+    def __str__(self) -> str:
+        return f"{self.event_id} to {self.endpoint_id}"
+
+
+class WebhookAttempt(models.Model):
+    """One POST of a delivery: at most `WEBHOOK_MAX_ATTEMPTS` per delivery."""
+
+    delivery = models.ForeignKey(WebhookDelivery, on_delete=models.CASCADE, related_name="attempt_log")
+    at = models.DateTimeField()
+    status = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    seconds = models.FloatField()
+
+    def __str__(self) -> str:
+        return f"{self.delivery}: {self.status or self.error}"
+
+
+class Notification(models.Model):
+    """A member mentioned (`@name`) in a message: the page's badge, and at most one e-mail."""
+
+    class Email(models.TextChoices):
+        PENDING = "pending"
+        SENT = "sent"
+        ONLINE = "online"  # a socket was open: the page tells them
+        NO_ADDRESS = "no address"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mentions",
+                             db_index=False)
+    event_id = models.UUIDField()
+    room = models.CharField(max_length=64)
+    seq = models.PositiveBigIntegerField()
+    sender_name = models.CharField(max_length=300)
+    body = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    read_at = models.DateTimeField(null=True, blank=True)
+    email = models.CharField(max_length=10, choices=Email.choices, default=Email.PENDING)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "event_id"], name="messaging_notification_event")]
+        indexes = [models.Index(fields=["user", "read_at"], name="messaging_notification_unread")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.room}#{self.seq}"
