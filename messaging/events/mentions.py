@@ -64,14 +64,12 @@ def online(user_id) -> bool:
     """Whether any server process holds a socket of the user: while it does, it
     subscribes to the user's channel (`fanout.RedisHub.user_channel`). Without
     Redis there is no telling: offline."""
-    from ..fanout import user_key
-
     url = get_settings().REDIS_URL
     if not url:
         return False
     with redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2) as client:
         db = client.connection_pool.connection_kwargs.get("db", 0)
-        [(_, count)] = client.pubsub_numsub(f"messaging:{db}:user:{user_key(user_id)}")
+        [(_, count)] = client.pubsub_numsub(f"messaging:{db}:user:{user_id}")
     return count > 0
 
 

@@ -8,7 +8,7 @@ from channels.db import database_sync_to_async
 from django.db import transaction
 
 from messaging.events.models import Event
-from messaging.handlers import CommandContext
+from messaging.core.handlers import CommandContext
 
 from .conftest import apply_command
 
@@ -66,7 +66,7 @@ async def test_a_batch_of_posts_in_two_rooms_numbers_each_room_alone(make_user, 
 
 
 def post_on_the_portable_path(user, body: str) -> None:
-    from messaging.commands import Post, post_message
+    from messaging.chat.commands import Post, post_message
 
     with transaction.atomic():
         post_message(CommandContext(user=user, command_id=uuid.uuid4().hex, type="room.post"), Post("lobby", body))
@@ -146,7 +146,7 @@ async def test_receipts_write_one_state_event_per_message_moved(make_user, open_
 
 
 def receipt_portably(user, **marks) -> None:
-    from messaging.receipts import move_watermarks_portably
+    from messaging.chat.receipts import move_watermarks_portably
 
     with transaction.atomic():
         move_watermarks_portably(user, "lobby", marks.get("delivered"), marks.get("read"), "portable")

@@ -108,7 +108,7 @@ async def test_the_lag_is_the_oldest_unpublished_events_age(poster, settings):
     sink = RedisStreamSink(settings.MESSAGING["REDIS_URL"], "messaging:events", 10_000)
     await run_until_published(relay_with(sink))
     assert await database_sync_to_async(backlog)() == (0, 0.0)
-    assert stats.PUBLISHED._value.get() >= 3
+    assert stats.EVENTS_PUBLISHED._value.get() >= 3
 
 
 NATS_URL = "nats://127.0.0.1:4222"

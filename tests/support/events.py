@@ -15,8 +15,8 @@ from .servers import ROOT
 
 def post_many(user, rooms: list[str], count: int, body: str = "m") -> None:
     """`count` posts per room by `user` (a member), through the posts' batch statement, 50 at a time."""
-    from messaging.commands import Post, posts_and_records
-    from messaging.handlers import CommandContext
+    from messaging.chat.commands import Post, posts_and_records
+    from messaging.core.handlers import CommandContext
 
     entries = [(CommandContext(user=user, command_id=uuid.uuid4().hex, type="room.post"), Post(room, f"{body}{n}"), "f")
                for n in range(count) for room in rooms]

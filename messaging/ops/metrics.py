@@ -20,6 +20,7 @@ from pathlib import Path
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import multiprocess
+from prometheus_client.core import GaugeMetricFamily
 
 UNKNOWN_TYPE = "unknown"
 
@@ -120,6 +121,45 @@ def batch_phases(claims: float, apply: float, results: float) -> None:
         child.observe(seconds)
 
 
+# The events downstream (messaging/events/). The relay counts what it
+# publishes; the backlog is read from the outbox at scrape time, so a relay
+# that is down or stuck shows as a growing lag, not as a stale value of its own.
+EVENTS_PUBLISHED = Counter(
+    "messaging_events_published",
+    "Events the relay published to its sink (at least once: a republished event counts again).",
+)
+EVENTS_RELAY_PARTITIONS = Gauge(
+    "messaging_events_relay_partitions", "Outbox partitions held by live relays.", multiprocess_mode="livesum",
+)
+EVENTS_PUBLISH_LAG = Gauge(
+    "messaging_events_publish_lag_seconds",
+    "Age of the oldest event of a relay's last batch when it was published.",
+    multiprocess_mode="livemax",
+)
+
+
+class OutboxCollector:
+    """`messaging_events_unpublished` and `messaging_events_lag_seconds`, read from the outbox at scrape time."""
+
+    def collect(self):
+        from ..events.stats import BACKLOG_COUNT_LIMIT, backlog
+
+        try:
+            count, age = backlog()
+        except Exception:  # a scrape must not fail with the database: NaN says "unknown"
+            count, age = float("nan"), float("nan")
+        yield GaugeMetricFamily("messaging_events_unpublished",
+                                f"Events in the outbox not yet published (counted up to {BACKLOG_COUNT_LIMIT}).",
+                                value=count)
+        yield GaugeMetricFamily("messaging_events_lag_seconds",
+                                "Age of the oldest unpublished event: the relay's lag (0 when it has caught up).",
+                                value=age)
+
+
+OUTBOX = OutboxCollector()
+REGISTRY.register(OUTBOX)
+
+
 def multiprocess_dir() -> str | None:
     return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
 
@@ -149,13 +189,11 @@ def forget_dead_processes(path: str) -> None:
 
 def exposition() -> tuple[bytes, str]:
     """The text a scrape gets, and its content type."""
-    from .events.stats import OutboxCollector
-
     path = multiprocess_dir()
     if path is None:
-        return generate_latest(REGISTRY) + generate_latest(OutboxCollector()), CONTENT_TYPE_LATEST
+        return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
     forget_dead_processes(path)
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry, path=path)
-    registry.register(OutboxCollector())
+    registry.register(OUTBOX)
     return generate_latest(registry), CONTENT_TYPE_LATEST
