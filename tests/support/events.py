@@ -95,3 +95,24 @@ def outbox_by_id() -> dict[str, dict]:
     from messaging.events.models import Event
 
     return {str(e["event_id"]): e for e in Event.objects.values("event_id", "type", "room", "position", "data")}
+
+
+def publish_outbox(redis_url: str, stream: str = "messaging:events") -> None:
+    """Publish every unpublished event to the Redis stream with a relay run in this process."""
+    import asyncio
+
+    from messaging.events.models import Event
+    from messaging.events.redis_streams import RedisStreamSink
+    from messaging.events.relay import Relay
+    from messaging.events.settings import connection_params
+
+    async def drain() -> None:
+        relay = Relay(connection_params(), RedisStreamSink(redis_url, stream, 10_000), partitions=4, batch=500,
+                      poll_interval=0.05, retention=3600)
+        for _ in range(100):
+            await relay.step()
+        await relay.disconnect()
+        await relay.sink.close()
+
+    asyncio.run(drain())
+    assert not Event.objects.filter(published_at__isnull=True).exists()
