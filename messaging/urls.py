@@ -1,6 +1,7 @@
 from django.urls import path
 
 from . import views
+from .events import views as events_views
 from .ops import health
 
 urlpatterns = [
@@ -9,4 +10,6 @@ urlpatterns = [
     path("logout/", views.sign_out, name="messaging-logout"),
     path("healthz", health.healthz, name="messaging-healthz"),
     path("metrics", health.metrics_view, name="messaging-metrics"),
+    path("mentions", events_views.mentions, name="messaging-mentions"),
+    path("mentions/read", events_views.mentions_read, name="messaging-mentions-read"),
 ]

@@ -15,16 +15,13 @@ plus `command_id` and `user` of the command that caused it
 from __future__ import annotations
 
 import uuid
-from typing import Any, Literal
+from typing import Any
 
 from django.db import connection
 from django.utils import timezone
 
 from ..conf import get_settings
 from .models import Event
-
-EventType = Literal["message.posted", "message.edited", "message.deleted", "reaction.changed", "message.state"]
-
 
 def room_table() -> str:
     from ..models import Room

@@ -144,3 +144,21 @@ def test_with_smtp_down_the_email_is_retried_and_sent_once(people, smtp, stream,
     assert len(mailbox.messages) == 1
     assert Notification.objects.get().email == "sent"
     assert stream.xpending("messaging:events", "mentions")["pending"] == 0
+
+
+def test_the_badge_endpoint_counts_unread_mentions_and_marks_them_read(people, smtp, stream, settings, client):
+    post_many(people["ana"], ["lobby"], 2, body="@bob ping ")
+    publish_outbox(settings.MESSAGING["REDIS_URL"])
+    consumer = mentions_consumer(stream)
+    consumer.ensure_group()
+    consumer.step()
+    assert client.get("/mentions").status_code == 401
+    client.force_login(people["bob"])
+    answer = client.get("/mentions").json()
+    assert answer["unread"] == 2
+    assert [(m["room"], m["seq"], m["sender"]) for m in answer["mentions"]] == [("lobby", 2, "Ana"), ("lobby", 1, "Ana")]
+    assert client.get("/mentions/read").status_code == 405
+    assert client.post("/mentions/read").json() == {"unread": 0}
+    assert client.get("/mentions").json() == {"unread": 0, "mentions": []}
+    client.force_login(people["cat"])
+    assert client.get("/mentions").json()["unread"] == 0

@@ -173,3 +173,28 @@ async def test_with_the_outbox_off_effects_write_no_events(make_user, open_clien
     assert (await a.call("reaction.add", {"room": "lobby", "seq": 1}))["ok"]
     assert (await b.call("receipt", {"room": "lobby", "read": 1}))["ok"]
     assert await events() == []
+
+
+async def test_a_host_type_emits_its_event_through_the_context(make_user, open_clients):
+    from messaging import command
+    from messaging.core import handlers
+
+    @command("test.wave")
+    def wave(ctx, data):
+        ctx.emit("test.waved", "lobby", {"room": "lobby", "at": data.get("n")})
+        if data.get("n") == 2:
+            raise RuntimeError("the effect fails: its event goes with it")
+        return {"ok": 1}
+
+    try:
+        ana = await make_user()
+        client = await open_clients(ana)
+        await client.join("lobby")
+        assert (await client.call("test.wave", {"n": 1}, id="w-1"))["ok"]
+        assert (await client.call("test.wave", {"n": 1}, id="w-1"))["dup"]
+        assert not (await client.call("test.wave", {"n": 2}, id="w-2"))["ok"]
+        [event] = await events()
+        assert event["type"] == "test.waved" and event["position"] == 1
+        assert event["data"] == {"room": "lobby", "at": 1, "command_id": "w-1", "user": ana.pk}
+    finally:
+        handlers._registry.pop("test.wave", None)
