@@ -38,12 +38,12 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `EVENTS_URL` | None | where `messaging_relay` publishes and `messaging_consume` reads: None for the Redis stream on `REDIS_URL`, `redis://...` for another Redis, `nats://HOST:PORT` for NATS JetStream |
 | `EVENTS_STREAM` | `"messaging:events"` | the Redis stream's key |
 | `EVENTS_STREAM_MAXLEN` | 1000000 | entries the Redis stream keeps, roughly (`XADD ... MAXLEN ~`); older ones are trimmed |
-| `EVENTS_BATCH` | 500 | most events the relay reads and publishes per partition at once, and most entries a consumer reads at once |
+| `EVENTS_BATCH` | 500 | most events a relay reads and publishes at once, and most entries a consumer reads at once |
 | `EVENTS_PARTITIONS` | 16 | the outbox's partitions (by room): each is published by one relay at a time, so several relays share the work and keep each room's order |
 | `EVENTS_POLL_INTERVAL` | 0.2 | seconds an idle relay waits before it looks for new events again |
 | `EVENTS_RETENTION` | 604800 | seconds (7 days) published events, and consumer groups' inbox records, are kept before `messaging_relay` prunes them |
 | `EVENTS_MAX_ATTEMPTS` | 5 | failures of a consumer's handler on one event before it goes to the dead letters |
-| `EVENTS_STUCK_AFTER` | 60.0 | seconds the oldest unpublished event may wait before `/healthz` reports the relay stuck (503) |
+| `EVENTS_STUCK_AFTER` | 60.0 | seconds the oldest unpublished event may wait before `/healthz` reports the relay stuck (in its body; the status stays 200) |
 | `WEBHOOK_TIMEOUT` | 10.0 | seconds a webhook endpoint has to answer one POST; longer counts as a failed attempt |
 | `WEBHOOK_MAX_ATTEMPTS` | 8 | attempts of one delivery before it is dead and goes to the dead letters |
 | `WEBHOOK_BACKOFF` | 2.0 | seconds of the first retry's backoff cap; it doubles per attempt (full jitter beneath it) |
