@@ -62,6 +62,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--profile", action="store_true", help="only profile the full path under the reference load (py-spy)")
     p.add_argument("--profile-wall", action="store_true",
                    help="with --profile: sample every thread all the time (where it waits), not only while it holds the GIL")
+    p.add_argument("--events", action="store_true",
+                   help="only the events downstream: acks/s with and without the outbox, the relay's events/s and lag")
     p.add_argument("--out", default=str(ROOT / "artifacts" / "bench"))
     return p.parse_args()
 
@@ -120,7 +122,8 @@ def prepare(args: argparse.Namespace, out: Path) -> dict[str, str]:
     with psycopg.connect(args.database) as conn:
         # CASCADE: every table that refers to these (reactions, watermark moves) goes too.
         conn.execute(
-            "TRUNCATE messaging_message, messaging_commandrecord, messaging_membership, messaging_room, bench_chatmessage"
+            "TRUNCATE messaging_message, messaging_commandrecord, messaging_membership, messaging_room, bench_chatmessage,"
+            " messaging_event"
             " CASCADE"
         )
     redis.Redis.from_url(args.redis).flushdb()
@@ -290,6 +293,13 @@ def main() -> None:
 
     if args.profile:
         profile(start, sessions, reference, out, wall=args.profile_wall)
+        return
+    if args.events:
+        from .events import events_bench
+
+        found = events_bench(args, start, run_load, sessions, reference, out, base)
+        (out / "events.json").write_text(json.dumps(found, indent=2))
+        print(json.dumps(found, indent=2))
         return
 
     # A run of 150 commands per socket lasts 0.4 s on echo and 15 s on the

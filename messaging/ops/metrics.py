@@ -141,19 +141,27 @@ EVENTS_PUBLISH_LAG = Gauge(
 class OutboxCollector:
     """`messaging_events_unpublished` and `messaging_events_lag_seconds`, read from the outbox at scrape time."""
 
-    def collect(self):
-        from ..events.stats import BACKLOG_COUNT_LIMIT, backlog
+    def describe(self):
+        # What registering asks for: the names, without a query (nor Django set up).
+        return self.families(float("nan"), float("nan"))
 
+    def collect(self):
         try:
+            from ..events.stats import backlog
+
             count, age = backlog()
         except Exception:  # a scrape must not fail with the database: NaN says "unknown"
             count, age = float("nan"), float("nan")
-        yield GaugeMetricFamily("messaging_events_unpublished",
-                                f"Events in the outbox not yet published (counted up to {BACKLOG_COUNT_LIMIT}).",
-                                value=count)
-        yield GaugeMetricFamily("messaging_events_lag_seconds",
-                                "Age of the oldest unpublished event: the relay's lag (0 when it has caught up).",
-                                value=age)
+        return self.families(count, age)
+
+    def families(self, count: float, age: float) -> list[GaugeMetricFamily]:
+        return [
+            GaugeMetricFamily("messaging_events_unpublished",
+                              "Events in the outbox not yet published (counted up to 100,000).", value=count),
+            GaugeMetricFamily("messaging_events_lag_seconds",
+                              "Age of the oldest unpublished event: the relay's lag (0 when it has caught up).",
+                              value=age),
+        ]
 
 
 OUTBOX = OutboxCollector()
