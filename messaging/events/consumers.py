@@ -64,26 +64,93 @@ def consumer_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-class Consumer:
-    def __init__(self, client: redis.Redis, stream: str, group: str, handler: Handler, *, name: str | None = None,
-                 claim_after: float = 30.0, max_attempts: int = 5, batch: int = 100, block: float = 1.0) -> None:
+class GroupApplier:
+    """Applies a group's events once each, whatever carries them (the Redis stream here, JetStream in nats.py)."""
+
+    def __init__(self, group: str, handler: Handler, *, name: str | None = None, claim_after: float = 30.0,
+                 max_attempts: int = 5) -> None:
         if not group or len(group) > 100:
             raise ValueError("a group name is 1 to 100 characters")
-        self.client = client
-        self.stream = stream
         self.group = group
         self.handler = handler
         self.name = name or consumer_name()
         self.claim_after = claim_after
         self.max_attempts = max_attempts
-        self.batch = batch
-        self.block = block
-        self.claim_cursor = "0-0"
         self.errors: OrderedDict[str, str] = OrderedDict()
         self.stopping = False
 
     def stop(self) -> None:
         self.stopping = True
+
+    def handle(self, entry_id: str, fields: dict[str, str], *, deliveries: int) -> bool:
+        """Apply one entry (its `deliveries`-th delivery); whether to acknowledge it."""
+        close_old_connections()
+        try:
+            event = event_of(fields)
+            uuid.UUID(event["event_id"])
+        except (KeyError, ValueError, orjson.JSONDecodeError) as exc:
+            # Not one of ours: it can never succeed.
+            self.dead_letter(entry_id, {"fields": fields}, fields.get("event_id"), deliveries, f"malformed entry: {exc}")
+            return True
+        if deliveries > self.max_attempts:
+            error = self.errors.pop(entry_id, f"failed {deliveries - 1} deliveries")
+            self.dead_letter(entry_id, event, event["event_id"], deliveries - 1, error)
+            return True
+        try:
+            if getattr(self.handler, "outside_database", False):
+                self.apply_outside(event)
+            else:
+                self.apply_in_transaction(event)
+        except Exception as exc:
+            log.exception("consumer %s: handler failed on %s (delivery %d)", self.group, event["event_id"],
+                          deliveries)
+            self.remember(entry_id, f"{type(exc).__name__}: {exc}")
+            return False  # left pending: reclaimed after claim_after
+        self.errors.pop(entry_id, None)
+        return True
+
+    def apply_in_transaction(self, event: dict) -> None:
+        with transaction.atomic():
+            try:
+                with transaction.atomic():
+                    InboxRecord.objects.create(group=self.group, event_id=event["event_id"])
+            except IntegrityError:
+                return  # applied before (a redelivery, or another consumer of the group)
+            self.handler(event)
+
+    def apply_outside(self, event: dict) -> None:
+        if InboxRecord.objects.filter(group=self.group, event_id=event["event_id"]).exists():
+            return
+        self.handler(event)
+        InboxRecord.objects.get_or_create(group=self.group, event_id=event["event_id"])
+
+    def dead_letter(self, entry_id: str, event: dict, event_id: Any, attempts: int, error: str) -> None:
+        log.error("consumer %s: %s to the dead letters after %d attempts: %s", self.group, event_id, attempts, error)
+        try:
+            key = uuid.UUID(str(event_id))
+        except ValueError:
+            key = uuid.uuid5(uuid.NAMESPACE_OID, entry_id)
+        DeadLetter.objects.get_or_create(group=self.group, event_id=key,
+                                         defaults={"event": event, "attempts": attempts, "error": error[:10_000]})
+
+    def remember(self, entry_id: str, error: str) -> None:
+        self.errors[entry_id] = error
+        self.errors.move_to_end(entry_id)
+        while len(self.errors) > ERRORS_KEPT:
+            self.errors.popitem(last=False)
+
+
+class Consumer(GroupApplier):
+    """One consumer of a group of the Redis stream."""
+
+    def __init__(self, client: redis.Redis, stream: str, group: str, handler: Handler, *, name: str | None = None,
+                 claim_after: float = 30.0, max_attempts: int = 5, batch: int = 100, block: float = 1.0) -> None:
+        super().__init__(group, handler, name=name, claim_after=claim_after, max_attempts=max_attempts)
+        self.client = client
+        self.stream = stream
+        self.batch = batch
+        self.block = block
+        self.claim_cursor = "0-0"
 
     def ensure_group(self) -> None:
         try:
@@ -114,7 +181,8 @@ class Consumer:
                                       block=int(self.block * 1000))
         for _, entries in read or ():
             for entry_id, fields in entries:
-                self.handle(entry_id, fields, deliveries=1)
+                if self.handle(entry_id, fields, deliveries=1):
+                    self.client.xack(self.stream, self.group, entry_id)
                 handled += 1
         return handled
 
@@ -128,71 +196,14 @@ class Consumer:
             if fields is None:  # trimmed from the stream while pending: nothing left to apply
                 self.client.xack(self.stream, self.group, entry_id)
                 continue
-            self.handle(entry_id, fields, deliveries=self.deliveries(entry_id))
+            if self.handle(entry_id, fields, deliveries=self.deliveries(entry_id)):
+                self.client.xack(self.stream, self.group, entry_id)
             handled += 1
         return handled
 
     def deliveries(self, entry_id: str) -> int:
         pending = self.client.xpending_range(self.stream, self.group, min=entry_id, max=entry_id, count=1)
         return pending[0]["times_delivered"] if pending else 1
-
-    def handle(self, entry_id: str, fields: dict[str, str], *, deliveries: int) -> None:
-        close_old_connections()
-        try:
-            event = event_of(fields)
-            uuid.UUID(event["event_id"])
-        except (KeyError, ValueError, orjson.JSONDecodeError) as exc:
-            # Not one of ours: it can never succeed.
-            self.dead_letter(entry_id, {"fields": fields}, fields.get("event_id"), deliveries, f"malformed entry: {exc}")
-            return
-        if deliveries > self.max_attempts:
-            error = self.errors.pop(entry_id, f"failed {deliveries - 1} deliveries")
-            self.dead_letter(entry_id, event, event["event_id"], deliveries - 1, error)
-            return
-        try:
-            if getattr(self.handler, "outside_database", False):
-                self.apply_outside(event)
-            else:
-                self.apply_in_transaction(event)
-        except Exception as exc:
-            log.exception("consumer %s: handler failed on %s (delivery %d)", self.group, event["event_id"],
-                          deliveries)
-            self.remember(entry_id, f"{type(exc).__name__}: {exc}")
-            return  # left pending: reclaimed after claim_after
-        self.errors.pop(entry_id, None)
-        self.client.xack(self.stream, self.group, entry_id)
-
-    def apply_in_transaction(self, event: dict) -> None:
-        with transaction.atomic():
-            try:
-                with transaction.atomic():
-                    InboxRecord.objects.create(group=self.group, event_id=event["event_id"])
-            except IntegrityError:
-                return  # applied before (a redelivery, or another consumer of the group)
-            self.handler(event)
-
-    def apply_outside(self, event: dict) -> None:
-        if InboxRecord.objects.filter(group=self.group, event_id=event["event_id"]).exists():
-            return
-        self.handler(event)
-        InboxRecord.objects.get_or_create(group=self.group, event_id=event["event_id"])
-
-    def dead_letter(self, entry_id: str, event: dict, event_id: Any, attempts: int, error: str) -> None:
-        log.error("consumer %s: %s to the dead letters after %d attempts: %s", self.group, event_id, attempts, error)
-        try:
-            key = uuid.UUID(str(event_id))
-        except ValueError:
-            key = uuid.uuid5(uuid.NAMESPACE_OID, entry_id)
-        DeadLetter.objects.get_or_create(group=self.group, event_id=key,
-                                         defaults={"event": event, "attempts": attempts, "error": error[:10_000]})
-        self.client.xack(self.stream, self.group, entry_id)
-
-    def remember(self, entry_id: str, error: str) -> None:
-        self.errors[entry_id] = error
-        self.errors.move_to_end(entry_id)
-        while len(self.errors) > ERRORS_KEPT:
-            self.errors.popitem(last=False)
-
 
 def redis_for_consumer(url: str, block: float) -> redis.Redis:
     # The read blocks for `block` seconds: the socket must wait longer than
@@ -201,15 +212,20 @@ def redis_for_consumer(url: str, block: float) -> redis.Redis:
 
 
 def consume(handler: Handler, *, group: str, claim_after: float = 30.0, name: str | None = None,
-            url: str | None = None, stream: str | None = None, block: float = 1.0) -> Consumer:
-    """A `Consumer` of the configured stream (call `.run()`), reading `EVENTS_URL` or `REDIS_URL`."""
+            url: str | None = None, stream: str | None = None, block: float = 1.0) -> GroupApplier:
+    """A consumer of the configured stream (call `.run()`): `EVENTS_URL`, or the Redis stream on `REDIS_URL`."""
     from ..conf import get_settings
     from .settings import events_url
 
     conf = get_settings()
     url = url or events_url()
+    if url and url.startswith(("nats://", "tls://")):
+        from .nats_consumer import NatsConsumer
+
+        return NatsConsumer(url, group, handler, name=name, claim_after=claim_after,
+                            max_attempts=conf.EVENTS_MAX_ATTEMPTS, batch=min(conf.EVENTS_BATCH, 256), block=block)
     if not url or not url.startswith(("redis://", "rediss://", "unix://")):
-        raise ValueError("messaging_consume reads the Redis stream: set EVENTS_URL or REDIS_URL to redis://...")
+        raise ValueError("set EVENTS_URL (redis://... or nats://...) or REDIS_URL for the events' stream")
     return Consumer(redis_for_consumer(url, block), stream or conf.EVENTS_STREAM, group, handler, name=name,
                     claim_after=claim_after, max_attempts=conf.EVENTS_MAX_ATTEMPTS, batch=conf.EVENTS_BATCH,
                     block=block)

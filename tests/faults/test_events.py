@@ -278,3 +278,30 @@ def test_a_poison_event_goes_to_the_dead_letters_and_the_rest_are_applied(proces
     wait_until(lambda: len(effects()) == 4, 60, "the other effects")
     client = redis.Redis(port=sink_redis.port)
     wait_until(lambda: client.xpending("messaging:events", "effects")["pending"] == 0, 60, "every entry acked")
+
+
+def test_a_nats_consumer_group_reclaims_from_a_killed_consumer_and_applies_once(processes, poster, tmp_path):
+    server = NatsServer(tmp_path / "nats").start()
+    try:
+        create_effects_table()
+        post_many(poster, ["ra"], 3, body="before")
+        post_many(poster, ["ra"], 1, body="hang")
+        post_many(poster, ["ra"], 1, body="die")
+        post_many(poster, ["ra"], 3, body="after")
+        processes("messaging_relay", **relay_env(server.url))
+        wait_until(lambda: unpublished() == 0, 60, "the events to be published")
+        first = consumer(processes, server.url, TEST_HANG_ON="hang0")
+        wait_until(lambda: len(effects()) == 3, 60, "the first three effects")
+        time.sleep(0.5)
+        first.kill()
+        # JetStream redelivers what the first never acknowledged once `--claim-after` (its ack wait) runs out.
+        second = consumer(processes, server.url, TEST_DIE_ON="die0")
+        assert second.process.wait(60) == -signal.SIGKILL
+        consumer(processes, server.url)
+        wait_until(lambda: len(effects()) == 8, 60, "every effect")
+        time.sleep(2)  # past another ack wait: nothing applied twice meanwhile
+        counts = effects()
+        assert len(counts) == 8 and set(counts.values()) == {1}, counts
+        assert InboxRecord.objects.filter(group="effects").count() == 8
+    finally:
+        server.stop()
