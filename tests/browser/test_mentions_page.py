@@ -38,9 +38,9 @@ def test_a_mention_shows_as_a_badge_until_it_is_clicked(server, new_context, dow
     bob.reload()
     expect(badge).to_be_visible()
     expect(bob.locator("[data-testid=mentions-count]")).to_have_text("2")
-    # Ana is not mentioned; Bob had his page open, so no e-mail.
+    # Ana is not mentioned; Bob, a guest, has no address to e-mail.
     expect(ana.locator("[data-testid=mentions-badge]")).to_be_hidden()
-    assert set(Notification.objects.values_list("email", flat=True)) == {"online"}
+    assert set(Notification.objects.values_list("email", flat=True)) == {"no address"}
     badge.click()
     expect(badge).to_be_hidden()
     wait_until(lambda: not Notification.objects.filter(read_at__isnull=True).exists(), 10, "read marks")

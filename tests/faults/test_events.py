@@ -3,7 +3,7 @@ the sink (Redis, NATS) down and back, a consumer killed before it acknowledges.
 
 The relays and consumers are `manage.py` processes of the demo project over
 the test database; the sinks are a Redis and a nats-server of the test's own,
-so stopping them harms nothing else.
+so stopping them harms nothing else (`fault_redis` is the fault suite's own Redis).
 """
 from __future__ import annotations
 
@@ -24,19 +24,12 @@ from messaging.events.models import DeadLetter, Event, InboxRecord
 
 from ..support.events import (Process, check_order_and_completeness, join_rooms, outbox_by_id, post_many,
                               stream_entries)
-from ..support.servers import RedisServer, free_port, wait_until
+from ..support.servers import free_port, wait_until
 from ..support.wsclient import WsClient, sign_in
 
 pytestmark = [pytest.mark.e2e]
 
 ROOMS = ["ra", "rb", "rc", "rd"]
-
-
-@pytest.fixture
-def sink_redis(tmp_path):
-    server = RedisServer(tmp_path).start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
@@ -69,10 +62,10 @@ def relay_env(url: str, **more: str) -> dict[str, str]:
     return {"EVENTS_URL": url, "MESSAGING_EVENTS_POLL_INTERVAL": "0.05", "MESSAGING_EVENTS_PARTITIONS": "8", **more}
 
 
-def test_a_relay_killed_mid_batch_loses_nothing_and_republishes_identically(processes, poster, sink_redis):
+def test_a_relay_killed_mid_batch_loses_nothing_and_republishes_identically(processes, poster, fault_redis):
     post_many(poster, ROOMS, 500)
-    client = redis.Redis(port=sink_redis.port)
-    env = relay_env(sink_redis.url, MESSAGING_EVENTS_BATCH="10")
+    client = redis.Redis(port=fault_redis.port)
+    env = relay_env(fault_redis.url, MESSAGING_EVENTS_BATCH="10")
     kills = 0
     for threshold in (1, 300, 900):
         relay = processes("messaging_relay", **env)
@@ -86,9 +79,9 @@ def test_a_relay_killed_mid_batch_loses_nothing_and_republishes_identically(proc
     check_order_and_completeness(stream_entries(client), outbox_by_id())
 
 
-def test_two_relays_at_once_lose_nothing_and_keep_each_rooms_order(processes, poster, sink_redis):
-    client = redis.Redis(port=sink_redis.port)
-    env = relay_env(sink_redis.url, MESSAGING_EVENTS_BATCH="20")
+def test_two_relays_at_once_lose_nothing_and_keep_each_rooms_order(processes, poster, fault_redis):
+    client = redis.Redis(port=fault_redis.port)
+    env = relay_env(fault_redis.url, MESSAGING_EVENTS_BATCH="20")
     first, second = processes("messaging_relay", **env), processes("messaging_relay", **env)
     writer = threading.Thread(target=post_many, args=(poster, ROOMS, 300))
     writer.start()
@@ -107,7 +100,7 @@ async def ws_post(client: WsClient, count: int, label: str) -> None:
         assert ack["ok"], ack
 
 
-def test_redis_down_commands_keep_working_the_outbox_grows_and_drains(processes, start_daphne, sink_redis):
+def test_redis_down_commands_keep_working_the_outbox_grows_and_drains(processes, start_daphne, fault_redis):
     server = start_daphne()
     client = WsClient(server.url, sign_in(server.url, "ana"))
 
@@ -115,18 +108,18 @@ def test_redis_down_commands_keep_working_the_outbox_grows_and_drains(processes,
         await client.connect()
         await client.call("room.join", {"room": "ra"})
         await ws_post(client, 10, "before")
-        sink_redis.stop()
+        fault_redis.stop()
         await ws_post(client, 30, "while-down")
         await client.close()
 
-    processes("messaging_relay", **relay_env(sink_redis.url))
+    processes("messaging_relay", **relay_env(fault_redis.url))
     wait_until(lambda: True, 1, "")
     asyncio.run(scenario())
     # Every post while the sink was down waits in the outbox.
     assert unpublished() >= 30
-    sink_redis.start()
+    fault_redis.start()
     wait_until(lambda: unpublished() == 0, 60, "the outbox to drain")
-    entries = stream_entries(redis.Redis(port=sink_redis.port))
+    entries = stream_entries(redis.Redis(port=fault_redis.port))
     expected = outbox_by_id()
     assert len(expected) == 40
     # The entries published before Redis went away were lost with it (it keeps
@@ -237,26 +230,26 @@ def consumer(processes, url: str, **env: str) -> Process:
 
 
 def test_a_consumer_killed_before_it_acknowledges_has_its_entries_reclaimed_and_applied_once(
-        processes, poster, sink_redis):
+        processes, poster, fault_redis):
     create_effects_table()
     post_many(poster, ["ra"], 5, body="before")
     post_many(poster, ["ra"], 1, body="hang")      # the handler hangs: killed inside its transaction
     post_many(poster, ["ra"], 1, body="die")       # dies after its commit, before XACK
     post_many(poster, ["ra"], 5, body="after")
-    processes("messaging_relay", **relay_env(sink_redis.url))
+    processes("messaging_relay", **relay_env(fault_redis.url))
     wait_until(lambda: unpublished() == 0, 60, "the events to be published")
-    first = consumer(processes, sink_redis.url, TEST_HANG_ON="hang0")
+    first = consumer(processes, fault_redis.url, TEST_HANG_ON="hang0")
     wait_until(lambda: len(effects()) == 5, 60, "the first five effects")
     time.sleep(0.5)
     first.kill()  # hanging in the "hang" handler, its transaction open
     # The next one reclaims what the first left pending, and kills itself
     # after committing the "die" event's effect, before its XACK.
-    second = consumer(processes, sink_redis.url, TEST_DIE_ON="die0")
+    second = consumer(processes, fault_redis.url, TEST_DIE_ON="die0")
     assert second.process.wait(60) == -signal.SIGKILL
     assert len(effects()) == 7
-    third = consumer(processes, sink_redis.url)
+    third = consumer(processes, fault_redis.url)
     wait_until(lambda: len(effects()) == 12, 60, "every effect")
-    client = redis.Redis(port=sink_redis.port)
+    client = redis.Redis(port=fault_redis.port)
     wait_until(lambda: client.xpending("messaging:events", "effects")["pending"] == 0, 60, "every entry acked")
     assert third.process.poll() is None
     counts = effects()
@@ -264,19 +257,19 @@ def test_a_consumer_killed_before_it_acknowledges_has_its_entries_reclaimed_and_
     assert InboxRecord.objects.filter(group="effects").count() == 12
 
 
-def test_a_poison_event_goes_to_the_dead_letters_and_the_rest_are_applied(processes, poster, sink_redis):
+def test_a_poison_event_goes_to_the_dead_letters_and_the_rest_are_applied(processes, poster, fault_redis):
     create_effects_table()
     post_many(poster, ["ra"], 2, body="ok")
     post_many(poster, ["ra"], 1, body="poison")
     post_many(poster, ["ra"], 2, body="fine")
-    processes("messaging_relay", **relay_env(sink_redis.url))
-    consumer(processes, sink_redis.url, MESSAGING_EVENTS_MAX_ATTEMPTS="3")
+    processes("messaging_relay", **relay_env(fault_redis.url))
+    consumer(processes, fault_redis.url, MESSAGING_EVENTS_MAX_ATTEMPTS="3")
     wait_until(lambda: DeadLetter.objects.exists(), 60, "a dead letter")
     [dead] = DeadLetter.objects.all()
     assert dead.group == "effects" and dead.attempts == 3
     assert dead.event["data"]["body"] == "poison0" and "poisoned" in dead.error
     wait_until(lambda: len(effects()) == 4, 60, "the other effects")
-    client = redis.Redis(port=sink_redis.port)
+    client = redis.Redis(port=fault_redis.port)
     wait_until(lambda: client.xpending("messaging:events", "effects")["pending"] == 0, 60, "every entry acked")
 
 
