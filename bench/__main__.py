@@ -64,6 +64,7 @@ def parse_args() -> argparse.Namespace:
                    help="with --profile: sample every thread all the time (where it waits), not only while it holds the GIL")
     p.add_argument("--events", action="store_true",
                    help="only the events downstream: acks/s with and without the outbox, the relay's events/s and lag")
+    p.add_argument("--no-events", action="store_true", help="skip the events downstream's part of a full run")
     p.add_argument("--out", default=str(ROOT / "artifacts" / "bench"))
     return p.parse_args()
 
@@ -386,6 +387,11 @@ def main() -> None:
     }
 
     idle = idle_memory(start, sessions[0], args.idle) if args.idle and not args.peak_only else None
+    events = None
+    if not (args.no_events or args.peak_only or args.rate):
+        from .events import events_bench
+
+        events = events_bench(args, start, run_load, sessions, reference, out, base)
     report = {
         "machine": {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg(), "shared": True},
         "reference": reference.__dict__,
@@ -398,6 +404,7 @@ def main() -> None:
         "latency_vs_load": curves,
         "latency_rounds": points,
         "idle": idle,
+        "events": events,
         "targets": {} if args.rate else targets(peak, curves, idle),
     }
     (out / "results.json").write_text(json.dumps(report, indent=2))

@@ -6,10 +6,14 @@
    one `messaging_relay` process, in events/s;
 3. the lag under the reference load: the relay running while the full path
    takes the reference load at its peak, the oldest unpublished event's age
-   sampled every 0.1 s, and the relay's events/s against the posts/s.
+   sampled every 0.1 s, and the relay's events/s against the posts/s;
+4. the posts' statement alone with and without the outbox (`bench.outbox_cost`).
+
+`make bench` runs it after the rest (`--no-events` skips it); `--events` runs only it.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import statistics
@@ -143,4 +147,12 @@ def events_bench(args, start, run_load, sessions: list[str], reference, out: Pat
         for s in servers:
             s.stop()
     redis.Redis.from_url(args.redis).delete("messaging:events")
-    return {"outbox_cost": cost, "relay_drain": drained, "relay_under_reference_load": lag}
+    return {"outbox_cost": cost, "outbox_cost_statement": statement_cost(base), "relay_drain": drained,
+            "relay_under_reference_load": lag}
+
+
+def statement_cost(base: dict[str, str]) -> dict:
+    """`bench.outbox_cost` in a process of its own (it sets Django up)."""
+    found = subprocess.run([sys.executable, "-m", "bench.outbox_cost"], cwd=ROOT, env={**os.environ, **base},
+                           check=True, capture_output=True, text=True)
+    return json.loads(found.stdout)

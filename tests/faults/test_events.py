@@ -298,3 +298,24 @@ def test_a_nats_consumer_group_reclaims_from_a_killed_consumer_and_applies_once(
         assert InboxRecord.objects.filter(group="effects").count() == 8
     finally:
         server.stop()
+
+
+def test_webhooks_through_the_processes_reach_a_failing_receiver_once(processes, poster, fault_redis):
+    from messaging.events.models import WebhookDelivery, WebhookEndpoint
+
+    from ..support.webhooks import SECRET, Receiver
+
+    receiver = Receiver(["fail", "slow", "fail"])
+    try:
+        WebhookEndpoint.objects.create(url=receiver.url, secret=SECRET, types=["message.posted"])
+        post_many(poster, ["ra"], 3, body="hook")
+        env = {"EVENTS_URL": fault_redis.url, "MESSAGING_WEBHOOK_TIMEOUT": "0.5", "MESSAGING_WEBHOOK_BACKOFF": "0.05"}
+        processes("messaging_relay", **relay_env(fault_redis.url))
+        processes("messaging_consume", "messaging.events.webhooks.enqueue", "--group", "webhooks", **env)
+        processes("messaging_webhooks", **env)
+        wait_until(lambda: WebhookDelivery.objects.filter(state="delivered").count() == 3, 60, "the deliveries")
+        assert len(receiver.effects) == 3
+        assert {e["data"]["body"] for e in receiver.effects.values()} == {"hook0", "hook1", "hook2"}
+        assert len(receiver.requests) >= 5 and all(r["signed"] for r in receiver.requests)
+    finally:
+        receiver.close()
