@@ -36,7 +36,8 @@ from typing import Any, Callable
 
 import orjson
 import redis
-from django.db import IntegrityError, close_old_connections, transaction
+from django.db import (DatabaseError, IntegrityError, InterfaceError, OperationalError, close_old_connections,
+                       connection, connections, transaction)
 
 from .models import DeadLetter, InboxRecord
 
@@ -83,7 +84,21 @@ class GroupApplier:
         self.stopping = True
 
     def handle(self, entry_id: str, fields: dict[str, str], *, deliveries: int) -> bool:
-        """Apply one entry (its `deliveries`-th delivery); whether to acknowledge it."""
+        """Apply one entry (its `deliveries`-th delivery); whether to acknowledge it.
+
+        Should the database go away meanwhile, it waits for it and applies the
+        entry again, so an outage costs the event none of its attempts.
+        """
+        while True:
+            try:
+                return self.handle_once(entry_id, fields, deliveries=deliveries)
+            except (OperationalError, InterfaceError) as exc:
+                log.warning("consumer %s: database: %s", self.group, exc)
+                self.wait_for_database()
+                if self.stopping:
+                    return False
+
+    def handle_once(self, entry_id: str, fields: dict[str, str], *, deliveries: int) -> bool:
         close_old_connections()
         try:
             event = event_of(fields)
@@ -101,6 +116,8 @@ class GroupApplier:
                 self.apply_outside(event)
             else:
                 self.apply_in_transaction(event)
+        except (OperationalError, InterfaceError):
+            raise  # the database, not the handler: `handle` waits and tries again
         except Exception as exc:
             log.exception("consumer %s: handler failed on %s (delivery %d)", self.group, event["event_id"],
                           deliveries)
@@ -108,6 +125,19 @@ class GroupApplier:
             return False  # left pending: reclaimed after claim_after
         self.errors.pop(entry_id, None)
         return True
+
+    def wait_for_database(self) -> None:
+        """Back off until the database answers again (it went away under a handler)."""
+        failures = 0
+        while not self.stopping:
+            connections.close_all()
+            try:
+                connection.ensure_connection()
+                return
+            except DatabaseError as exc:
+                failures += 1
+                log.warning("consumer %s: database: %s (waiting)", self.group, exc)
+                time.sleep(min(5.0, 0.1 * 2**failures))
 
     def apply_in_transaction(self, event: dict) -> None:
         with transaction.atomic():
@@ -173,6 +203,9 @@ class Consumer(GroupApplier):
                 failures += 1
                 log.warning("consumer %s: redis: %s (retrying)", self.group, exc)
                 time.sleep(min(5.0, 0.1 * 2**failures))
+            except DatabaseError as exc:
+                log.warning("consumer %s: database: %s", self.group, exc)
+                self.wait_for_database()
 
     def step(self) -> int:
         """Reclaim idle pending entries, then read new ones; the entries handled."""

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import nats
 import orjson
+from django.db import DatabaseError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
@@ -59,6 +60,9 @@ class NatsConsumer(GroupApplier):
                 failures += 1
                 log.warning("consumer %s: nats: %s (retrying)", self.group, exc)
                 await asyncio.sleep(min(5.0, 0.1 * 2**failures))
+            except DatabaseError as exc:
+                log.warning("consumer %s: database: %s", self.group, exc)
+                await asyncio.get_running_loop().run_in_executor(database_thread, self.wait_for_database)
             finally:
                 if client is not None:
                     try:

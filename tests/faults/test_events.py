@@ -319,3 +319,34 @@ def test_webhooks_through_the_processes_reach_a_failing_receiver_once(processes,
         assert len(receiver.requests) >= 5 and all(r["signed"] for r in receiver.requests)
     finally:
         receiver.close()
+
+
+def test_a_consumer_whose_database_goes_away_mid_handler_waits_and_applies_once(processes, poster, fault_redis,
+                                                                               tmp_path):
+    from django.db import connection
+
+    create_effects_table()
+    post_many(poster, ["ra"], 1, body="slow")
+    post_many(poster, ["ra"], 2, body="after")
+    processes("messaging_relay", **relay_env(fault_redis.url))
+    wait_until(lambda: unpublished() == 0, 60, "the events to be published")
+    # One attempt only: an outage must not use it up.
+    consumer(processes, fault_redis.url, TEST_SLOW_ON="slow0", TEST_SLOW_MARKER=str(tmp_path / "slowed"),
+             MESSAGING_EVENTS_MAX_ATTEMPTS="1")
+    wait_until(lambda: _in_handler(), 30, "the consumer inside its handler")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    wait_until(lambda: len(effects()) == 3, 60, "every effect")
+    counts = effects()
+    assert set(counts.values()) == {1}, counts
+    assert not DeadLetter.objects.exists()
+
+
+def _in_handler() -> bool:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND query LIKE '%%pg_sleep%%' AND pid <> pg_backend_pid()")
+        return cursor.fetchone()[0] > 0

@@ -16,6 +16,11 @@ def record_effect(event: dict) -> None:
     if body == os.environ.get("TEST_HANG_ON"):
         time.sleep(3600)
     with connection.cursor() as cursor:
+        marker = os.environ.get("TEST_SLOW_MARKER", "")
+        if body == os.environ.get("TEST_SLOW_ON") and marker and not os.path.exists(marker):
+            # Once, and long enough for the test to cut the connection under it.
+            open(marker, "w").close()
+            cursor.execute("SELECT pg_sleep(30)")
         cursor.execute("INSERT INTO events_test_effect (grp, event_id, body) VALUES ('effects', %s, %s)",
                        [event["event_id"], body])
     if body == os.environ.get("TEST_DIE_ON"):
