@@ -198,13 +198,15 @@ def validate_post(d: dict) -> Post:
     return Post(room=room_slug(d), body=message_body(d, get_settings().BODY_MAX_CHARS))
 
 
-def next_seq(room_id: int) -> int:
-    """Take the room's next seq. Holds the room's row lock until commit."""
+def next_seq(room_id: int) -> tuple[int, int]:
+    """Take the room's next seq and its next event position (messaging/events/outbox.py).
+    Holds the room's row lock until commit."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {Room._meta.db_table} SET last_seq = last_seq + 1 WHERE id = %s RETURNING last_seq", [room_id]
+            f"UPDATE {Room._meta.db_table} SET last_seq = last_seq + 1, last_event = last_event + 1 WHERE id = %s "
+            "RETURNING last_seq, last_event", [room_id]
         )
-        return cursor.fetchone()[0]
+        return cursor.fetchone()
 
 
 def posted(ctx: CommandContext, post: Post, seq: int, at: str) -> dict:
@@ -375,13 +377,14 @@ def post_and_record(ctx: CommandContext, post: Post, fingerprint: str) -> dict |
          apply_recorded_many_async=aposts_and_records)
 def post_message(ctx: CommandContext, post: Post) -> dict:
     room_id = joined_room_id(ctx.user, post.room)
-    seq = next_seq(room_id)
+    seq, position = next_seq(room_id)
     sent_at = timezone.now()
     Message.objects.create(
         room_id=room_id, seq=seq, sender=ctx.user, client_msg_id=ctx.command_id, body=post.body, sent_at=sent_at
     )
     at = format_time(sent_at)
-    emit(ctx, "message.posted", post.room, msg_frame(post.room, seq, ctx.command_id, ctx.user, post.body, at)["d"])
+    emit(ctx, "message.posted", post.room, msg_frame(post.room, seq, ctx.command_id, ctx.user, post.body, at)["d"],
+         at=(room_id, position))
     return posted(ctx, post, seq, at)
 
 

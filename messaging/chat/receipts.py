@@ -173,7 +173,7 @@ def move_watermarks_portably(user: Any, room_slug: str, delivered: int | None, r
     # or below `joined_seq` can change state because of its receipts.
     floor = membership.joined_seq
     messages: list[MovedMessage] = []
-    events: list[dict] = []
+    events: list[tuple[int, MessageState]] = []
     if new.delivered > old.delivered:
         messages += advance_states(membership.room_id, max(old.delivered, floor), new.delivered,
                                    MessageState.DELIVERED, now, events)
@@ -181,7 +181,9 @@ def move_watermarks_portably(user: Any, room_slug: str, delivered: int | None, r
         messages += advance_states(membership.room_id, max(old.read, floor), new.read, MessageState.READ, now,
                                    events)
     # Last, as the room's row is an effect's last lock (messaging/events/outbox.py).
-    emit_many(SimpleNamespace(command_id=command_id, user=user), "message.state", room_slug, events)
+    at = format_time(now)
+    emit_many(SimpleNamespace(command_id=command_id, user=user), "message.state", room_slug,
+              [{"room": room_slug, "seq": seq, "state": state.value, "at": at} for seq, state in events])
     conf = get_settings()
     members = Membership.objects.filter(room_id=membership.room_id)[: conf.MEMBERS_ON_JOIN + 1].count()
     return Move(new, moved=True, members=members, at=now, messages=tuple(messages))
@@ -211,10 +213,10 @@ def recipients(room_id: Any, seq: Any, sender_id: Any) -> QuerySet[Membership]:
 
 
 def advance_states(room_id: int, after: int, upto: int, state: MessageState, now: datetime,
-                   events: list[dict]) -> list[MovedMessage]:
+                   events: list[tuple[int, MessageState]]) -> list[MovedMessage]:
     """Move messages with seq in (after, upto] to `state` where every recipient
     reached it; returns the newest `STATES_PER_RECEIPT` of them, in seq order,
-    and adds every one's `message.state` event data to `events`."""
+    and adds every one's `(seq, state)` to `events`, for its `message.state` event."""
     if upto <= after:
         return []
     watermark = "delivered" if state == MessageState.DELIVERED else "read"
@@ -238,12 +240,14 @@ def advance_states(room_id: int, after: int, upto: int, state: MessageState, now
     # and each takes its time once it holds the lock. A message this same
     # move takes on to read is read back here, before the read UPDATE runs.
     moved = in_range.filter(state=state, **{f"{watermark}_at": now}).order_by("-seq")
+    limit = get_settings().STATES_PER_RECEIPT
     if get_settings().EVENTS_OUTBOX:
-        room = Room.objects.filter(pk=room_id).values_list("slug", flat=True).get()
-        at = format_time(now)
-        events.extend({"room": room, "seq": seq, "state": state.value, "at": at}
-                      for seq in moved.values_list("seq", flat=True)[::-1])
-    newest = moved.values_list("seq", "sender_id")[: get_settings().STATES_PER_RECEIPT]
+        # Every one of them has its event: read back in full, in the same one query.
+        everything = list(moved.values_list("seq", "sender_id"))
+        events.extend((seq, state) for seq, _ in reversed(everything))
+        newest = everything[:limit]
+    else:
+        newest = moved.values_list("seq", "sender_id")[:limit]
     return [MovedMessage(seq, sender, state) for seq, sender in reversed(newest)]
 
 

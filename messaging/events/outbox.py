@@ -17,6 +17,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import orjson
 from django.db import connection
 from django.utils import timezone
 
@@ -40,25 +41,28 @@ def take_positions(room: str, count: int) -> tuple[int, int]:
     return room_id, last - count + 1
 
 
-def emit(ctx: Any, type: str, room: str, data: dict) -> None:
+def emit(ctx: Any, type: str, room: str, data: dict, *, at: tuple[int, int] | None = None) -> None:
     """Write the event of an effect on `room`, in the caller's transaction.
 
     `ctx` is the command's context (its `command_id` and `user` go into the
-    data); `data` is the `d` of the frame that tells the change.
+    data); `data` is the `d` of the frame that tells the change. `at` is
+    `(room id, position)` for an effect that took its position already, with
+    its own update of the room's row (a post, with its seq).
     """
-    emit_many(ctx, type, room, [data])
+    emit_many(ctx, type, room, [data], at=at)
 
 
-def emit_many(ctx: Any, type: str, room: str, datas: list[dict]) -> None:
+def emit_many(ctx: Any, type: str, room: str, datas: list[dict], *, at: tuple[int, int] | None = None) -> None:
     """`emit` for several changes of one effect (a receipt moving many messages), in order."""
     if not datas or not get_settings().EVENTS_OUTBOX:
         return
-    room_id, first = take_positions(room, len(datas))
+    room_id, first = at or take_positions(room, len(datas))
     now = timezone.now()
     cause = {"command_id": ctx.command_id, "user": ctx.user.pk}
     Event.objects.bulk_create(
+        # Through orjson, as frames are: a UUID user id becomes its text, as on the wire.
         Event(event_id=uuid.uuid4(), type=type, room_id=room_id, room=room, position=first + n,
-              data={**data, **cause}, created_at=now)
+              data=orjson.loads(orjson.dumps({**data, **cause})), created_at=now)
         for n, data in enumerate(datas)
     )
 
