@@ -26,7 +26,7 @@ from pathlib import Path
 import psycopg
 import redis
 
-from tests.support.servers import ROOT
+from .servers import ROOT
 
 
 def backlog(database: str) -> tuple[int, float]:

@@ -1,13 +1,11 @@
+"""The app's operational views, and the mentions a page shows as its badge (messaging/events/views.py).
+The chat page is `messaging.contrib.chat.urls`; sign-in is the host's."""
 from django.urls import path
 
-from . import views
 from .events import views as events_views
 from .ops import health
 
 urlpatterns = [
-    path("", views.chat, name="messaging-chat"),
-    path("login/", views.guest_login, name="messaging-login"),
-    path("logout/", views.sign_out, name="messaging-logout"),
     path("healthz", health.healthz, name="messaging-healthz"),
     path("metrics", health.metrics_view, name="messaging-metrics"),
     path("mentions", events_views.mentions, name="messaging-mentions"),

@@ -25,7 +25,8 @@ from messaging.events.models import DeadLetter, Event, InboxRecord
 from ..support.events import (Process, check_order_and_completeness, join_rooms, outbox_by_id, post_many,
                               stream_entries)
 from ..support.servers import free_port, wait_until
-from ..support.wsclient import WsClient, sign_in
+from messaging.client import sign_in
+from messaging.testing import SocketClient
 
 pytestmark = [pytest.mark.e2e]
 
@@ -94,7 +95,7 @@ def test_two_relays_at_once_lose_nothing_and_keep_each_rooms_order(processes, po
     assert second.process.poll() is None
 
 
-async def ws_post(client: WsClient, count: int, label: str) -> None:
+async def ws_post(client: SocketClient, count: int, label: str) -> None:
     for n in range(count):
         ack = await client.call("room.post", {"room": "ra", "body": f"{label}{n}"})
         assert ack["ok"], ack
@@ -102,7 +103,7 @@ async def ws_post(client: WsClient, count: int, label: str) -> None:
 
 def test_redis_down_commands_keep_working_the_outbox_grows_and_drains(processes, start_daphne, fault_redis):
     server = start_daphne()
-    client = WsClient(server.url, sign_in(server.url, "ana"))
+    client = SocketClient(server.url, sign_in(server.url, "ana"))
 
     async def scenario() -> None:
         await client.connect()

@@ -10,7 +10,6 @@ from django.db import transaction
 from messaging.events.models import Event
 from messaging.core.handlers import CommandContext
 
-from .conftest import apply_command
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
