@@ -83,7 +83,7 @@ class NatsConsumer(GroupApplier):
     async def step(self, subscription, database_thread: ThreadPoolExecutor) -> int:
         try:
             messages = await subscription.fetch(self.batch, timeout=self.block)
-        except nats.errors.TimeoutError:
+        except (nats.errors.TimeoutError, asyncio.TimeoutError):
             return 0
         loop = asyncio.get_running_loop()
         for message in messages:

@@ -169,7 +169,7 @@ async def nats_entries(url: str) -> list[dict]:
     while True:
         try:
             batch = await sub.fetch(200, timeout=1)
-        except nats.errors.TimeoutError:
+        except (nats.errors.TimeoutError, asyncio.TimeoutError):
             break
         for message in batch:
             payload = orjson.loads(message.data)

@@ -122,7 +122,7 @@ async def nats_messages() -> list:
     while True:
         try:
             found += await sub.fetch(100, timeout=1)
-        except nats.errors.TimeoutError:
+        except (nats.errors.TimeoutError, asyncio.TimeoutError):
             break
     await client.close()
     return found
