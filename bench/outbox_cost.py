@@ -3,7 +3,7 @@
 The full path's acks/s with and without the outbox differ by less than the
 noise of a shared two-core box (`python -m bench --events`). This measures
 the statement itself, in one process, with no sockets: batches of 16 posts
-through `posts_and_records`, in alternating blocks with the outbox on and
+through the posts' statement (`posts_statement`), in alternating blocks with the outbox on and
 off, and per mode the statement's median time per batch and the WAL it
 writes per post (`pg_current_wal_lsn()`), which the box's noise does not move.
 Run with the bench's environment (`DATABASE_URL`, `DJANGO_SETTINGS_MODULE`).
@@ -25,8 +25,9 @@ def main(blocks: int = 20, batches: int = 25, size: int = 16) -> dict:
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    from messaging.chat.commands import Post, posts_and_records
+    from messaging.chat.commands import Post, posts_statement
     from messaging.conf import get_settings
+    from messaging.core.gateway import fetch_on_this_thread
     from messaging.core.handlers import CommandContext
     from messaging.models import Membership, Room
 
@@ -53,7 +54,7 @@ def main(blocks: int = 20, batches: int = 25, size: int = 16) -> dict:
                             Post(rooms[n % len(rooms)].slug, "a message of a usual length, say forty"), "f")
                            for n in range(size)]
                 started = time.perf_counter()
-                posts_and_records(entries)
+                fetch_on_this_thread(*posts_statement(entries))
                 found[mode]["ms"].append((time.perf_counter() - started) * 1000)
             found[mode]["wal"].append((wal() - before) / (batches * size))
     return {

@@ -28,6 +28,7 @@ _PUBLIC = {
     "Invalid": "messaging.core.exceptions",
     "Forbidden": "messaging.core.exceptions",
     "joined_room_id": "messaging.chat.rooms",
+    "on_join": "messaging.chat.hooks",
     "websocket_urlpatterns": "messaging.transport.routing",
     "AuthMiddlewareStack": "messaging.transport.auth",
     "HandshakeThrottle": "messaging.transport.handshakes",

@@ -139,20 +139,6 @@ class CommandRecord(models.Model):
         return f"{self.type} {self.command_id}"
 
 
-class ReactionCount(models.Model):
-    """How many "+1" reactions a message got (the `reaction.add` command type).
-
-    A table of its own, not a column of `Message`: receipts update message rows
-    in bulk, and a popular message's reactions should not wait on those locks.
-    """
-
-    message = models.OneToOneField(Message, on_delete=models.CASCADE, primary_key=True, related_name="reactions")
-    count = models.PositiveBigIntegerField(default=0)
-
-    def __str__(self) -> str:
-        return f"{self.message} +{self.count}"
-
-
 # The events' tables are the app's too (messaging/events/models.py).
 from .events.models import (DeadLetter, Event, InboxRecord, Notification, WebhookAttempt,  # noqa: E402,F401
                             WebhookDelivery, WebhookEndpoint)

@@ -9,9 +9,10 @@ than the sender who had joined before it was posted. States never move back.
 A move is applied in one transaction: the membership row, a `WatermarkMove`
 (when it happened, for the per-recipient view) and the message states, with
 one set-based UPDATE per state over the seq range that moved. On PostgreSQL
-that transaction is one call of the function `messaging_move_watermarks_v2`
-(migration 0008): one round trip, from the event loop where it has its own
-connections (`amove_watermarks`); elsewhere the ORM's statements below.
+that transaction is one call of the function `messaging_move_watermarks_v3`
+(migration 0012, 0008's with the events): one round trip through the gateway
+(`move_watermarks_by_function`, `receipt`'s batch form there); elsewhere the
+ORM's statements of `move_watermarks_portably`, the type's `apply`.
 
 A move also says what it did, for the frames that tell it (`commands.py`):
 the messages it moved, each with its sender and new state (the newest
@@ -32,8 +33,9 @@ from django.utils import timezone
 
 from ..conf import get_settings
 from ..core.exceptions import Forbidden, Invalid
-from ..core.loopdb import loop_database
+from ..core.gateway import Gateway
 from ..core.protocol import format_time
+from ..core.sql import statement
 from ..events.outbox import emit_many
 from ..models import Membership, Message, MessageState, Room, WatermarkMove
 
@@ -77,44 +79,27 @@ class Move:
 
 
 # The move as one call (migration 0012: 0008's, which also writes a
-# `message.state` event per message moved), on Django's connection or the event loop's.
-MOVE_CALL = (
-    "SELECT * FROM messaging_move_watermarks_v3("
-    "%(room)s, %(user)s, %(delivered)s, %(read)s, %(members_upto)s, %(states_limit)s, %(command_id)s, %(events)s)"
-)
+# `message.state` event per message moved), through the gateway.
+MOVE_CALL = statement(__package__, "move_watermarks")
 
 
 def move_parameters(user: Any, room_slug: str, delivered: int | None, read: int | None,
-                    command_id: str) -> dict[str, Any]:
+                    command_id: str = "") -> dict[str, Any]:
     conf = get_settings()
     return {"room": room_slug, "user": user.pk, "delivered": delivered, "read": read,
             "members_upto": conf.MEMBERS_ON_JOIN, "states_limit": conf.STATES_PER_RECEIPT,
             "command_id": command_id, "events": conf.EVENTS_OUTBOX}
 
 
-def move_watermarks(user: Any, room_slug: str, delivered: int | None, read: int | None,
-                    command_id: str = "") -> Move:
-    """Move `user`'s watermarks in a room forward. Call inside a transaction.
+async def move_watermarks_by_function(gateway: Gateway, user: Any, room_slug: str, delivered: int | None,
+                                     read: int | None, command_id: str = "") -> Move:
+    """Move `user`'s watermarks in a room forward, in one call of the database's
+    function (PostgreSQL), its own transaction, through the gateway.
 
     Raises `Forbidden` for a non-member and `Invalid` for a seq beyond the
     room's last one; either way nothing changes.
     """
-    if connection.vendor != "postgresql":
-        return move_watermarks_portably(user, room_slug, delivered, read, command_id)
-    with connection.cursor() as cursor:
-        cursor.execute(MOVE_CALL, move_parameters(user, room_slug, delivered, read, command_id))
-        rows = cursor.fetchall()
-    return called_move(rows, delivered, read)
-
-
-async def amove_watermarks(user: Any, room_slug: str, delivered: int | None, read: int | None,
-                           command_id: str = "") -> Move | None:
-    """`move_watermarks` in a transaction of its own, from the event loop's
-    connections (messaging/core/loopdb.py); None where there are none."""
-    database = loop_database()
-    if database is None:
-        return None
-    rows = await database.fetch(MOVE_CALL, move_parameters(user, room_slug, delivered, read, command_id))
+    rows = await gateway.fetch(MOVE_CALL, move_parameters(user, room_slug, delivered, read, command_id))
     return called_move(rows, delivered, read)
 
 

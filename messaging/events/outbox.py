@@ -67,7 +67,7 @@ def emit_many(ctx: Any, type: str, room: str, datas: list[dict], *, at: tuple[in
     )
 
 
-# The `room.post` statement's part (messaging/commands.py): per stored post its
+# The `room.post` statement's part (messaging/chat/sql/posts_and_records.sql, at `{events}`): per stored post its
 # `message.posted` event, the `msg` frame's `d` plus the command's id and user.
 # Its position follows the room's event counter as its seq follows last_seq:
 # both were bumped by the same count in the same UPDATE. Rows go in in seq

@@ -14,14 +14,17 @@ from .servers import ROOT
 
 
 def post_many(user, rooms: list[str], count: int, body: str = "m") -> None:
-    """`count` posts per room by `user` (a member), through the posts' batch statement, 50 at a time."""
-    from messaging.chat.commands import Post, posts_and_records
+    """`count` posts per room by `user` (a member), through the posts' batch statement, 50 at a time
+    (the statement `posts_and_records` sends through the gateway, on this thread's connection)."""
+    from messaging.chat.commands import Post, posts_results, posts_statement
+    from messaging.core.gateway import fetch_on_this_thread
     from messaging.core.handlers import CommandContext
 
     entries = [(CommandContext(user=user, command_id=uuid.uuid4().hex, type="room.post"), Post(room, f"{body}{n}"), "f")
                for n in range(count) for room in rooms]
     for start in range(0, len(entries), 50):
-        results = posts_and_records(entries[start:start + 50])
+        batch = entries[start:start + 50]
+        results = posts_results(batch, fetch_on_this_thread(*posts_statement(batch)))
         assert all(isinstance(r, dict) for r in results), results
 
 

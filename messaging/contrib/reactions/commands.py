@@ -4,7 +4,8 @@
 twice counts twice, so it is registered with the default `exactly_once=True`:
 the claim, the durable record committed with the increment, and the replayed
 ack are the same machinery that keeps `room.post` single. A host project's own
-types are written the same way (docs/INTEGRATION.md).
+types are written the same way (docs/INTEGRATION.md), and so are the counts
+a join sends: through the chat's public join hook (messaging/chat/hooks.py).
 
 Frames (an extension of protocol v1, docs/PROTOCOL.md):
 
@@ -24,12 +25,16 @@ from typing import Iterable
 
 from django.db import connection
 
-from .chat.rooms import joined_room_id
-from .core.exceptions import Invalid
-from .core.handlers import CommandContext, command
-from .core.protocol import optional_seq, room_slug
-from .events.outbox import emit
-from .models import Message, ReactionCount, Room
+from ...chat.hooks import on_join
+from ...chat.rooms import joined_room_id
+from ...conf import get_settings
+from ...core.exceptions import Invalid
+from ...core.handlers import CommandContext, command
+from ...core.protocol import optional_seq, room_slug
+from ...core.sql import statement
+from ...events.outbox import emit
+from ...models import Message, Room
+from .models import ReactionCount
 
 
 @dataclass(frozen=True)
@@ -49,19 +54,18 @@ def reaction_frame(room: str, seq: int, count: int) -> dict:
     return {"t": "reaction", "d": {"room": room, "seq": seq, "count": count}}
 
 
+# PostgreSQL's and SQLite's upsert alike.
+INCREMENT = statement(__package__, "increment")
+
+
 def increment(message_id: int) -> int:
     """Add one to the message's count in one statement, creating the row on first use.
 
     An upsert, so two first reactions racing cannot both insert; the row lock
     it takes is held until commit, so concurrent reactions queue on it.
     """
-    table = ReactionCount._meta.db_table
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (message_id, count) VALUES (%s, 1) "
-            f"ON CONFLICT (message_id) DO UPDATE SET count = {table}.count + 1 RETURNING count",
-            [message_id],
-        )
+        cursor.execute(INCREMENT.format(table=ReactionCount._meta.db_table), [message_id])
         return cursor.fetchone()[0]
 
 
@@ -96,3 +100,24 @@ def backlog_reactions(room: str, messages: Iterable[Message]) -> list[dict]:
     """`reaction` frames for the messages of a backlog that have any, in seq order."""
     counts = ReactionCount.objects.filter(message__in=[m.pk for m in messages], count__gt=0)
     return [reaction_frame(room, seq, count) for seq, count in counts.order_by("message__seq").values_list("message__seq", "count")]
+
+
+def reactions_from(d: dict) -> int | None:
+    """An extension of `room.join`: the lowest seq the client shows, whose counts it wants again."""
+    return optional_seq(d, "reactions_from")
+
+
+def join_replies(ctx: CommandContext, room: Room, since: int | None, backlog: list[Message]) -> list[dict]:
+    """The `reaction` frames of a join, after its backlog, in seq order."""
+    replies: list[dict] = []
+    if since is not None:
+        # The messages the client has, below the backlog: their counts may
+        # have moved while it was away. Sent before the backlog's, so all the
+        # `reaction` frames come in seq order.
+        below = backlog[0].seq - 1 if backlog else room.last_seq
+        replies.extend(range_reactions(room, since, below, limit=get_settings().REPLAY_LIMIT))
+    replies.extend(backlog_reactions(room.slug, backlog))
+    return replies
+
+
+on_join("reactions", join_replies, validate=reactions_from)
