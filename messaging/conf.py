@@ -50,6 +50,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `WEBHOOK_BACKOFF_CAP` | 3600.0 | the most seconds between two attempts of a delivery |
 | `WEBHOOK_BATCH` | 20 | deliveries one `messaging_webhooks` round leases and sends |
 | `MENTIONS_PER_MESSAGE` | 20 | most distinct `@name`s of one message that the mentions consumer looks up and notifies |
+| `API_TOKENS_PER_USER` | 20 | active API tokens one user may have (`messaging_token`, the admin); one more is refused until one is revoked |
 | `LOOP_DATABASE` | True | on PostgreSQL with psycopg 3, a batch's statement (`room.post`'s) and a receipt's run on the event loop's own connections (`messaging/core/gateway.py`), one per statement running at once and at most `max(2, DB_THREADS)`, instead of on a database thread; False: on a thread |
 
 A host project may also give each option in the environment as
@@ -116,6 +117,7 @@ class MessagingSettings:
     WEBHOOK_BACKOFF_CAP: float = 3600.0
     WEBHOOK_BATCH: int = 20
     MENTIONS_PER_MESSAGE: int = 20
+    API_TOKENS_PER_USER: int = 20
 
     def __post_init__(self) -> None:
         # Limits that refuse everything would fail every socket at connect: say so at startup.
@@ -127,7 +129,7 @@ class MessagingSettings:
             if getattr(self, name) <= 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be positive")
         # A join ack always lists the joining member itself.
-        for name in ("MEMBERS_ON_JOIN", "STATES_PER_RECEIPT"):
+        for name in ("MEMBERS_ON_JOIN", "STATES_PER_RECEIPT", "API_TOKENS_PER_USER"):
             if getattr(self, name) < 1:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be at least 1")
         for name in ("CONNECT_RATE", "ROOMS_CREATED_PER_HOUR", "ROOMS_PER_SOCKET"):

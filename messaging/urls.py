@@ -4,10 +4,13 @@ from django.urls import path
 
 from .events import views as events_views
 from .ops import health
+from .transport.http import views as api
 
 urlpatterns = [
     path("healthz", health.healthz, name="messaging-healthz"),
     path("metrics", health.metrics_view, name="messaging-metrics"),
     path("mentions", events_views.mentions, name="messaging-mentions"),
     path("mentions/read", events_views.mentions_read, name="messaging-mentions-read"),
+    path("api/commands", api.commands, name="messaging-api-commands"),
+    path("api/openapi.json", api.openapi, name="messaging-api-openapi"),
 ]

@@ -171,7 +171,7 @@ def drop_function(apps, schema_editor) -> None:
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('messaging', '0010_reactioncount_moves_to_contrib'),
+        ('messaging', '0011_api_token'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
