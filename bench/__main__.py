@@ -65,6 +65,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--big-room", type=int, default=1000,
                    help="sockets of the big room (half on each of two processes; 0: skip), bench/bigroom.py")
     p.add_argument("--big-room-only", action="store_true", help="only the big room")
+    p.add_argument("--events", action="store_true",
+                   help="only the events downstream: acks/s with and without the outbox, the relay's events/s and lag")
+    p.add_argument("--no-events", action="store_true", help="skip the events downstream's part of a full run")
     p.add_argument("--out", default=str(ROOT / "artifacts" / "bench"))
     return p.parse_args()
 
@@ -123,7 +126,8 @@ def prepare(args: argparse.Namespace, out: Path) -> dict[str, str]:
     with psycopg.connect(args.database) as conn:
         # CASCADE: every table that refers to these (reactions, watermark moves) goes too.
         conn.execute(
-            "TRUNCATE messaging_message, messaging_commandrecord, messaging_membership, messaging_room, bench_chatmessage"
+            "TRUNCATE messaging_message, messaging_commandrecord, messaging_membership, messaging_room, bench_chatmessage,"
+            " messaging_event"
             " CASCADE"
         )
     redis.Redis.from_url(args.redis).flushdb()
@@ -294,6 +298,13 @@ def main() -> None:
     if args.profile:
         profile(start, sessions, reference, out, wall=args.profile_wall)
         return
+    if args.events:
+        from .events import events_bench
+
+        found = events_bench(args, start, run_load, sessions, reference, out, base)
+        (out / "events.json").write_text(json.dumps(found, indent=2))
+        print(json.dumps(found, indent=2))
+        return
     big = bigroom.measure(start, bigroom.BigRoom(sockets=args.big_room), Progress("big room: joining")) \
         if args.big_room and not args.rate else None
     if big is not None:
@@ -387,6 +398,11 @@ def main() -> None:
     }
 
     idle = idle_memory(start, sessions[0], args.idle) if args.idle and not args.peak_only else None
+    events = None
+    if not (args.no_events or args.peak_only or args.rate):
+        from .events import events_bench
+
+        events = events_bench(args, start, run_load, sessions, reference, out, base)
     report = {
         "machine": {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg(), "shared": True},
         "reference": reference.__dict__,
@@ -400,6 +416,7 @@ def main() -> None:
         "latency_rounds": points,
         "idle": idle,
         "big_room": big,
+        "events": events,
         "targets": {} if args.rate else targets(peak, curves, idle, big),
     }
     (out / "results.json").write_text(json.dumps(report, indent=2))

@@ -180,5 +180,7 @@ class ModerationActionAdmin(InspectionAdmin):
     readonly_fields = fields
 
 
+# The events' tables (messaging/events/admin.py).
+from .events import admin as events_admin  # noqa: E402,F401
 # API tokens are managed, not only inspected: their admin has its own module.
 from .transport.http import admin as _api_tokens  # noqa: E402,F401

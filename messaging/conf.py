@@ -41,6 +41,22 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `PRESENCE_TTL` | 30 | seconds within which a process that dies takes its users offline (its heartbeat's entries expire `PRESENCE_TTL - 1.5 * PRESENCE_BEAT` after its last beat) |
 | `PRESENCE_BEAT` | 10 | seconds between a process's heartbeats (one pipelined round trip for all its users); below `PRESENCE_TTL` / 2.5 |
 | `PRESENCE_ROOMS` | 200 | most rooms a user's `presence` frame goes to (its most recently joined ones) |
+| `EVENTS_OUTBOX` | True | every effect writes its event to the outbox in its own transaction (docs/EVENTS.md); False writes none (the bench's "without") |
+| `EVENTS_URL` | None | where `messaging_relay` publishes and `messaging_consume` reads: None for the Redis stream on `REDIS_URL`, `redis://...` for another Redis, `nats://HOST:PORT` for NATS JetStream |
+| `EVENTS_STREAM` | `"messaging:events"` | the Redis stream's key |
+| `EVENTS_STREAM_MAXLEN` | 1000000 | entries the Redis stream keeps, roughly (`XADD ... MAXLEN ~`); older ones are trimmed |
+| `EVENTS_BATCH` | 500 | most events a relay reads and publishes at once, and most entries a consumer reads at once |
+| `EVENTS_PARTITIONS` | 16 | the outbox's partitions (by room): each is published by one relay at a time, so several relays share the work and keep each room's order |
+| `EVENTS_POLL_INTERVAL` | 0.2 | seconds an idle relay waits before it looks for new events again |
+| `EVENTS_RETENTION` | 604800 | seconds (7 days) published events, and consumer groups' inbox records, are kept before `messaging_relay` prunes them |
+| `EVENTS_MAX_ATTEMPTS` | 5 | failures of a consumer's handler on one event before it goes to the dead letters |
+| `EVENTS_STUCK_AFTER` | 60.0 | seconds the oldest unpublished event may wait before `/healthz` reports the relay stuck (in its body; the status stays 200) |
+| `WEBHOOK_TIMEOUT` | 10.0 | seconds a webhook endpoint has to answer one POST; longer counts as a failed attempt |
+| `WEBHOOK_MAX_ATTEMPTS` | 8 | attempts of one delivery before it is dead and goes to the dead letters |
+| `WEBHOOK_BACKOFF` | 2.0 | seconds of the first retry's backoff cap; it doubles per attempt (full jitter beneath it) |
+| `WEBHOOK_BACKOFF_CAP` | 3600.0 | the most seconds between two attempts of a delivery |
+| `WEBHOOK_BATCH` | 20 | deliveries one `messaging_webhooks` round leases and sends |
+| `MENTIONS_PER_MESSAGE` | 20 | most distinct `@name`s of one message that the mentions consumer looks up and notifies |
 | `API_TOKENS_PER_USER` | 20 | active API tokens one user may have (`messaging_token`, the admin); one more is refused until one is revoked |
 | `LOOP_DATABASE` | True | on PostgreSQL with psycopg 3, a batch's statement (`room.post`'s) and a receipt's run on the event loop's own connections (`messaging/core/gateway.py`), one per statement running at once and at most `max(2, DB_THREADS)`, instead of on a database thread; False: on a thread |
 
@@ -99,12 +115,31 @@ class MessagingSettings:
     PRESENCE_TTL: float = 30.0
     PRESENCE_BEAT: float = 10.0
     PRESENCE_ROOMS: int = 200
+    EVENTS_OUTBOX: bool = True
+    EVENTS_URL: str | None = None
+    EVENTS_STREAM: str = "messaging:events"
+    EVENTS_STREAM_MAXLEN: int = 1_000_000
+    EVENTS_BATCH: int = 500
+    EVENTS_PARTITIONS: int = 16
+    EVENTS_POLL_INTERVAL: float = 0.2
+    EVENTS_RETENTION: int = 7 * 24 * 3600
+    EVENTS_MAX_ATTEMPTS: int = 5
+    EVENTS_STUCK_AFTER: float = 60.0
+    WEBHOOK_TIMEOUT: float = 10.0
+    WEBHOOK_MAX_ATTEMPTS: int = 8
+    WEBHOOK_BACKOFF: float = 2.0
+    WEBHOOK_BACKOFF_CAP: float = 3600.0
+    WEBHOOK_BATCH: int = 20
+    MENTIONS_PER_MESSAGE: int = 20
     API_TOKENS_PER_USER: int = 20
 
     def __post_init__(self) -> None:
         # Limits that refuse everything would fail every socket at connect: say so at startup.
         for name in ("RATE_BURST", "RATE_PER_SECOND", "USER_RATE_LIMIT", "USER_RATE_WINDOW", "MAX_SEND_BUFFER",
-                     "INBOX_LIMIT", "REPLY_BYTES_PER_TOKEN", "CONNECT_RATE_WINDOW"):
+                     "INBOX_LIMIT", "REPLY_BYTES_PER_TOKEN", "CONNECT_RATE_WINDOW", "EVENTS_STREAM_MAXLEN",
+                     "EVENTS_BATCH", "EVENTS_PARTITIONS", "EVENTS_POLL_INTERVAL", "EVENTS_RETENTION",
+                     "EVENTS_MAX_ATTEMPTS", "EVENTS_STUCK_AFTER", "WEBHOOK_TIMEOUT", "WEBHOOK_MAX_ATTEMPTS",
+                     "WEBHOOK_BACKOFF", "WEBHOOK_BACKOFF_CAP", "WEBHOOK_BATCH", "MENTIONS_PER_MESSAGE"):
             if getattr(self, name) <= 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be positive")
         # A join ack always lists the joining member itself.

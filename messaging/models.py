@@ -12,6 +12,9 @@ class Room(models.Model):
     # transaction that stores the message, so seqs are gapless: a rollback
     # takes its number back with it.
     last_seq = models.PositiveBigIntegerField(default=0)
+    # The last event position handed out (messaging/events/outbox.py), under
+    # the same row lock: gapless per room, like last_seq.
+    last_event = models.PositiveBigIntegerField(default=0, db_default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     # Who created it by joining its slug first: the rooms a user may create
     # per hour are counted here (`ROOMS_CREATED_PER_HOUR`). None for rooms
@@ -224,3 +227,8 @@ class ApiToken(models.Model):
         if self.revoked_at is None:
             self.revoked_at = timezone.now()
             self.save(update_fields=["revoked_at"])
+
+
+# The events' tables are the app's too (messaging/events/models.py).
+from .events.models import (DeadLetter, Event, InboxRecord, Notification, WebhookAttempt,  # noqa: E402,F401
+                            WebhookDelivery, WebhookEndpoint)

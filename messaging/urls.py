@@ -1,12 +1,16 @@
-"""The app's operational views. The chat page is `messaging.contrib.chat.urls`; sign-in is the host's."""
+"""The app's operational views, and the mentions a page shows as its badge (messaging/events/views.py).
+The chat page is `messaging.contrib.chat.urls`; sign-in is the host's."""
 from django.urls import path
 
+from .events import views as events_views
 from .ops import health
 from .transport.http import views as api
 
 urlpatterns = [
     path("healthz", health.healthz, name="messaging-healthz"),
     path("metrics", health.metrics_view, name="messaging-metrics"),
+    path("mentions", events_views.mentions, name="messaging-mentions"),
+    path("mentions/read", events_views.mentions_read, name="messaging-mentions-read"),
     path("api/commands", api.commands, name="messaging-api-commands"),
     path("api/openapi.json", api.openapi, name="messaging-api-openapi"),
 ]

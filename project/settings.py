@@ -184,6 +184,9 @@ MESSAGING = {
     # The dedup window lives in Redis when there is one; without Redis the
     # database alone keeps the exactly-once guarantee.
     "REDIS_URL": REDIS_URL or None,
+    # Where messaging_relay publishes the events: unset, the Redis stream on
+    # REDIS_URL; nats://HOST:PORT for NATS JetStream (docs/EVENTS.md).
+    "EVENTS_URL": env.str("EVENTS_URL", default="") or None,
     # Commands run on a pool of threads with a connection each, not on
     # channels' single database thread: 1.4x the acks/s (docs/PERFORMANCE.md).
     "DB_THREADS": 4,

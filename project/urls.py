@@ -9,6 +9,6 @@ urlpatterns = [
     path("login/", guests.guest_login, name="login"),
     # The chat page (/) and its sign-out (POST /logout/): the contrib app.
     path("", include("messaging.contrib.chat.urls")),
-    # /healthz and /metrics.
+    # /healthz, /metrics and the mentions badge's /mentions.
     path("", include("messaging.urls")),
 ]

@@ -9,8 +9,8 @@ than the sender who had joined before it was posted. States never move back.
 A move is applied in one transaction: the membership row, a `WatermarkMove`
 (when it happened, for the per-recipient view) and the message states, with
 one set-based UPDATE per state over the seq range that moved. On PostgreSQL
-that transaction is one call of the function `messaging_move_watermarks_v2`
-(migration 0008): one round trip through the gateway
+that transaction is one call of the function `messaging_move_watermarks_v3`
+(migration 0014, 0008's with the events): one round trip through the gateway
 (`move_watermarks_by_function`, `receipt`'s batch form there); elsewhere the
 ORM's statements of `move_watermarks_portably`, the type's `apply`.
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
 from django.db import connection
@@ -33,7 +34,9 @@ from django.utils import timezone
 from ..conf import get_settings
 from ..core.exceptions import Forbidden, Invalid
 from ..core.gateway import Gateway
+from ..core.protocol import format_time
 from ..core.sql import statement
+from ..events.outbox import emit_many
 from ..models import Membership, Message, MessageState, Room, WatermarkMove
 
 # The first key of PostgreSQL's two-key advisory locks taken here ("rcpt"),
@@ -75,25 +78,28 @@ class Move:
     messages: tuple[MovedMessage, ...] = ()
 
 
-# The move as one call (migration 0008), through the gateway.
+# The move as one call (migration 0014: 0008's, which also writes a
+# `message.state` event per message moved), through the gateway.
 MOVE_CALL = statement(__package__, "move_watermarks")
 
 
-def move_parameters(user: Any, room_slug: str, delivered: int | None, read: int | None) -> dict[str, Any]:
+def move_parameters(user: Any, room_slug: str, delivered: int | None, read: int | None,
+                    command_id: str = "") -> dict[str, Any]:
     conf = get_settings()
     return {"room": room_slug, "user": user.pk, "delivered": delivered, "read": read,
-            "members_upto": conf.MEMBERS_ON_JOIN, "states_limit": conf.STATES_PER_RECEIPT}
+            "members_upto": conf.MEMBERS_ON_JOIN, "states_limit": conf.STATES_PER_RECEIPT,
+            "command_id": command_id, "events": conf.EVENTS_OUTBOX}
 
 
 async def move_watermarks_by_function(gateway: Gateway, user: Any, room_slug: str, delivered: int | None,
-                                     read: int | None) -> Move:
+                                     read: int | None, command_id: str = "") -> Move:
     """Move `user`'s watermarks in a room forward, in one call of the database's
     function (PostgreSQL), its own transaction, through the gateway.
 
     Raises `Forbidden` for a non-member and `Invalid` for a seq beyond the
     room's last one; either way nothing changes.
     """
-    rows = await gateway.fetch(MOVE_CALL, move_parameters(user, room_slug, delivered, read))
+    rows = await gateway.fetch(MOVE_CALL, move_parameters(user, room_slug, delivered, read, command_id))
     return called_move(rows, delivered, read)
 
 
@@ -124,7 +130,8 @@ def beyond_last_seq(last_seq: int, delivered: int | None, read: int | None) -> N
             raise Invalid(f"{name} {value} is beyond the room's last seq {last_seq}")
 
 
-def move_watermarks_portably(user: Any, room_slug: str, delivered: int | None, read: int | None) -> Move:
+def move_watermarks_portably(user: Any, room_slug: str, delivered: int | None, read: int | None,
+                             command_id: str = "") -> Move:
     """`move_watermarks` in the ORM's statements, for any database: at most
     eleven round trips (the ORM has no UPDATE ... RETURNING, so each state's
     moved messages are read back, and the members counted)."""
@@ -151,11 +158,17 @@ def move_watermarks_portably(user: Any, room_slug: str, delivered: int | None, r
     # or below `joined_seq` can change state because of its receipts.
     floor = membership.joined_seq
     messages: list[MovedMessage] = []
+    events: list[tuple[int, MessageState]] = []
     if new.delivered > old.delivered:
         messages += advance_states(membership.room_id, max(old.delivered, floor), new.delivered,
-                                   MessageState.DELIVERED, now)
+                                   MessageState.DELIVERED, now, events)
     if new.read > old.read:
-        messages += advance_states(membership.room_id, max(old.read, floor), new.read, MessageState.READ, now)
+        messages += advance_states(membership.room_id, max(old.read, floor), new.read, MessageState.READ, now,
+                                   events)
+    # Last, as the room's row is an effect's last lock (messaging/events/outbox.py).
+    at = format_time(now)
+    emit_many(SimpleNamespace(command_id=command_id, user=user), "message.state", room_slug,
+              [{"room": room_slug, "seq": seq, "state": state.value, "at": at} for seq, state in events])
     conf = get_settings()
     members = Membership.objects.filter(room_id=membership.room_id)[: conf.MEMBERS_ON_JOIN + 1].count()
     return Move(new, moved=True, members=members, at=now, messages=tuple(messages))
@@ -184,9 +197,11 @@ def recipients(room_id: Any, seq: Any, sender_id: Any) -> QuerySet[Membership]:
     return Membership.objects.filter(room_id=room_id, joined_seq__lt=seq).exclude(user_id=sender_id)
 
 
-def advance_states(room_id: int, after: int, upto: int, state: MessageState, now: datetime) -> list[MovedMessage]:
+def advance_states(room_id: int, after: int, upto: int, state: MessageState, now: datetime,
+                   events: list[tuple[int, MessageState]]) -> list[MovedMessage]:
     """Move messages with seq in (after, upto] to `state` where every recipient
-    reached it; returns the newest `STATES_PER_RECEIPT` of them, in seq order."""
+    reached it; returns the newest `STATES_PER_RECEIPT` of them, in seq order,
+    and adds every one's `(seq, state)` to `events`, for its `message.state` event."""
     if upto <= after:
         return []
     watermark = "delivered" if state == MessageState.DELIVERED else "read"
@@ -210,7 +225,14 @@ def advance_states(room_id: int, after: int, upto: int, state: MessageState, now
     # and each takes its time once it holds the lock. A message this same
     # move takes on to read is read back here, before the read UPDATE runs.
     moved = in_range.filter(state=state, **{f"{watermark}_at": now}).order_by("-seq")
-    newest = moved.values_list("seq", "sender_id")[: get_settings().STATES_PER_RECEIPT]
+    limit = get_settings().STATES_PER_RECEIPT
+    if get_settings().EVENTS_OUTBOX:
+        # Every one of them has its event: read back in full, in the same one query.
+        everything = list(moved.values_list("seq", "sender_id"))
+        events.extend((seq, state) for seq, _ in reversed(everything))
+        newest = everything[:limit]
+    else:
+        newest = moved.values_list("seq", "sender_id")[:limit]
     return [MovedMessage(seq, sender, state) for seq, sender in reversed(newest)]
 
 

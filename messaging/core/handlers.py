@@ -50,6 +50,14 @@ class CommandContext:
         process: those joined to `room`, or all of them without one."""
         self.to_users.append((user_id, room, frame))
 
+    def emit(self, type: str, room: str, data: dict) -> None:
+        """Write an event of this command's effect on `room` to the outbox, now,
+        in the handler's transaction (docs/EVENTS.md): it commits or rolls
+        back with the effect. `data` gets the command's id and user added."""
+        from ..events.outbox import emit  # the outbox needs the app's models
+
+        emit(self, type, room, data)
+
 
 Validator = Callable[[dict], Any]
 Applier = Callable[[CommandContext, Any], dict]

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET
 
 from ..conf import get_settings
 from ..core.claims import RedisClaimStore, get_claim_store
+from ..events.health import events_health
 from . import metrics
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,9 @@ def healthz(request: HttpRequest) -> JsonResponse:
     """200 when the database and the dedup window's Redis answer, else 503 naming what failed.
 
     Without Redis configured the app runs on the database alone, so its absence
-    is reported, not failed.
+    is reported, not failed. A stuck events relay is reported too (`events`,
+    messaging/events/health.py), not failed: this process is healthy, and
+    restarting it would not move the relay.
     """
     checks = {"database": "ok", "redis": "ok"}
     try:
@@ -44,7 +47,9 @@ def healthz(request: HttpRequest) -> JsonResponse:
     else:
         checks["redis"] = "not configured"
     healthy = "failed" not in checks.values()
-    return JsonResponse({"status": "ok" if healthy else "failed", "checks": checks}, status=200 if healthy else 503)
+    body = {"status": "ok" if healthy else "failed", "checks": checks}
+    body.update(events_health())
+    return JsonResponse(body, status=200 if healthy else 503)
 
 
 @functools.lru_cache(maxsize=4)

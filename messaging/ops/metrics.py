@@ -20,6 +20,7 @@ from pathlib import Path
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import multiprocess
+from prometheus_client.core import GaugeMetricFamily
 
 UNKNOWN_TYPE = "unknown"
 
@@ -120,6 +121,53 @@ def batch_phases(claims: float, apply: float, results: float) -> None:
         child.observe(seconds)
 
 
+# The events downstream (messaging/events/). The relay counts what it
+# publishes; the backlog is read from the outbox at scrape time, so a relay
+# that is down or stuck shows as a growing lag, not as a stale value of its own.
+EVENTS_PUBLISHED = Counter(
+    "messaging_events_published",
+    "Events the relay published to its sink (at least once: a republished event counts again).",
+)
+EVENTS_RELAY_PARTITIONS = Gauge(
+    "messaging_events_relay_partitions", "Outbox partitions held by live relays.", multiprocess_mode="livesum",
+)
+EVENTS_PUBLISH_LAG = Gauge(
+    "messaging_events_publish_lag_seconds",
+    "Age of the oldest event of a relay's last batch when it was published.",
+    multiprocess_mode="livemax",
+)
+
+
+class OutboxCollector:
+    """`messaging_events_unpublished` and `messaging_events_lag_seconds`, read from the outbox at scrape time."""
+
+    def describe(self):
+        # What registering asks for: the names, without a query (nor Django set up).
+        return self.families(float("nan"), float("nan"))
+
+    def collect(self):
+        try:
+            from ..events.stats import backlog
+
+            count, age = backlog()
+        except Exception:  # a scrape must not fail with the database: NaN says "unknown"
+            count, age = float("nan"), float("nan")
+        return self.families(count, age)
+
+    def families(self, count: float, age: float) -> list[GaugeMetricFamily]:
+        return [
+            GaugeMetricFamily("messaging_events_unpublished",
+                              "Events in the outbox not yet published (counted up to 100,000).", value=count),
+            GaugeMetricFamily("messaging_events_lag_seconds",
+                              "Age of the oldest unpublished event: the relay's lag (0 when it has caught up).",
+                              value=age),
+        ]
+
+
+OUTBOX = OutboxCollector()
+REGISTRY.register(OUTBOX)
+
+
 def multiprocess_dir() -> str | None:
     return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
 
@@ -155,4 +203,5 @@ def exposition() -> tuple[bytes, str]:
     forget_dead_processes(path)
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry, path=path)
+    registry.register(OUTBOX)
     return generate_latest(registry), CONTENT_TYPE_LATEST

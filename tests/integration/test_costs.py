@@ -31,8 +31,9 @@ POST_QUERIES, POST_REDIS = 1, 2
 KNOWN_DUPLICATE_QUERIES, KNOWN_DUPLICATE_REDIS = 0, 1
 # Redis forgot it: the post's statement fails on the unique constraint, the record answers, Redis learns it again.
 FORGOTTEN_DUPLICATE_QUERIES, FORGOTTEN_DUPLICATE_REDIS = 2, 2
-# Where a handler has no one-statement form: BEGIN, membership, seq, message, record, COMMIT.
-PORTABLE_POST_QUERIES = 6
+# Where a handler has no one-statement form: BEGIN, membership, seq (and the
+# event's position), message, its event (messaging/events/outbox.py), record, COMMIT.
+PORTABLE_POST_QUERIES = 7
 # A batch of commands (`run_batch`): one script call for all claims, one for all results.
 BATCH = 10
 # Posts: one statement for all of them.
@@ -51,8 +52,10 @@ LOOP_RECEIPT_QUERIES, LOOP_RECEIPT_HOPS = 1, 0
 # per watermark that moved and read back the messages it moved (for their
 # senders' `state` frames: the ORM has no UPDATE ... RETURNING), count the
 # members up to one past MEMBERS_ON_JOIN (whether to broadcast `status`),
-# COMMIT. Eight before `state` frames; the function's call stays one.
-PORTABLE_RECEIPT_QUERIES = 11
+# COMMIT. Eight before `state` frames; the function's call stays one. Then
+# the events of the messages it moved: the room's event counter and one
+# INSERT of them all (the read-back reads all the moved, in the same query).
+PORTABLE_RECEIPT_QUERIES = 13
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

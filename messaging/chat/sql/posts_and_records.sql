@@ -1,6 +1,6 @@
 WITH item AS (
     SELECT e.n, e.v->>0 AS room, (e.v->>1)::{user_id} AS user_id, e.v->>2 AS command_id, e.v->>3 AS body,
-           e.v->>4 AS fingerprint
+           e.v->>4 AS fingerprint, e.v->1 AS user_json, e.v->>5 AS name
     FROM jsonb_array_elements(%(items)s::jsonb) WITH ORDINALITY AS e(v, n)
 ), member AS (
     SELECT i.n, m.room_id FROM item i
@@ -11,8 +11,9 @@ WITH item AS (
     JOIN (SELECT room_id, count(*) AS posts FROM member GROUP BY room_id) c ON c.room_id = r.id
     ORDER BY r.id FOR UPDATE OF r
 ), taken AS (
-    UPDATE {room} r SET last_seq = r.last_seq + l.posts FROM locked l WHERE r.id = l.id
-    RETURNING r.id, r.last_seq - l.posts AS before
+    UPDATE {room} r SET last_seq = r.last_seq + l.posts, last_event = r.last_event + l.posts
+    FROM locked l WHERE r.id = l.id
+    RETURNING r.id, r.last_seq - l.posts AS before, r.last_event - l.posts AS events_before
 ), stamp AS MATERIALIZED (
     SELECT at, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at_text
     FROM (SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM taken) t) now
@@ -27,5 +28,5 @@ WITH item AS (
     SELECT i.user_id, i.command_id, %(type)s, i.fingerprint,
            jsonb_build_object('room', i.room, 'seq', p.seq, 'at', s.at_text), s.at
     FROM post p JOIN item i USING (n), stamp s
-)
+){events}
 SELECT p.n, p.seq, s.at_text FROM post p, stamp s

@@ -32,6 +32,7 @@ from ...core.exceptions import Invalid
 from ...core.handlers import CommandContext, command
 from ...core.protocol import optional_seq, room_slug
 from ...core.sql import statement
+from ...events.outbox import emit
 from ...models import Message, Room
 from .models import ReactionCount
 
@@ -75,7 +76,10 @@ def add_reaction(ctx: CommandContext, reaction: Reaction) -> dict:
     if message_id is None:
         raise Invalid(f"no message {reaction.seq} in room {reaction.room}")
     count = increment(message_id)
-    ctx.broadcast(reaction.room, reaction_frame(reaction.room, reaction.seq, count))
+    frame = reaction_frame(reaction.room, reaction.seq, count)
+    # After the count's row: the room's row, which the event takes, is an effect's last lock.
+    emit(ctx, "reaction.changed", reaction.room, frame["d"])
+    ctx.broadcast(reaction.room, frame)
     return {"room": reaction.room, "seq": reaction.seq, "count": count}
 
 

@@ -1,0 +1,167 @@
+"""The events' tables: the outbox, each consumer group's inbox, and dead letters.
+
+They belong to the `messaging` app (its migrations), so a host adds nothing
+to `INSTALLED_APPS`; `messaging/models.py` imports them.
+"""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Event(models.Model):
+    """One effect's event, written in the effect's own transaction (the outbox).
+
+    `position` is the room's event counter (`Room.last_event`), taken under
+    the room's row lock in that transaction: gapless per room and in commit
+    order, so the committed events of a room are always a prefix of its
+    positions, and the relay publishes them in that order without waiting for
+    anything. `published_at` is set once a sink has acknowledged the event;
+    published rows are pruned after `EVENTS_RETENTION`.
+    """
+
+    event_id = models.UUIDField(unique=True)
+    type = models.CharField(max_length=64)
+    room_id = models.BigIntegerField()
+    room = models.CharField(max_length=64)
+    position = models.PositiveBigIntegerField()
+    data = models.JSONField()
+    created_at = models.DateTimeField()
+    published_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["room_id", "position"], name="messaging_event_room_position"),
+        ]
+        indexes = [
+            # The relay's queue: only unpublished rows, so it stays as small as the backlog.
+            models.Index(fields=["id"], name="messaging_event_unpublished",
+                         condition=models.Q(published_at__isnull=True)),
+            models.Index(fields=["published_at"], name="messaging_event_published",
+                         condition=models.Q(published_at__isnull=False)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.room}#{self.position}"
+
+
+class InboxRecord(models.Model):
+    """An event a consumer group applied, inserted in its handler's transaction:
+    its unique constraint is what applies each event once per group."""
+
+    group = models.CharField(max_length=100)
+    event_id = models.UUIDField()
+    applied_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["group", "event_id"], name="messaging_inbox_group_event")]
+        indexes = [models.Index(fields=["applied_at"], name="messaging_inbox_applied")]
+
+    def __str__(self) -> str:
+        return f"{self.group}: {self.event_id}"
+
+
+class DeadLetter(models.Model):
+    """An event a consumer group (or a webhook endpoint) gave up on after
+    `EVENTS_MAX_ATTEMPTS` failures; kept for an operator, shown in the admin."""
+
+    group = models.CharField(max_length=100)
+    event_id = models.UUIDField()
+    event = models.JSONField()
+    attempts = models.PositiveIntegerField()
+    error = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["group", "event_id"], name="messaging_deadletter_group_event")]
+
+    def __str__(self) -> str:
+        return f"{self.group}: {self.event_id}"
+
+
+class WebhookEndpoint(models.Model):
+    """A host's endpoint that receives the events, signed with its secret (messaging/events/webhooks.py)."""
+
+    url = models.URLField(max_length=500)
+    secret = models.CharField(max_length=200, help_text="The HMAC-SHA256 key of the Messaging-Signature header.")
+    # Empty: every type.
+    types = models.JSONField(default=list, blank=True,
+                             help_text='Event types to send, e.g. ["message.posted"]; empty for all.')
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.url
+
+    def wants(self, type: str) -> bool:
+        return not self.types or type in self.types
+
+
+class WebhookDelivery(models.Model):
+    """One event to one endpoint: pending until a 2xx answer, dead after `WEBHOOK_MAX_ATTEMPTS`."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        DELIVERED = "delivered"
+        DEAD = "dead"
+
+    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries",
+                                 db_index=False)
+    event_id = models.UUIDField()
+    event = models.JSONField()
+    state = models.CharField(max_length=9, choices=State.choices, default=State.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    # When it may be tried next; while an attempt runs, the end of its lease.
+    next_attempt_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["endpoint", "event_id"], name="messaging_delivery_event")]
+        indexes = [models.Index(fields=["next_attempt_at"], name="messaging_delivery_due",
+                                condition=models.Q(state="pending")),
+                   models.Index(fields=["finished_at"], name="messaging_delivery_finished")]
+
+    def __str__(self) -> str:
+        return f"{self.event_id} to {self.endpoint_id}"
+
+
+class WebhookAttempt(models.Model):
+    """One POST of a delivery: at most `WEBHOOK_MAX_ATTEMPTS` per delivery."""
+
+    delivery = models.ForeignKey(WebhookDelivery, on_delete=models.CASCADE, related_name="attempt_log")
+    at = models.DateTimeField()
+    status = models.PositiveIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    seconds = models.FloatField()
+
+    def __str__(self) -> str:
+        return f"{self.delivery}: {self.status or self.error}"
+
+
+class Notification(models.Model):
+    """A member mentioned (`@name`) in a message: the page's badge, and at most one e-mail."""
+
+    class Email(models.TextChoices):
+        PENDING = "pending"
+        SENT = "sent"
+        ONLINE = "online"  # a socket was open: the page tells them
+        NO_ADDRESS = "no address"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mentions",
+                             db_index=False)
+    event_id = models.UUIDField()
+    room = models.CharField(max_length=64)
+    seq = models.PositiveBigIntegerField()
+    sender_name = models.CharField(max_length=300)
+    body = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    read_at = models.DateTimeField(null=True, blank=True)
+    email = models.CharField(max_length=10, choices=Email.choices, default=Email.PENDING)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "event_id"], name="messaging_notification_event")]
+        indexes = [models.Index(fields=["user", "read_at"], name="messaging_notification_unread")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.room}#{self.seq}"

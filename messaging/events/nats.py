@@ -1,0 +1,58 @@
+"""The NATS JetStream sink: stream `MESSAGING_EVENTS`, subject `messaging.events.<room>`.
+
+`Nats-Msg-Id` is the `event_id`, so JetStream's duplicate window (2 minutes
+by default) drops what a restarted relay publishes again.
+"""
+from __future__ import annotations
+
+import nats
+import orjson
+from nats.js.errors import NotFoundError
+
+from .sinks import Entry
+
+STREAM = "MESSAGING_EVENTS"
+SUBJECTS = "messaging.events.>"
+
+
+def subject(room: str) -> str:
+    # Room slugs are [a-z0-9-]: always one subject token.
+    return f"messaging.events.{room}"
+
+
+class NatsSink:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.client = None
+        self.js = None
+
+    async def connect(self) -> None:
+        # No reconnect loop of the client's own: a failure fails the batch,
+        # and the relay connects again on the next one.
+        self.client = await nats.connect(self.url, allow_reconnect=False, connect_timeout=5)
+        self.js = self.client.jetstream(timeout=10)
+        try:
+            await self.js.stream_info(STREAM)
+        except NotFoundError:
+            await self.js.add_stream(name=STREAM, subjects=[SUBJECTS])
+
+    async def publish(self, entries: list[Entry]) -> None:
+        if self.client is None or not self.client.is_connected:
+            await self.close()
+            await self.connect()
+        try:
+            # One at a time, each acknowledged, so the stream holds them in order.
+            for item in entries:
+                await self.js.publish(subject(item["room"]), orjson.dumps(item),
+                                      headers={"Nats-Msg-Id": item["event_id"]})
+        except Exception:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        if self.client is not None:
+            client, self.client = self.client, None
+            try:
+                await client.close()
+            except Exception:
+                pass

@@ -1,0 +1,93 @@
+"""Writing events: one call from inside the effect's transaction.
+
+Every effect's event goes through `emit` (or, for a statement that writes the
+effect itself, the SQL of `POSTED_EVENTS`), so the event commits or rolls back
+with the effect, never one without the other. The event's place in its room
+is the room's event counter, `Room.last_event`, bumped under the room's row
+lock: the last lock an effect takes, so an effect that holds other rows
+(a reaction's count, a receipt's messages) never waits for them while holding
+the room.
+
+The event's `data` is the `d` of the frame that told the change to the room,
+plus `command_id` and `user` of the command that caused it
+(docs/EVENTS.md has every type).
+"""
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import orjson
+from django.db import connection
+from django.utils import timezone
+
+from ..conf import get_settings
+from .models import Event
+
+def room_table() -> str:
+    from ..models import Room
+
+    return Room._meta.db_table
+
+
+def take_positions(room: str, count: int) -> tuple[int, int]:
+    """The room's id and the first of `count` new event positions; holds the room's row lock until commit."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {room_table()} SET last_event = last_event + %s WHERE slug = %s RETURNING id, last_event",
+            [count, room],
+        )
+        room_id, last = cursor.fetchone()
+    return room_id, last - count + 1
+
+
+def emit(ctx: Any, type: str, room: str, data: dict, *, at: tuple[int, int] | None = None) -> None:
+    """Write the event of an effect on `room`, in the caller's transaction.
+
+    `ctx` is the command's context (its `command_id` and `user` go into the
+    data); `data` is the `d` of the frame that tells the change. `at` is
+    `(room id, position)` for an effect that took its position already, with
+    its own update of the room's row (a post, with its seq).
+    """
+    emit_many(ctx, type, room, [data], at=at)
+
+
+def emit_many(ctx: Any, type: str, room: str, datas: list[dict], *, at: tuple[int, int] | None = None) -> None:
+    """`emit` for several changes of one effect (a receipt moving many messages), in order."""
+    if not datas or not get_settings().EVENTS_OUTBOX:
+        return
+    room_id, first = at or take_positions(room, len(datas))
+    now = timezone.now()
+    cause = {"command_id": ctx.command_id, "user": ctx.user.pk}
+    Event.objects.bulk_create(
+        # Through orjson, as frames are: a UUID user id becomes its text, as on the wire.
+        Event(event_id=uuid.uuid4(), type=type, room_id=room_id, room=room, position=first + n,
+              data=orjson.loads(orjson.dumps({**data, **cause})), created_at=now)
+        for n, data in enumerate(datas)
+    )
+
+
+# The `room.post` statement's part (messaging/chat/sql/posts_and_records.sql, at `{events}`): per stored post its
+# `message.posted` event, the `msg` frame's `d` plus the command's id and user.
+# Its position follows the room's event counter as its seq follows last_seq:
+# both were bumped by the same count in the same UPDATE. Rows go in in seq
+# order so that ids, too, follow the room's order.
+POSTED_EVENTS = """, event AS (
+    INSERT INTO {event} (event_id, type, room_id, room, position, data, created_at)
+    SELECT gen_random_uuid(), 'message.posted', p.room_id, i.room, t.events_before + (p.seq - t.before),
+           jsonb_build_object('room', i.room, 'seq', p.seq, 'id', i.command_id,
+                              'sender', jsonb_build_object('id', i.user_json, 'name', i.name),
+                              'body', i.body, 'at', s.at_text, 'command_id', i.command_id, 'user', i.user_json),
+           s.at
+    FROM post p JOIN item i USING (n) JOIN taken t ON t.id = p.room_id, stamp s
+    ORDER BY p.room_id, p.seq
+)"""
+
+
+def posted_events_sql() -> str:
+    """`POSTED_EVENTS`, or nothing with the outbox off."""
+    return POSTED_EVENTS if get_settings().EVENTS_OUTBOX else ""
+
+
+def event_table() -> str:
+    return Event._meta.db_table

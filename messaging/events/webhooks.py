@@ -1,0 +1,146 @@
+"""Webhooks: each event POSTed to the host's endpoints, signed, retried, and never applied twice on their side.
+
+Two steps, each with its own guarantee:
+
+- `enqueue` is a consumer group's handler (`messaging_consume
+  messaging.events.webhooks.enqueue --group webhooks`): in the group's
+  transaction it writes one `WebhookDelivery` per endpoint that wants the
+  event, so a redelivered event adds none.
+- `messaging_webhooks` sends the deliveries that are due. It leases them in a
+  short transaction of its own (`FOR UPDATE SKIP LOCKED`, so several senders
+  share the work) and POSTs outside any transaction. A 2xx answer delivers;
+  anything else (an error status, a timeout, a refused connection) is retried
+  with exponential backoff and full jitter, up to `WEBHOOK_MAX_ATTEMPTS`, then
+  the delivery is dead and a dead letter says why. Every attempt is recorded.
+
+The far side cannot join our transaction, so it dedupes: every POST carries
+`Idempotency-Key: <event_id>`, the same on every retry, and
+`Messaging-Signature: t=<unix time>,v1=<hex HMAC-SHA256 of "<t>.<body>">`
+with the endpoint's secret, as Stripe signs its webhooks (`verify` checks one).
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import random
+import time
+import urllib.error
+import urllib.request
+from datetime import timedelta
+
+import orjson
+from django.db import transaction
+from django.utils import timezone
+
+from ..conf import get_settings
+from .models import DeadLetter, WebhookAttempt, WebhookDelivery, WebhookEndpoint
+
+log = logging.getLogger(__name__)
+
+SIGNATURE_HEADER = "Messaging-Signature"
+
+
+def enqueue(event: dict) -> None:
+    """The `webhooks` group's handler: a delivery per active endpoint that wants the event's type."""
+    now = timezone.now()
+    WebhookDelivery.objects.bulk_create(
+        [WebhookDelivery(endpoint=endpoint, event_id=event["event_id"], event=event, next_attempt_at=now)
+         for endpoint in WebhookEndpoint.objects.filter(active=True) if endpoint.wants(event["type"])],
+        ignore_conflicts=True,
+    )
+
+
+def sign(secret: str, timestamp: int, body: bytes) -> str:
+    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"t={timestamp},v1={mac}"
+
+
+def verify(secret: str, header: str, body: bytes, *, tolerance: float = 300.0, now: float | None = None) -> bool:
+    """Whether `header` (a Messaging-Signature) signs `body` with `secret`, made within `tolerance` seconds."""
+    try:
+        parts = dict(part.split("=", 1) for part in header.split(","))
+        timestamp = int(parts["t"])
+    except (KeyError, ValueError):
+        return False
+    if abs((time.time() if now is None else now) - timestamp) > tolerance:
+        return False
+    return hmac.compare_digest(sign(secret, timestamp, body), f"t={timestamp},v1={parts.get('v1', '')}")
+
+
+def backoff(attempts: int) -> float:
+    """Seconds before the next attempt, after `attempts` failed: full jitter under an exponential cap."""
+    conf = get_settings()
+    return random.uniform(0, min(conf.WEBHOOK_BACKOFF_CAP, conf.WEBHOOK_BACKOFF * 2 ** (attempts - 1)))
+
+
+def lease_due(limit: int) -> list[WebhookDelivery]:
+    """Take up to `limit` due deliveries for one attempt each: counted, and hidden until the attempt's lease ends."""
+    conf = get_settings()
+    now = timezone.now()
+    with transaction.atomic():
+        due = list(WebhookDelivery.objects.select_for_update(skip_locked=True).select_related("endpoint")
+                   .filter(state=WebhookDelivery.State.PENDING, next_attempt_at__lte=now)
+                   .order_by("next_attempt_at")[:limit])
+        # A sender killed mid-POST leaves its lease to run out: the delivery is tried again then.
+        lease = now + timedelta(seconds=conf.WEBHOOK_TIMEOUT * 2 + 5)
+        for delivery in due:
+            delivery.attempts += 1
+            delivery.next_attempt_at = lease
+        WebhookDelivery.objects.bulk_update(due, ["attempts", "next_attempt_at"])
+    return due
+
+
+def post(delivery: WebhookDelivery, timeout: float) -> tuple[int | None, str]:
+    """POST the delivery's event; its status (None without an answer) and an error ("" on a 2xx)."""
+    body = orjson.dumps(delivery.event)
+    request = urllib.request.Request(delivery.endpoint.url, data=body, method="POST", headers={
+        "Content-Type": "application/json",
+        "Idempotency-Key": str(delivery.event_id),
+        SIGNATURE_HEADER: sign(delivery.endpoint.secret, int(time.time()), body),
+        "User-Agent": "messaging-webhooks",
+    })
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            response.read(65536)
+            return response.status, ""
+    except urllib.error.HTTPError as exc:
+        return exc.code, f"HTTP {exc.code}"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return None, f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+
+
+def attempt(delivery: WebhookDelivery) -> None:
+    conf = get_settings()
+    started = time.monotonic()
+    status, error = post(delivery, conf.WEBHOOK_TIMEOUT)
+    now = timezone.now()
+    WebhookAttempt.objects.create(delivery=delivery, at=now, status=status, error=error[:2000],
+                                  seconds=time.monotonic() - started)
+    if not error:
+        delivery.state, delivery.finished_at = WebhookDelivery.State.DELIVERED, now
+    elif delivery.attempts >= conf.WEBHOOK_MAX_ATTEMPTS:
+        delivery.state, delivery.finished_at = WebhookDelivery.State.DEAD, now
+        log.error("webhook %s: %s dead after %d attempts: %s", delivery.endpoint_id, delivery.event_id,
+                  delivery.attempts, error)
+        DeadLetter.objects.get_or_create(group=f"webhook:{delivery.endpoint_id}", event_id=delivery.event_id,
+                                         defaults={"event": delivery.event, "attempts": delivery.attempts,
+                                                   "error": error})
+    else:
+        delivery.next_attempt_at = now + timedelta(seconds=backoff(delivery.attempts))
+    delivery.save(update_fields=["state", "finished_at", "next_attempt_at"])
+
+
+def deliver_due(limit: int | None = None) -> int:
+    """One round: lease the due deliveries and attempt each; how many were attempted."""
+    due = lease_due(limit or get_settings().WEBHOOK_BATCH)
+    for delivery in due:
+        attempt(delivery)
+    return len(due)
+
+
+def prune(retention: float) -> int:
+    """Delete finished deliveries (and their attempts) older than `retention` seconds."""
+    cutoff = timezone.now() - timedelta(seconds=retention)
+    deleted, _ = WebhookDelivery.objects.filter(finished_at__lt=cutoff).delete()
+    return deleted
