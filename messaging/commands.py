@@ -22,6 +22,8 @@ from .models import CommandRecord, Membership, Message, MessageState, Room
 from .protocol import format_time, message_body, optional_seq, room_slug
 from .reactions import backlog_reactions, range_reactions
 from .receipts import Move, amove_watermarks, move_watermarks
+from .chat.replay import changes_since
+from .chat.unread import unread_in
 from .rooms import joined_room_id, room_to_join
 
 
@@ -29,23 +31,30 @@ def display_name(user: Any) -> str:
     return user.get_full_name() or user.get_username()
 
 
-def msg_frame(room: str, seq: int, id: str, sender: Any, body: str, at: str) -> dict:
-    """A `msg` frame; `at` is the time as the protocol writes it (`format_time`)."""
+def msg_frame(room: str, seq: int, id: str, sender: Any, body: str, at: str, rev: int | None = None) -> dict:
+    """A new message's `msg` frame; `at` is the time as the protocol writes it (`format_time`)."""
     return {
         "t": "msg",
         "d": {"room": room, "seq": seq, "id": id, "sender": {"id": sender.pk, "name": display_name(sender)},
-              "body": body, "at": at},
+              "body": body, "at": at, "version": 1, "rev": rev},
     }
 
 
 def stored_msg_frame(message: Message, room: str, viewer: Any) -> dict:
-    """A stored message's `msg` frame for `viewer`'s socket. Of the viewer's own
+    """A stored message's `msg` frame for `viewer`'s socket, in its current state
+    (edited: its body and `edited_at`; deleted: a tombstone). Of the viewer's own
     messages it carries the stored `state` (an extension): in a room too big for
     `status` frames a client cannot work it out from the members' watermarks."""
     frame = msg_frame(room, message.seq, message.client_msg_id, message.sender, message.body,
-                      format_time(message.sent_at))
+                      format_time(message.sent_at), message.rev)
+    d = frame["d"]
+    d["version"] = message.version
+    if message.deleted_at is not None:
+        d.update(body="", deleted=True, deleted_at=format_time(message.deleted_at))
+    if message.edited_at is not None:
+        d["edited_at"] = format_time(message.edited_at)
     if message.sender_id == viewer.pk:
-        frame["d"]["state"] = message.state
+        d["state"] = message.state
     return frame
 
 
@@ -96,16 +105,23 @@ class Join:
     since: int | None
     # An extension: the lowest seq the client shows, whose counts it wants again.
     reactions_from: int | None = None
+    # PROTOCOL 1.1: every change after this rev instead of the messages after `since`.
+    since_rev: int | None = None
 
 
 def validate_join(d: dict) -> Join:
-    return Join(room=room_slug(d), since=optional_seq(d, "since"), reactions_from=optional_seq(d, "reactions_from"))
+    join = Join(room=room_slug(d), since=optional_seq(d, "since"), reactions_from=optional_seq(d, "reactions_from"),
+                since_rev=optional_seq(d, "since_rev"))
+    if join.since is not None and join.since_rev is not None:
+        raise Invalid("give since or since_rev, not both")
+    return join
 
 
 @command("room.join", validate=validate_join, exactly_once=False, subscribes_to=lambda join: join.room)
 def join_room(ctx: CommandContext, join: Join) -> dict:
     room = room_to_join(ctx.user, join.room, get_settings().ROOMS_CREATED_PER_HOUR)
-    if not Membership.objects.filter(room=room, user=ctx.user).exists():
+    read = Membership.objects.filter(room=room, user=ctx.user).values_list("read", flat=True).first()
+    if read is None:
         # `joined_seq` decides which messages the new member must receive
         # before they count as delivered. Under the room's row lock, which
         # posts take for their seq, it is exact: every seq up to it is
@@ -113,8 +129,18 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
         # no receipt can move a message on without counting the newcomer.
         room = Room.objects.select_for_update().get(pk=room.pk)
         Membership.objects.get_or_create(room=room, user=ctx.user, defaults={"joined_seq": room.last_seq})
+        read = 0
     members, members_total = members_on_join(room, ctx.user)
     conf = get_settings()
+    # `room` was read before the backlog: every change after its last_rev
+    # is in the backlog or arrives live (the socket subscribed first).
+    ack = {"room": room.slug, "last_seq": room.last_seq, "last_rev": room.last_rev, "members": members,
+           "members_total": members_total, **unread_in(room.pk, ctx.user, read)}
+    if join.since_rev is not None:
+        ctx.replies.extend(changes_since(room, join.since_rev, ctx.user, limit=conf.REPLAY_LIMIT))
+        if join.reactions_from is not None:
+            ctx.replies.extend(range_reactions(room, join.reactions_from, room.last_seq, limit=conf.REPLAY_LIMIT))
+        return ack
     messages = Message.objects.filter(room=room).select_related("sender")
     if join.since is None:
         backlog = list(messages.order_by("-seq")[: conf.RECENT_ON_JOIN])[::-1]
@@ -129,7 +155,7 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
         below = backlog[0].seq - 1 if backlog else room.last_seq
         ctx.replies.extend(range_reactions(room, join.reactions_from, below, limit=conf.REPLAY_LIMIT))
     ctx.replies.extend(backlog_reactions(room.slug, backlog))
-    return {"room": room.slug, "last_seq": room.last_seq, "members": members, "members_total": members_total}
+    return ack
 
 
 # room.members ---------------------------------------------------------------
@@ -197,18 +223,19 @@ def validate_post(d: dict) -> Post:
     return Post(room=room_slug(d), body=message_body(d, get_settings().BODY_MAX_CHARS))
 
 
-def next_seq(room_id: int) -> int:
-    """Take the room's next seq. Holds the room's row lock until commit."""
+def next_seq(room_id: int) -> tuple[int, int]:
+    """Take the room's next seq and rev. Holds the room's row lock until commit."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {Room._meta.db_table} SET last_seq = last_seq + 1 WHERE id = %s RETURNING last_seq", [room_id]
+            f"UPDATE {Room._meta.db_table} SET last_seq = last_seq + 1, last_rev = last_rev + 1 WHERE id = %s"
+            " RETURNING last_seq, last_rev", [room_id]
         )
-        return cursor.fetchone()[0]
+        return cursor.fetchone()
 
 
-def posted(ctx: CommandContext, post: Post, seq: int, at: str) -> dict:
+def posted(ctx: CommandContext, post: Post, seq: int, at: str, rev: int) -> dict:
     """A stored post's result (its ack's data), after queueing its `msg` frame for the room."""
-    ctx.broadcast(post.room, msg_frame(post.room, seq, ctx.command_id, ctx.user, post.body, at))
+    ctx.broadcast(post.room, msg_frame(post.room, seq, ctx.command_id, ctx.user, post.body, at, rev))
     return {"room": post.room, "seq": seq, "at": at}
 
 
@@ -263,24 +290,28 @@ WITH item AS (
     JOIN (SELECT room_id, count(*) AS posts FROM member GROUP BY room_id) c ON c.room_id = r.id
     ORDER BY r.id FOR UPDATE OF r
 ), taken AS (
-    UPDATE {room} r SET last_seq = r.last_seq + l.posts FROM locked l WHERE r.id = l.id
-    RETURNING r.id, r.last_seq - l.posts AS before
+    UPDATE {room} r SET last_seq = r.last_seq + l.posts, last_rev = r.last_rev + l.posts FROM locked l
+    WHERE r.id = l.id
+    RETURNING r.id, r.last_seq - l.posts AS before, r.last_rev - l.posts AS rev_before
 ), stamp AS MATERIALIZED (
     SELECT at, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at_text
     FROM (SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM taken) t) now
 ), post AS (
-    SELECT m.n, m.room_id, t.before + row_number() OVER (PARTITION BY m.room_id ORDER BY m.n) AS seq
-    FROM member m JOIN taken t ON t.id = m.room_id
+    SELECT n, room_id, before + k AS seq, rev_before + k AS rev FROM (
+        SELECT m.n, m.room_id, t.before, t.rev_before, row_number() OVER (PARTITION BY m.room_id ORDER BY m.n) AS k
+        FROM member m JOIN taken t ON t.id = m.room_id
+    ) numbered
 ), message AS (
-    INSERT INTO {message} (room_id, seq, sender_id, client_msg_id, body, state, sent_at)
-    SELECT p.room_id, p.seq, i.user_id, i.command_id, i.body, %(state)s, s.at FROM post p JOIN item i USING (n), stamp s
+    INSERT INTO {message} (room_id, seq, sender_id, client_msg_id, body, state, sent_at, version, posted_rev, rev)
+    SELECT p.room_id, p.seq, i.user_id, i.command_id, i.body, %(state)s, s.at, 1, p.rev, p.rev
+    FROM post p JOIN item i USING (n), stamp s
 ), record AS (
     INSERT INTO {record} (user_id, command_id, type, fingerprint, result, created_at)
     SELECT i.user_id, i.command_id, %(type)s, i.fingerprint,
            jsonb_build_object('room', i.room, 'seq', p.seq, 'at', s.at_text), s.at
     FROM post p JOIN item i USING (n), stamp s
 )
-SELECT p.n, p.seq, s.at_text FROM post p, stamp s
+SELECT p.n, p.seq, s.at_text, p.rev FROM post p, stamp s
 """
 
 
@@ -321,7 +352,7 @@ def posts_statement(entries: list[tuple[CommandContext, Post, str]]) -> tuple[st
 def posts_results(entries: list[tuple[CommandContext, Post, str]], rows: list[tuple]) -> list[dict | Forbidden]:
     """Per entry its ack data, from the statement's rows (`n`, seq, time as the
     protocol's text); posts by non-members, which have no row, are refused."""
-    stored = {n: (seq, at) for n, seq, at in rows}
+    stored = {n: (seq, at, rev) for n, seq, at, rev in rows}
     results: list[dict | Forbidden] = []
     for n, (ctx, post, _) in enumerate(entries, start=1):
         if n not in stored:
@@ -370,12 +401,13 @@ def post_and_record(ctx: CommandContext, post: Post, fingerprint: str) -> dict |
          apply_recorded_many_async=aposts_and_records)
 def post_message(ctx: CommandContext, post: Post) -> dict:
     room_id = joined_room_id(ctx.user, post.room)
-    seq = next_seq(room_id)
+    seq, rev = next_seq(room_id)
     sent_at = timezone.now()
     Message.objects.create(
-        room_id=room_id, seq=seq, sender=ctx.user, client_msg_id=ctx.command_id, body=post.body, sent_at=sent_at
+        room_id=room_id, seq=seq, sender=ctx.user, client_msg_id=ctx.command_id, body=post.body, sent_at=sent_at,
+        posted_rev=rev, rev=rev,
     )
-    return posted(ctx, post, seq, format_time(sent_at))
+    return posted(ctx, post, seq, format_time(sent_at), rev)
 
 
 # receipt --------------------------------------------------------------------

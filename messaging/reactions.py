@@ -28,6 +28,7 @@ from .exceptions import Invalid
 from .handlers import CommandContext, command
 from .models import Message, ReactionCount, Room
 from .protocol import optional_seq, room_slug
+from .chat.revs import next_rev
 from .rooms import joined_room_id
 
 
@@ -44,12 +45,13 @@ def validate_reaction(d: dict) -> Reaction:
     return Reaction(room=room_slug(d), seq=seq)
 
 
-def reaction_frame(room: str, seq: int, count: int) -> dict:
-    return {"t": "reaction", "d": {"room": room, "seq": seq, "count": count}}
+def reaction_frame(room: str, seq: int, count: int, rev: int | None = None) -> dict:
+    return {"t": "reaction", "d": {"room": room, "seq": seq, "count": count, "rev": rev}}
 
 
-def increment(message_id: int) -> int:
-    """Add one to the message's count in one statement, creating the row on first use.
+def increment(message_id: int, room_id: int, rev: int) -> int:
+    """Add one to the message's count in one statement, creating the row on first use,
+    and mark it with the room's `rev` of this change.
 
     An upsert, so two first reactions racing cannot both insert; the row lock
     it takes is held until commit, so concurrent reactions queue on it.
@@ -57,9 +59,10 @@ def increment(message_id: int) -> int:
     table = ReactionCount._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {table} (message_id, count) VALUES (%s, 1) "
-            f"ON CONFLICT (message_id) DO UPDATE SET count = {table}.count + 1 RETURNING count",
-            [message_id],
+            f"INSERT INTO {table} (message_id, count, room_id, rev) VALUES (%s, 1, %s, %s) "
+            f"ON CONFLICT (message_id) DO UPDATE SET count = {table}.count + 1, room_id = EXCLUDED.room_id,"
+            f" rev = EXCLUDED.rev RETURNING count",
+            [message_id, room_id, rev],
         )
         return cursor.fetchone()[0]
 
@@ -67,11 +70,16 @@ def increment(message_id: int) -> int:
 @command("reaction.add", validate=validate_reaction)
 def add_reaction(ctx: CommandContext, reaction: Reaction) -> dict:
     room_id = joined_room_id(ctx.user, reaction.room)
-    message_id = Message.objects.filter(room_id=room_id, seq=reaction.seq).values_list("id", flat=True).first()
-    if message_id is None:
+    found = Message.objects.filter(room_id=room_id, seq=reaction.seq).values_list("id", "deleted_at").first()
+    if found is None:
         raise Invalid(f"no message {reaction.seq} in room {reaction.room}")
-    count = increment(message_id)
-    ctx.broadcast(reaction.room, reaction_frame(reaction.room, reaction.seq, count))
+    message_id, deleted_at = found
+    if deleted_at is not None:
+        raise Invalid(f"message {reaction.seq} is deleted")
+    # The room's row lock (the rev) before the count's, as posts and edits take it.
+    rev = next_rev(room_id)
+    count = increment(message_id, room_id, rev)
+    ctx.broadcast(reaction.room, reaction_frame(reaction.room, reaction.seq, count, rev))
     return {"room": reaction.room, "seq": reaction.seq, "count": count}
 
 
@@ -83,12 +91,13 @@ def range_reactions(room: Room, first: int, last: int, *, limit: int) -> list[di
     counts = (
         ReactionCount.objects.filter(message__room=room, message__seq__gte=first, message__seq__lte=last, count__gt=0)
         .order_by("-message__seq")
-        .values_list("message__seq", "count")[:limit]
+        .values_list("message__seq", "count", "rev")[:limit]
     )
-    return [reaction_frame(room.slug, seq, count) for seq, count in reversed(list(counts))]
+    return [reaction_frame(room.slug, seq, count, rev) for seq, count, rev in reversed(list(counts))]
 
 
 def backlog_reactions(room: str, messages: Iterable[Message]) -> list[dict]:
     """`reaction` frames for the messages of a backlog that have any, in seq order."""
     counts = ReactionCount.objects.filter(message__in=[m.pk for m in messages], count__gt=0)
-    return [reaction_frame(room, seq, count) for seq, count in counts.order_by("message__seq").values_list("message__seq", "count")]
+    rows = counts.order_by("message__seq").values_list("message__seq", "count", "rev")
+    return [reaction_frame(room, seq, count, rev) for seq, count, rev in rows]

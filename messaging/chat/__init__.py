@@ -1,0 +1,4 @@
+"""A message's whole life after its post: edits and deletes (`edits.py`,
+`deletes.py`, who may make them in `permissions.py`), the room's change
+counter `rev` (`revs.py`) and the replay it resumes (`replay.py`), history
+pages (`history.py`) and unread counts (`unread.py`)."""

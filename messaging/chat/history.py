@@ -1,0 +1,56 @@
+"""`room.history` (PROTOCOL.md 1.1): a room's messages page by page, backwards by seq.
+
+One page is the newest `limit` messages below `before`, in seq order, each
+as a `msg` frame's `d` in its current state (tombstones included: a deleted
+message keeps its place), and `more`: whether older ones exist. The counts
+of the page's messages that have reactions follow the ack as `reaction`
+frames, as after a join's backlog. Two queries, each bounded by the page.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..exceptions import Invalid
+from ..handlers import CommandContext, command
+from ..models import Message
+from ..protocol import room_slug
+from .edits import joined_room, message_seq
+
+# PROTOCOL.md 1.1 fixes the page's bounds.
+HISTORY_DEFAULT = 50
+HISTORY_MAX = 100
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    room: str
+    before: int
+    limit: int
+
+
+def validate_history(d: dict) -> HistoryPage:
+    try:
+        before = message_seq({"seq": d.get("before")})
+    except Invalid:
+        raise Invalid("before must be an integer >= 1") from None
+    limit = d.get("limit", HISTORY_DEFAULT)
+    if limit is None:
+        limit = HISTORY_DEFAULT
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= HISTORY_MAX:
+        raise Invalid(f"limit must be an integer from 1 to {HISTORY_MAX}")
+    return HistoryPage(room=room_slug(d), before=before, limit=limit)
+
+
+@command("room.history", validate=validate_history, exactly_once=False)
+def room_history(ctx: CommandContext, page: HistoryPage) -> dict:
+    # Imported here: messaging.commands imports this package for room.join.
+    from ..commands import stored_msg_frame
+    from ..reactions import backlog_reactions
+
+    room = joined_room(ctx.user, page.room)
+    found = list(Message.objects.filter(room=room, seq__lt=page.before).select_related("sender")
+                 .order_by("-seq")[: page.limit + 1])
+    messages = found[: page.limit][::-1]
+    ctx.replies.extend(backlog_reactions(room.slug, messages))
+    return {"room": room.slug, "messages": [stored_msg_frame(m, room.slug, ctx.user)["d"] for m in messages],
+            "more": len(found) > page.limit}
