@@ -321,3 +321,39 @@ def test_the_portable_receipt_path_stays_within_its_ceiling(reader):
     assert move.moved and Message.objects.get(seq=2).state == "read"
     assert len(queries) <= PORTABLE_RECEIPT_QUERIES, [q["sql"] for q in queries]
     assert len(redis_calls) <= RECEIPT_REDIS, redis_calls
+
+
+# An edit (PROTOCOL 1.1), in its transaction: BEGIN, the membership with its
+# room, the message's row lock, the room's next rev, the new body and
+# version, the version's record, the command record, COMMIT; the claim and
+# the result in Redis, as for a post.
+EDIT_QUERIES, EDIT_REDIS = 8, 2
+# A join with since_rev, as a reconnect sends it: BEGIN, the room, the
+# membership's watermark, the members' page, the unread count, the three
+# range scans of the replay (posted, changed, counts), COMMIT. No Redis.
+SINCE_REV_JOIN_QUERIES, SINCE_REV_JOIN_REDIS = 9, 0
+
+
+def test_an_edit_costs_one_transaction_of_a_few_statements_and_two_redis_round_trips(member):
+    with counted() as (queries, redis_calls):
+        outcome = run(member, "message.edit", {"room": "lobby", "seq": 1, "body": "warmed up"}, id="e1")
+    assert outcome.data["version"] == 2 and not outcome.dup
+    assert Message.objects.get(seq=1).body == "warmed up"
+    assert len(queries) <= EDIT_QUERIES, [q["sql"] for q in queries]
+    assert len(redis_calls) <= EDIT_REDIS, redis_calls
+
+
+def test_a_resume_by_since_rev_costs_a_few_bounded_queries_whatever_changed(member):
+    for n in range(5):
+        run(member, "room.post", {"room": "lobby", "body": f"m{n}"})
+    run(member, "message.edit", {"room": "lobby", "seq": 1, "body": "edited"})
+    run(member, "message.delete", {"room": "lobby", "seq": 2})
+    run(member, "reaction.add", {"room": "lobby", "seq": 3})
+    with counted() as (queries, redis_calls):
+        outcome = run(member, "room.join", {"room": "lobby", "since_rev": 1})
+    assert outcome.data["last_rev"] == 9
+    # The warm-up post is seq 1 (rev 1); seq 2, deleted, comes as its tombstone.
+    assert [f["t"] for f in outcome.replies] == ["msg"] * 5 + ["msg.edit", "reaction"]
+    assert outcome.replies[0]["d"]["deleted"] is True
+    assert len(queries) <= SINCE_REV_JOIN_QUERIES, [q["sql"] for q in queries]
+    assert len(redis_calls) <= SINCE_REV_JOIN_REDIS, redis_calls
