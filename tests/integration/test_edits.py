@@ -211,3 +211,27 @@ async def test_an_edit_waits_for_nothing_of_another_users_bad_edit(make_user, op
     good = await ana.call("message.edit", {"room": "lobby", "seq": seq, "body": "fine"})
     assert bad["error"]["code"] == "invalid" and good["ok"]
     assert (await message_row(seq))["body"] == "fine"
+
+
+def test_prune_edit_history_clears_old_bodies_and_keeps_the_versions(django_user_model, settings):
+    from datetime import timedelta
+
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    from .conftest import apply_command
+
+    settings.MESSAGING = {**settings.MESSAGING, "EDIT_HISTORY_RETENTION": 3600}
+    ana = django_user_model.objects.create_user(username="ana")
+    apply_command(ana, "room.join", {"room": "lobby"})
+    apply_command(ana, "room.post", {"room": "lobby", "body": "old"})
+    apply_command(ana, "message.edit", {"room": "lobby", "seq": 1, "body": "newer"})
+    apply_command(ana, "message.edit", {"room": "lobby", "seq": 1, "body": "newest"})
+    MessageVersion.objects.filter(version=2).update(at=timezone.now() - timedelta(hours=2))
+    call_command("prune_edit_history")
+    assert list(MessageVersion.objects.order_by("version").values_list("version", "previous_body")) == [
+        (2, None), (3, "newer")]
+    settings.MESSAGING = {**settings.MESSAGING, "EDIT_HISTORY_RETENTION": 0}
+    call_command("prune_edit_history")
+    assert list(MessageVersion.objects.values_list("previous_body", flat=True)) == [None, None]
+    assert Message.objects.get(seq=1).body == "newest"
