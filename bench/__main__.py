@@ -24,7 +24,7 @@ import psycopg
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from messaging.metrics import BATCH_PHASE_NAMES
+from messaging.ops.metrics import BATCH_PHASE_NAMES
 from tests.support.servers import ROOT
 from tests.support.wsclient import sign_in
 

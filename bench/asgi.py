@@ -19,8 +19,8 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path  # noqa: E402
 
-from messaging.daphne_compat import allow_protocol_close_codes, defer_autobahn_log_formatting  # noqa: E402
-from messaging.routing import websocket_urlpatterns  # noqa: E402
+from messaging.transport.daphne_compat import allow_protocol_close_codes, defer_autobahn_log_formatting  # noqa: E402
+from messaging.transport.routing import websocket_urlpatterns  # noqa: E402
 
 from .consumers import EchoConsumer, TutorialConsumer  # noqa: E402
 

@@ -32,7 +32,7 @@ CLOSE = WSMsgType.CLOSE
 CONTINUATION = WSMsgType.CONTINUATION
 
 # The first bytes of the frames counted as fan-out. The project's server
-# encodes every frame with orjson (`messaging.protocol.encode`: compact, keys
+# encodes every frame with orjson (`messaging.core.protocol.encode`: compact, keys
 # in insertion order) from dicts that put "t" first (`msg_frame`, the receipt
 # `status` frame); the tutorial consumer uses `json.dumps` (", " and ": "). A
 # frame that starts with one of these is that kind, exactly; any other frame

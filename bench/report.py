@@ -5,7 +5,7 @@ is the run's own, not a transcription of it.
 """
 from __future__ import annotations
 
-from messaging.metrics import BATCH_PHASE_NAMES
+from messaging.ops.metrics import BATCH_PHASE_NAMES
 
 # (heading, key in a run's summary, digits; None rounds to a whole number)
 PEAK_COLUMNS = [

@@ -1,20 +1,82 @@
 """messaging: exactly-once real-time chat over WebSockets for Django Channels.
 
-`messaging.command` is the decorator that registers a host project's own
-command types (see docs/INTEGRATION.md). It is loaded on first use, so
-importing this package never needs configured Django settings.
+The layers (docs/ARCHITECTURE.md): `messaging.core` (protocol, command types,
+the exactly-once pipeline; no Channels), `messaging.chat` (rooms, posts,
+receipts), `messaging.transport` (the Channels consumer, the server adapters,
+the fan-out hub), `messaging.ops` (metrics, checks, health, logs, retention).
+
+What a host project uses is importable from here: `messaging.command`, the
+decorator that registers a host's own command types (docs/INTEGRATION.md),
+its refusals, and the pieces of an ASGI application. Each is loaded on first
+use, so importing this package never needs configured Django settings.
 """
 from __future__ import annotations
 
+import importlib
+import importlib.abc
+import importlib.util
+import sys
 from typing import Any
 
 __version__ = "0.2.0"
-__all__ = ["__version__", "command"]
+
+# Public name -> the module that defines it.
+_PUBLIC = {
+    "command": "messaging.core.handlers",
+    "CommandContext": "messaging.core.handlers",
+    "CommandError": "messaging.core.exceptions",
+    "Invalid": "messaging.core.exceptions",
+    "Forbidden": "messaging.core.exceptions",
+    "joined_room_id": "messaging.chat.rooms",
+    "websocket_urlpatterns": "messaging.transport.routing",
+    "AuthMiddlewareStack": "messaging.transport.auth",
+    "HandshakeThrottle": "messaging.transport.handshakes",
+    "OriginValidator": "messaging.transport.origins",
+    "SameOriginValidator": "messaging.transport.origins",
+    "allow_protocol_close_codes": "messaging.transport.daphne_compat",
+    "defer_autobahn_log_formatting": "messaging.transport.daphne_compat",
+    "limit_posts_per_address": "messaging.transport.addresses",
+}
+__all__ = ["__version__", *_PUBLIC]
+
+# The module paths 0.2 documented for host projects, before the layers: each
+# old name is the moved module itself (one object, so one registry and one
+# set of settings), not a copy. Internal modules moved without an alias.
+_MOVED = {
+    "messaging.addresses": "messaging.transport.addresses",
+    "messaging.auth": "messaging.transport.auth",
+    "messaging.daphne_compat": "messaging.transport.daphne_compat",
+    "messaging.exceptions": "messaging.core.exceptions",
+    "messaging.handlers": "messaging.core.handlers",
+    "messaging.handshakes": "messaging.transport.handshakes",
+    "messaging.logcontext": "messaging.ops.logcontext",
+    "messaging.origins": "messaging.transport.origins",
+    "messaging.rooms": "messaging.chat.rooms",
+    "messaging.routing": "messaging.transport.routing",
+}
+
+
+class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds an old documented path (`messaging.routing`) and answers with the module it moved to."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname not in _MOVED:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: Any) -> Any:
+        return importlib.import_module(_MOVED[spec.name])
+
+    def exec_module(self, module: Any) -> None:
+        pass  # already executed under its new name
+
+
+if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
+    # Last, so it is asked only for names no file answers.
+    sys.meta_path.append(_MovedModules())
 
 
 def __getattr__(name: str) -> Any:
-    if name == "command":
-        from .handlers import command
-
-        return command
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
     raise AttributeError(f"module 'messaging' has no attribute {name!r}")

@@ -18,9 +18,9 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from .chat.receipts import recipient_receipts
+from .core.protocol import format_time
 from .models import CommandRecord, Membership, Message, MessageVersion, Room
-from .protocol import format_time
-from .receipts import recipient_receipts
 
 
 class ReadOnly:

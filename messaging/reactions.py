@@ -24,12 +24,12 @@ from typing import Iterable
 
 from django.db import connection
 
-from .exceptions import Invalid
-from .handlers import CommandContext, command
+from .chat.rooms import joined_room_id
+from .core.exceptions import Invalid
+from .core.handlers import CommandContext, command
+from .core.protocol import optional_seq, room_slug
 from .models import Message, ReactionCount, Room
-from .protocol import optional_seq, room_slug
 from .chat.revs import next_rev
-from .rooms import joined_room_id
 
 
 @dataclass(frozen=True)

@@ -219,10 +219,10 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     # Every line made while a command runs names its id, type and user.
-    "filters": {"command": {"()": "messaging.logcontext.CommandContextFilter"}},
+    "filters": {"command": {"()": "messaging.ops.logcontext.CommandContextFilter"}},
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(command_id)s %(command_type)s user=%(user)s] %(message)s"},
-        "json": {"()": "messaging.logcontext.JsonFormatter"},
+        "json": {"()": "messaging.ops.logcontext.JsonFormatter"},
     },
     "handlers": {
         "console": {

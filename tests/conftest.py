@@ -10,8 +10,8 @@ import redis
 from asgiref.sync import SyncToAsync
 from django.db import connection, connections
 
-from messaging.idempotency import close_db_threads
-from messaging.loopdb import close_loop_databases
+from messaging.core.idempotency import close_db_threads
+from messaging.core.loopdb import close_loop_databases
 
 from .support.servers import ROOT, Daphne
 

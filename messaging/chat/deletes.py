@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from ..exceptions import Forbidden
-from ..handlers import CommandContext, command
+from ..core.exceptions import Forbidden
+from ..core.handlers import CommandContext, command
+from ..core.protocol import format_time, room_slug
 from ..models import Message, MessageVersion
-from ..protocol import format_time, room_slug
 from .edits import MessageRef, joined_room, locked_message, message_seq, record_version
 from .permissions import may_delete
 from .revs import next_rev

@@ -15,10 +15,10 @@ from typing import Any
 from django.utils import timezone
 
 from ..conf import get_settings
-from ..exceptions import Forbidden, Invalid
-from ..handlers import CommandContext, command
+from ..core.exceptions import Forbidden, Invalid
+from ..core.handlers import CommandContext, command
+from ..core.protocol import format_time, message_body, optional_seq, room_slug
 from ..models import Membership, Message, MessageVersion, Room
-from ..protocol import format_time, message_body, optional_seq, room_slug
 from .permissions import may_edit
 from .revs import next_rev
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..exceptions import Invalid
-from ..handlers import CommandContext, command
+from ..core.exceptions import Invalid
+from ..core.handlers import CommandContext, command
+from ..core.protocol import room_slug
 from ..models import Message
-from ..protocol import room_slug
 from .edits import joined_room, message_seq
 
 # PROTOCOL.md 1.1 fixes the page's bounds.
@@ -44,7 +44,7 @@ def validate_history(d: dict) -> HistoryPage:
 @command("room.history", validate=validate_history, exactly_once=False)
 def room_history(ctx: CommandContext, page: HistoryPage) -> dict:
     # Imported here: messaging.commands imports this package for room.join.
-    from ..commands import stored_msg_frame
+    from .commands import stored_msg_frame
     from ..reactions import backlog_reactions
 
     room = joined_room(ctx.user, page.room)

@@ -38,7 +38,7 @@ def changes_since(room: Room, since_rev: int, viewer: Any, *, limit: int) -> lis
     """The frames that bring a client at `since_rev` to the room's state at
     `room.last_rev`, at most `limit` (see the module's docstring)."""
     # Imported here: messaging.commands imports this module for room.join.
-    from ..commands import stored_msg_frame
+    from .commands import stored_msg_frame
     from ..reactions import reaction_frame
 
     upto = room.last_rev

@@ -15,7 +15,7 @@ from django.db.models import Count, DateTimeField, F, IntegerField, Min, OuterRe
 from django.db.models.functions import Coalesce
 
 from ..conf import get_settings
-from ..handlers import CommandContext, command
+from ..core.handlers import CommandContext, command
 from ..models import Membership, Message
 
 

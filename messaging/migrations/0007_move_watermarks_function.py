@@ -1,6 +1,6 @@
 """On PostgreSQL, a receipt's move is one function call: one round trip.
 
-`messaging.receipts.move_watermarks` took eight (BEGIN, the membership, the
+`messaging.chat.receipts.move_watermarks` took eight (BEGIN, the membership, the
 room's state lock, the watermarks, the move, one UPDATE of states per
 watermark, COMMIT), and a database thread hop from the event loop. One
 statement cannot do it: its snapshot is taken before it waits for the room's
@@ -10,7 +10,7 @@ two recipients' receipts would each miss the other's (see
 takes a fresh snapshot, so the UPDATEs after the lock see every watermark
 committed before it, as the separate statements did.
 
-The function does what the ORM path in `messaging.receipts` does, in the same
+The function does what the ORM path in `messaging.chat.receipts` does, in the same
 order and with the same locks (the membership row, then the room's advisory
 lock), so processes of both versions can run side by side during a deploy.
 It returns no row for a non-member. Otherwise one row: the room's last seq,
@@ -23,7 +23,7 @@ migration that replaces it.
 """
 from django.db import migrations
 
-# The first key of the room's advisory lock: `messaging.receipts.RECEIPTS_LOCK`.
+# The first key of the room's advisory lock: `messaging.chat.receipts.RECEIPTS_LOCK`.
 RECEIPTS_LOCK = 0x72637074
 
 FUNCTION = """

@@ -23,7 +23,7 @@ The SQL is written here, not imported, as in 0007.
 """
 from django.db import migrations
 
-# The first key of the room's advisory lock: `messaging.receipts.RECEIPTS_LOCK`.
+# The first key of the room's advisory lock: `messaging.chat.receipts.RECEIPTS_LOCK`.
 RECEIPTS_LOCK = 0x72637074
 
 FUNCTION = """

@@ -25,12 +25,12 @@ from typing import Any, Callable
 # into the server beyond the public `command` API.
 TARGETS: dict[str, tuple[str, ...]] = {
     # A failed delivery keeps its claim: a retry waits for the lease.
-    "claim-kept": ("messaging.idempotency.Batch.finish",),
+    "claim-kept": ("messaging.core.idempotency.Batch.finish",),
     # The result goes to Redis when the handler returns, before the commit.
-    "early-result": ("messaging.idempotency._apply", "messaging.idempotency.get_claim_store"),
+    "early-result": ("messaging.core.idempotency._apply", "messaging.core.idempotency.get_claim_store"),
     # Each process answers duplicates from its own memory of results, filled
     # when the handler returns, before the commit: a rollback leaves it stale.
-    "stale-cache": ("messaging.idempotency._apply", "messaging.idempotency.RedisClaimStore.aclaim_many"),
+    "stale-cache": ("messaging.core.idempotency._apply", "messaging.core.idempotency.RedisClaimStore.aclaim_many"),
 }
 PLANTS = tuple(TARGETS)
 
@@ -80,7 +80,7 @@ def register_wallet() -> None:
     from django.db import connection
 
     from messaging import command
-    from messaging.exceptions import Invalid
+    from messaging.core.exceptions import Invalid
 
     @dataclasses.dataclass(frozen=True)
     class Add:
@@ -108,7 +108,7 @@ def register_wallet() -> None:
 
 
 def plant_claim_kept() -> None:
-    from messaging import idempotency
+    from messaging.core import idempotency
 
     finish = idempotency.Batch.finish
 
@@ -122,7 +122,7 @@ def plant_claim_kept() -> None:
 def on_handler_return(remember: Callable[[Any, Any, str, dict], None]) -> None:
     """Call `remember(user, command, fingerprint, result)` when an exactly-once
     handler returns inside its transaction, before the record and the commit."""
-    from messaging import idempotency
+    from messaging.core import idempotency
 
     apply = idempotency._apply
 
@@ -142,7 +142,7 @@ def on_handler_return(remember: Callable[[Any, Any, str, dict], None]) -> None:
 
 
 def plant_early_result() -> None:
-    from messaging import idempotency
+    from messaging.core import idempotency
 
     def store_in_redis(user: Any, command: Any, fingerprint: str, result: dict) -> None:
         key = idempotency.claim_key(user.pk, command.id)
@@ -152,7 +152,7 @@ def plant_early_result() -> None:
 
 
 def plant_stale_cache() -> None:
-    from messaging import idempotency
+    from messaging.core import idempotency
 
     remembered: OrderedDict[str, Any] = OrderedDict()
 

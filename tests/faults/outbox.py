@@ -19,7 +19,7 @@ import websockets
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from messaging.models import CommandRecord, Message, Room
-from messaging.protocol import format_time
+from messaging.core.protocol import format_time
 
 CONNECTION_ERRORS = (OSError, ConnectionClosed, InvalidHandshake, InvalidURI, asyncio.TimeoutError)
 

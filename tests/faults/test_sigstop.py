@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from messaging.idempotency import claim_key
+from messaging.core.idempotency import claim_key
 from messaging.models import Message, Room
 
 from ..support.wsclient import WsClient

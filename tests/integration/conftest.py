@@ -16,8 +16,8 @@ from channels.db import database_sync_to_async
 from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 
-from messaging.consumers import ChatConsumer
-from messaging.idempotency import reset_claim_store
+from messaging.transport.consumers import ChatConsumer
+from messaging.core.idempotency import reset_claim_store
 
 from ..support.servers import RedisServer
 
@@ -161,9 +161,9 @@ def apply_command(user, t: str, d: dict, id: str | None = None):
 
     Returns the `Outcome`; refusals raise their `CommandError`.
     """
-    from messaging import handlers
-    from messaging.idempotency import execute
-    from messaging.protocol import Command
+    from messaging.core import handlers
+    from messaging.core.idempotency import execute
+    from messaging.core.protocol import Command
 
     handler = handlers.lookup(t)
     return execute(user, Command(id=id or uuid.uuid4().hex, t=t, d=d), handler, handlers.validate(handler, d))
@@ -171,9 +171,9 @@ def apply_command(user, t: str, d: dict, id: str | None = None):
 
 def post_delivery(user, room: str, body: str, id: str | None = None):
     """One delivery of a `room.post`, validated, as a batch carries it."""
-    from messaging import handlers
-    from messaging.idempotency import Delivery
-    from messaging.protocol import Command
+    from messaging.core import handlers
+    from messaging.core.idempotency import Delivery
+    from messaging.core.protocol import Command
 
     d = {"room": room, "body": body}
     handler = handlers.lookup("room.post")
@@ -192,7 +192,7 @@ def wait_until(predicate, timeout: float = 30, what: str = "a condition") -> Non
 @pytest.fixture
 def broken_type():
     """A registered exactly-once command type whose handler always raises; yields its type."""
-    from messaging import handlers
+    from messaging.core import handlers
 
     def apply(ctx, data):
         raise RuntimeError("the handler broke")

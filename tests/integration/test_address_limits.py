@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client as HttpClient
 from prometheus_client import REGISTRY
 
-from messaging.ratelimit import RedisWindow
+from messaging.transport.ratelimit import RedisWindow
 from project.asgi import application
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

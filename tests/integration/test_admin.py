@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from messaging.models import CommandRecord, Membership, Message, Room, WatermarkMove
-from messaging.protocol import format_time
+from messaging.core.protocol import format_time
 
 from .conftest import apply_command
 

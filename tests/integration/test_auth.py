@@ -1,4 +1,4 @@
-"""The handshake's sign-in read (`messaging.auth.signed_in_user`) on a connection PostgreSQL ended.
+"""The handshake's sign-in read (`messaging.transport.auth.signed_in_user`) on a connection PostgreSQL ended.
 
 It is read again once, on a fresh connection, only when the connection it
 failed on is dead; any other database error fails the handshake as before.
@@ -13,7 +13,7 @@ from django.db import OperationalError, connection
 from django.test import Client as HttpClient
 from django.test.utils import CaptureQueriesContext
 
-from messaging.auth import signed_in_user
+from messaging.transport.auth import signed_in_user
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

@@ -12,14 +12,15 @@ from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from prometheus_client import REGISTRY
 
-from messaging import commands, handlers, idempotency
+from messaging.chat import commands
+from messaging.core import handlers, idempotency
 from messaging.conf import get_settings
-from messaging.exceptions import Forbidden, IdReused, Unavailable
-from messaging.handlers import CommandContext
-from messaging.idempotency import (
+from messaging.core.exceptions import Forbidden, IdReused, Unavailable
+from messaging.core.handlers import CommandContext
+from messaging.core.idempotency import (
     ClaimBusy, claim_key, execute_async, execute_many, execute_many_async, reset_claim_store,
 )
-from messaging.metrics import BATCH_PHASE_NAMES
+from messaging.ops.metrics import BATCH_PHASE_NAMES
 from messaging.models import CommandRecord, Message, Room
 
 from .conftest import apply_command, post_delivery, wait_until

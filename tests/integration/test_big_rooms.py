@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from messaging.models import Membership, Message, Room
-from messaging.receipts import move_watermarks, move_watermarks_portably
+from messaging.chat.receipts import move_watermarks, move_watermarks_portably
 
 from ..support.crowds import LONG_NAME, catch_up, crowd
 from .conftest import apply_command

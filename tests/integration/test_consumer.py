@@ -7,7 +7,7 @@ import pytest
 from channels.layers import DEFAULT_CHANNEL_LAYER, get_channel_layer
 from channels.testing import WebsocketCommunicator
 
-from messaging.consumers import ChatConsumer
+from messaging.transport.consumers import ChatConsumer
 from messaging.models import Room
 from project.asgi import application
 

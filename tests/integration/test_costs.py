@@ -16,11 +16,11 @@ from asgiref.sync import sync_to_async
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from messaging import handlers, idempotency, loopdb
-from messaging.idempotency import Delivery, execute, execute_async, execute_many, execute_many_async, get_claim_store
+from messaging.core import handlers, idempotency, loopdb
+from messaging.core.idempotency import Delivery, execute, execute_async, execute_many, execute_many_async, get_claim_store
 from messaging.models import CommandRecord, Message
-from messaging.protocol import Command
-from messaging.receipts import move_watermarks_portably
+from messaging.core.protocol import Command
+from messaging.chat.receipts import move_watermarks_portably
 
 # A one-statement post (membership, seq, message and record); the claim, then the result.
 POST_QUERIES, POST_REDIS = 1, 2

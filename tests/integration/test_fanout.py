@@ -1,4 +1,4 @@
-"""Live fan-out through the hub (messaging/fanout.py), on real Redis."""
+"""Live fan-out through the hub (messaging/transport/fanout.py), on real Redis."""
 from __future__ import annotations
 
 import asyncio
@@ -8,9 +8,10 @@ import os
 import pytest
 import redis
 
-from messaging import consumers, metrics
-from messaging.fanout import Hub, RedisHub, get_hub, unpack, unpack_for_user
-from messaging.idempotency import reset_claim_store
+from messaging.transport import consumers
+from messaging.ops import metrics
+from messaging.transport.fanout import Hub, RedisHub, get_hub, unpack, unpack_for_user
+from messaging.core.idempotency import reset_claim_store
 
 from ..support.waiting import wait_for
 from .conftest import Client, rows
@@ -180,7 +181,7 @@ async def test_a_publish_that_fails_costs_the_frame_not_the_ack(make_user, open_
 
 
 async def test_a_publish_queue_past_its_bound_drops_the_oldest_frames():
-    from messaging import fanout
+    from messaging.transport import fanout
 
     hub, member = Hub(), Recorder()
     await hub.join("lobby", member)
@@ -195,7 +196,7 @@ async def test_a_publish_queue_past_its_bound_drops_the_oldest_frames():
 
 
 async def test_a_users_publish_queue_past_its_bound_drops_the_oldest_frames():
-    from messaging import fanout
+    from messaging.transport import fanout
 
     hub, socket = Hub(), Recorder()
     await hub.attach(7, socket)

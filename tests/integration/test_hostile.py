@@ -13,8 +13,8 @@ from django.test import Client as HttpClient
 
 from messaging.conf import get_settings
 from messaging.models import CommandRecord
-from messaging.ratelimit import RedisWindow
-from messaging.sessions import session_still_signs_in
+from messaging.transport.ratelimit import RedisWindow
+from messaging.transport.sessions import session_still_signs_in
 from project.asgi import application
 
 from .conftest import rows

@@ -6,11 +6,11 @@ import uuid
 import pytest
 from asgiref.sync import sync_to_async
 
-from messaging import handlers
-from messaging.exceptions import Invalid
-from messaging.idempotency import Delivery, Outcome, claim_key, execute_many_async
+from messaging.core import handlers
+from messaging.core.exceptions import Invalid
+from messaging.core.idempotency import Delivery, Outcome, claim_key, execute_many_async
 from messaging.models import CommandRecord, Message
-from messaging.protocol import Command, encode
+from messaging.core.protocol import Command, encode
 
 from .conftest import apply_command, post_delivery
 

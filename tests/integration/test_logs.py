@@ -7,7 +7,7 @@ import logging
 import pytest
 from django.conf import settings
 
-from messaging.logcontext import NOT_A_STRING, CommandContextFilter, JsonFormatter
+from messaging.ops.logcontext import NOT_A_STRING, CommandContextFilter, JsonFormatter
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -24,9 +24,9 @@ async def test_failure_logged_in_the_handler_thread_names_the_command_and_user(m
     client = await open_clients(await make_user())
     ack = await client.call("test.broken", {}, id="log-1")
     assert ack["error"]["code"] == "unavailable"
-    failure = next(r for r in records.records if r.name == "messaging.idempotency" and r.levelno == logging.ERROR)
+    failure = next(r for r in records.records if r.name == "messaging.core.idempotency" and r.levelno == logging.ERROR)
     assert (failure.command_id, failure.command_type, failure.user) == ("log-1", "test.broken", client.user.pk)
-    answered = next(r for r in records.records if r.name == "messaging.consumers" and "answered" in r.getMessage())
+    answered = next(r for r in records.records if r.name == "messaging.transport.consumers" and "answered" in r.getMessage())
     assert answered.getMessage().startswith("answered unavailable in ")
     assert (answered.command_id, answered.user) == ("log-1", client.user.pk)
 
@@ -57,7 +57,7 @@ PLAIN = logging.Formatter(settings.LOGGING["formatters"]["plain"]["format"])
 
 async def test_a_type_with_a_newline_cannot_forge_a_log_line(make_user, open_clients, records):
     client = await open_clients(await make_user())
-    forged = "room.post\n2026-12-01 09:00:00,000 ERROR messaging.consumers [x y user=1] forged"
+    forged = "room.post\n2026-12-01 09:00:00,000 ERROR messaging.transport.consumers [x y user=1] forged"
     ack = await client.call(forged, {}, id="log-3")
     assert ack["error"]["code"] == "unknown_type"
     answered = next(r for r in records.records if getattr(r, "command_id", None) == "log-3")

@@ -1,4 +1,4 @@
-"""The event loop's own PostgreSQL connections (messaging/loopdb.py): posts
+"""The event loop's own PostgreSQL connections (messaging/core/loopdb.py): posts
 stored without a database thread, and what a broken, failed or interrupted
 statement there leaves behind: nothing applied twice, nothing lost."""
 from __future__ import annotations
@@ -10,12 +10,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
 
-from messaging import handlers, idempotency
-from messaging.exceptions import Unavailable
-from messaging.idempotency import Delivery, claim_key, execute_async, execute_many_async
-from messaging.loopdb import LoopDatabase, close_loop_databases, loop_database
+from messaging.core import handlers, idempotency
+from messaging.core.exceptions import Unavailable
+from messaging.core.idempotency import Delivery, claim_key, execute_async, execute_many_async
+from messaging.core.loopdb import LoopDatabase, close_loop_databases, loop_database
 from messaging.models import CommandRecord, Membership, Message
-from messaging.protocol import Command
+from messaging.core.protocol import Command
 
 from .conftest import apply_command, post_delivery
 

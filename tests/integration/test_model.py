@@ -26,10 +26,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from messaging import handlers
-from messaging.idempotency import reset_claim_store
+from messaging.core import handlers
+from messaging.core.idempotency import reset_claim_store
 from messaging.models import CommandRecord, Membership, Message, Room
-from messaging.protocol import format_time
+from messaging.core.protocol import format_time
 
 from .conftest import Client
 

@@ -10,8 +10,8 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
 
-from messaging.origins import SameOriginValidator
-from messaging.routing import websocket_urlpatterns
+from messaging.transport.origins import SameOriginValidator
+from messaging.transport.routing import websocket_urlpatterns
 from project.asgi import application
 
 from .conftest import rows

@@ -13,8 +13,8 @@ import json
 
 import pytest
 
-from messaging import idempotency
-from messaging.fanout import get_hub
+from messaging.core import idempotency
+from messaging.transport.fanout import get_hub
 
 from .conftest import rows
 

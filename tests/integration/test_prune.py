@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from messaging.models import CommandRecord, Membership, Message, Room, WatermarkMove
-from messaging.receipts import recipient_receipts
+from messaging.chat.receipts import recipient_receipts
 
 from .conftest import apply_command
 

@@ -6,7 +6,7 @@ import asyncio
 import pytest
 from channels.db import database_sync_to_async
 
-from messaging.idempotency import reset_claim_store
+from messaging.core.idempotency import reset_claim_store
 from messaging.models import CommandRecord, Membership, ReactionCount
 
 from ..support.wsclient import WsClient, sign_in

@@ -7,10 +7,10 @@ import pytest
 from channels.db import database_sync_to_async
 from django.db import connection, transaction
 
-from messaging.exceptions import Invalid
+from messaging.core.exceptions import Invalid
 from messaging.models import Membership, Message, WatermarkMove
-from messaging.protocol import format_time
-from messaging.receipts import recipient_receipts
+from messaging.core.protocol import format_time
+from messaging.chat.receipts import recipient_receipts
 
 from .conftest import apply_command, wait_until
 

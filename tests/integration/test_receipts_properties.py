@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from messaging.models import Membership, Message, Room
-from messaging.receipts import move_watermarks, move_watermarks_portably
+from messaging.chat.receipts import move_watermarks, move_watermarks_portably
 
 pytestmark = [pytest.mark.django_db]
 

@@ -10,7 +10,7 @@ from channels.db import database_sync_to_async
 from django.db import connections
 from django.utils import timezone
 
-from messaging.exceptions import RateLimited
+from messaging.core.exceptions import RateLimited
 from messaging.models import Membership, Room
 
 from .conftest import apply_command

@@ -13,7 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from prometheus_client import REGISTRY
 
-from messaging import handlers
+from messaging.core import handlers
 
 from .conftest import Client
 

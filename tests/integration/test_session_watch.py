@@ -19,7 +19,7 @@ from django.conf import settings as django_settings
 from django.db import DatabaseError
 from django.test import Client as HttpClient
 
-from messaging import consumers
+from messaging.transport import consumers
 from project.asgi import application
 
 from ..support.waiting import wait_for

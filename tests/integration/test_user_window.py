@@ -23,7 +23,7 @@ import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 
-from messaging.ratelimit import RedisWindow
+from messaging.transport.ratelimit import RedisWindow
 
 from ..support.servers import RedisServer, free_port
 from ..support.waiting import wait_for

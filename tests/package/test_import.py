@@ -24,7 +24,7 @@ def test_import_needs_no_settings_and_command_is_the_registry_decorator():
         from django.conf import settings
         settings.configure(INSTALLED_APPS=["django.contrib.auth", "django.contrib.contenttypes", "messaging"])
         django.setup()
-        from messaging import handlers
+        from messaging.core import handlers
         assert messaging.command is handlers.command
 
         @messaging.command("test.lazy", exactly_once=False)
@@ -42,3 +42,30 @@ def test_import_needs_no_settings_and_command_is_the_registry_decorator():
 def test_unknown_attribute_is_an_attribute_error():
     proc = run("import messaging\ntry:\n    messaging.nope\nexcept AttributeError as e:\n    print(e)\n")
     assert proc.stdout.strip() == "module 'messaging' has no attribute 'nope'"
+
+
+def test_public_names_and_the_module_paths_of_0_2_are_the_moved_modules():
+    proc = run(
+        """
+        import messaging
+        import django
+        from django.conf import settings
+        settings.configure(INSTALLED_APPS=["django.contrib.auth", "django.contrib.contenttypes", "messaging"])
+        django.setup()
+        from messaging.exceptions import Invalid
+        from messaging.routing import websocket_urlpatterns
+        import messaging.core.exceptions, messaging.transport.routing, messaging.handlers, messaging.core.handlers
+        assert messaging.Invalid is Invalid is messaging.core.exceptions.Invalid
+        assert messaging.websocket_urlpatterns is websocket_urlpatterns is messaging.transport.routing.websocket_urlpatterns
+        # One registry, whichever path a host imported it by.
+        assert messaging.handlers is messaging.core.handlers
+        import logging.config
+        logging.config.dictConfig({"version": 1, "filters": {"c": {"()": "messaging.logcontext.CommandContextFilter"}}})
+        try:
+            import messaging.idempotency
+        except ModuleNotFoundError:
+            print("ok")
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"

@@ -6,8 +6,8 @@ import json
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from messaging.exceptions import BadFrame
-from messaging.protocol import parse_command
+from messaging.core.exceptions import BadFrame
+from messaging.core.protocol import parse_command
 
 # Integers around every bound the server has: int64 (PROTOCOL 1.1's limit),
 # uint64 (what orjson reads as an integer; beyond it, a float) and more.

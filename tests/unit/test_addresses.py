@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from messaging.addresses import client_key, scope_client
+from messaging.transport.addresses import client_key, scope_client
 
 
 @pytest.mark.parametrize(

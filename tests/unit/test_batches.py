@@ -6,7 +6,7 @@ import contextvars
 
 import pytest
 
-from messaging.batches import Batcher
+from messaging.core.batches import Batcher
 
 
 class Runs:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from django.core import checks
 
-from messaging import checks as messaging_checks
+from messaging.ops import checks as messaging_checks
 
 REDIS_LAYER = "channels_redis.core.RedisChannelLayer"
 
@@ -38,7 +38,7 @@ def test_unknown_messaging_keys(sound):
 
 
 def test_fanout_without_redis_with_debug_off(sound):
-    # Room fan-out goes through the app's own Redis (messaging/fanout.py), not
+    # Room fan-out goes through the app's own Redis (messaging/transport/fanout.py), not
     # the channel layer: without it live frames stay in their process.
     sound.MESSAGING = {}
     assert ids() == ["messaging.W001"]

@@ -5,7 +5,7 @@ import autobahn.util
 from autobahn.twisted import websocket as twisted_websocket
 from autobahn.websocket import protocol
 
-from messaging.daphne_compat import Deferred, defer_autobahn_log_formatting
+from messaging.transport.daphne_compat import Deferred, defer_autobahn_log_formatting
 
 
 def test_a_deferred_argument_renders_only_when_formatted():

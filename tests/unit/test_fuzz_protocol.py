@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from messaging import handlers
-from messaging.exceptions import BadFrame, Invalid, UnknownType
-from messaging.protocol import COMMAND_ID, Command, check_data, loads, parse_command
+from messaging.core import handlers
+from messaging.core.exceptions import BadFrame, Invalid, UnknownType
+from messaging.core.protocol import COMMAND_ID, Command, check_data, loads, parse_command
 
 from ..support.hostile import command_data, frames, json_values, valid_ids
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from messaging import handlers
+from messaging.core import handlers
 
 
 async def loop_form(ctx, data):

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from messaging.logcontext import LOGGED_CHARS, NOT_A_STRING, CommandContextFilter, JsonFormatter, command_scope, loggable
+from messaging.ops.logcontext import LOGGED_CHARS, NOT_A_STRING, CommandContextFilter, JsonFormatter, command_scope, loggable
 
 
 @pytest.mark.parametrize(

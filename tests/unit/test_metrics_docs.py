@@ -7,7 +7,7 @@ import re
 
 from prometheus_client import REGISTRY
 
-from messaging import metrics  # noqa: F401  (registers the app's metrics)
+from messaging.ops import metrics  # noqa: F401  (registers the app's metrics)
 
 from ..support.servers import ROOT
 

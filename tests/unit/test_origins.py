@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from messaging.origins import OriginValidator, origin_allowed
+from messaging.transport.origins import OriginValidator, origin_allowed
 
 LOCAL = ("127.0.0.1", "localhost")
 

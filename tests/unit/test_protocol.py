@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from messaging.exceptions import BadFrame, Invalid
-from messaging.protocol import (
+from messaging.core.exceptions import BadFrame, Invalid
+from messaging.core.protocol import (
     FALLBACK_MAX_DEPTH,
     INT_MAX,
     INT_MIN,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from messaging.ratelimit import LocalWindow, TokenBucket
+from messaging.transport.ratelimit import LocalWindow, TokenBucket
 
 
 class Clock:

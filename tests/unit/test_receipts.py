@@ -6,7 +6,7 @@ from functools import reduce
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from messaging.receipts import Watermarks
+from messaging.chat.receipts import Watermarks
 
 seqs = st.none() | st.integers(min_value=0, max_value=1000)
 receipts = st.lists(st.tuples(seqs, seqs), max_size=20)

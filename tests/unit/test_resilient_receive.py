@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import redis
 
-from messaging.consumers import ChatConsumer, resilient
+from messaging.transport.consumers import ChatConsumer, resilient
 
 
 async def test_a_failing_layer_receive_is_retried_not_raised(monkeypatch):
@@ -12,7 +12,7 @@ async def test_a_failing_layer_receive_is_retried_not_raised(monkeypatch):
     async def no_wait(seconds):
         sleeps.append(seconds)
 
-    monkeypatch.setattr("messaging.consumers.asyncio.sleep", no_wait)
+    monkeypatch.setattr("messaging.transport.consumers.asyncio.sleep", no_wait)
     failures = [ConnectionRefusedError(), redis.ConnectionError("gone"), redis.TimeoutError()]
 
     async def receive():

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from messaging.management.retention import RetentionCommand
+from messaging.ops.retention import RetentionCommand
 from messaging.models import CommandRecord
 
 KEPT_TYPES = frozenset({"room.post"})

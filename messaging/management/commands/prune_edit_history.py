@@ -13,7 +13,7 @@ from typing import Any
 from django.utils import timezone
 
 from messaging.conf import get_settings
-from messaging.management.retention import RetentionCommand
+from messaging.ops.retention import RetentionCommand
 from messaging.models import MessageVersion
 
 

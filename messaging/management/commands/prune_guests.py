@@ -39,7 +39,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from messaging.management.retention import RetentionCommand
+from messaging.ops.retention import RetentionCommand
 from messaging.models import CommandRecord, Membership, Message, WatermarkMove
 
 # How `messaging.views.guest_login` names the accounts it makes.

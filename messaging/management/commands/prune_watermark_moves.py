@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import F, Max, OuterRef, Subquery
 from django.db.models.functions import Coalesce, Greatest
 
-from messaging.management.retention import RetentionCommand
+from messaging.ops.retention import RetentionCommand
 from messaging.models import Membership, WatermarkMove
 
 

@@ -17,6 +17,7 @@ if settings.DEBUG:
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+# The module paths of 0.2, as a host written then has them (they alias the moved modules).
 from messaging.origins import SameOriginValidator  # noqa: E402
 from messaging.routing import websocket_urlpatterns  # noqa: E402
 

@@ -2,7 +2,7 @@
 from django.db.models import F
 
 import messaging
-from messaging.exceptions import Invalid
+from messaging import Invalid
 
 
 def validate_credit(d: dict) -> int:

@@ -8,8 +8,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from .exceptions import Forbidden, RateLimited
-from .models import Membership, Room
+from ..core.exceptions import Forbidden, RateLimited
+from ..models import Membership, Room
 
 # The span `ROOMS_CREATED_PER_HOUR` counts over: any hour, not a clock hour.
 CREATION_SPAN = timedelta(hours=1)

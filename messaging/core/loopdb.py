@@ -28,7 +28,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connections
 
-from .conf import get_settings
+from ..conf import get_settings
 
 try:
     import psycopg

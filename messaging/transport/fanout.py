@@ -41,8 +41,8 @@ from typing import Any, Iterator, Protocol, Sequence
 import redis
 import redis.asyncio as aioredis
 
-from . import metrics
-from .conf import get_settings
+from ..conf import get_settings
+from ..ops import metrics
 
 log = logging.getLogger(__name__)
 

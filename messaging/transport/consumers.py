@@ -18,13 +18,14 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 from django.utils.functional import LazyObject, empty
 
-from . import handlers, metrics
-from .conf import get_settings
-from .exceptions import BadFrame, CommandError, Invalid, RateLimited, Unavailable
+from ..conf import get_settings
+from ..core import handlers
+from ..core.exceptions import BadFrame, CommandError, Invalid, RateLimited, Unavailable
+from ..core.idempotency import BATCH_LIMIT, Delivery, Outcome, execute_async, execute_together, run_in_db_thread
+from ..core.protocol import Command, ack_error, ack_ok, bad_frame, encode, frame_not_sent, parse_command
+from ..ops import metrics
+from ..ops.logcontext import command_scope, loggable
 from .fanout import get_hub
-from .idempotency import BATCH_LIMIT, Delivery, Outcome, execute_async, execute_together, run_in_db_thread
-from .logcontext import command_scope, loggable
-from .protocol import Command, ack_error, ack_ok, bad_frame, encode, frame_not_sent, parse_command
 from .ratelimit import TokenBucket, user_limiter
 from .sendbuffer import SendBuffer, payload_length, send_buffer
 from .sessions import session_still_signs_in
@@ -130,7 +131,7 @@ def resolved(user: Any) -> Any:
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
-    # Rooms' live frames come through the app's own hub (messaging/fanout.py),
+    # Rooms' live frames come through the app's own hub (messaging/transport/fanout.py),
     # so a socket does not listen on the channel layer: no channel, no
     # receive task and no Redis poll per socket. A host's subclass that wants
     # channel-layer events for its sockets names its layer here.
@@ -201,7 +202,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.inbox_limit = conf.INBOX_LIMIT
         await self.accept()
         # Everything this socket sends waits here until the connection takes it
-        # (messaging/sendbuffer.py).
+        # (messaging/transport/sendbuffer.py).
         self.outgoing: SendBuffer = send_buffer(self.base_send, conf.MAX_SEND_BUFFER, self.send_buffer_overflowed)
         self.held_bytes = 0
         metrics.OPEN_SOCKETS.inc()
@@ -354,7 +355,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def send_text(self, text: str) -> None:
         """Send one text frame: every frame this consumer sends goes through here.
 
-        The socket's send buffer (messaging/sendbuffer.py) writes it to the
+        The socket's send buffer (messaging/transport/sendbuffer.py) writes it to the
         connection, or queues it while the client does not read; it never
         waits, so a room's fan-out is not held up by a slow member. A frame
         too large ever to be sent is replaced by an error frame. A subclass
@@ -609,7 +610,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         """Queue a committed and acked effect's frame for everyone in the room.
 
         The socket's next command does not wait for it; the hub publishes
-        frames in the order they were queued (messaging/fanout.py).
+        frames in the order they were queued (messaging/transport/fanout.py).
         """
         seq = frame["d"].get("seq") if frame.get("t") == "msg" else None
         self.hub.publish(room, seq, encode(frame))

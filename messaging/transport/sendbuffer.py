@@ -25,7 +25,7 @@ owner is told (`on_overflow`), which closes the socket with 1008.
   is the queue, the frame being sent included.
 
 Sending never waits, so a slow socket holds back no other: a room's fan-out
-hands its frame to each member in turn (messaging/fanout.py). Frames keep
+hands its frame to each member in turn (messaging/transport/fanout.py). Frames keep
 their order, and a close goes after the frames queued before it, except
 after an overflow, when they are dropped. What a socket's own command sends
 (a join's backlog, which may be larger than the limit) is paced instead:
@@ -43,7 +43,7 @@ import logging
 from collections import deque
 from typing import Any, Awaitable, Callable
 
-from . import metrics
+from ..ops import metrics
 from .frames import FrameWriter, daphne_connection, writes_plainly
 
 log = logging.getLogger(__name__)

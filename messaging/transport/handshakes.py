@@ -2,7 +2,7 @@
 
 `HandshakeThrottle` is ASGI middleware for the websocket stack. Past
 `CONNECT_RATE` handshakes from one address per `CONNECT_RATE_WINDOW`
-(messaging/addresses.py counts them), the handshake is refused before it is
+(messaging/transport/addresses.py counts them), the handshake is refused before it is
 accepted, which the server answers with HTTP 403, and counted as
 `messaging_address_throttled_total{limit="connect"}`. Outermost on the
 stack, a refused handshake costs its one Redis round trip and nothing else:
@@ -14,9 +14,9 @@ from typing import Any, Awaitable, Callable
 
 from channels.security.websocket import WebsocketDenier
 
-from . import metrics
+from ..conf import get_settings
+from ..ops import metrics
 from .addresses import address_window, scope_client
-from .conf import get_settings
 
 ASGIApp = Callable[[dict, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[Any]]
 

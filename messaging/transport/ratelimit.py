@@ -11,7 +11,7 @@
 * **The same window hit one round trip at a time** (`hit_now`, `ahit_now`),
   exact across processes, for what is rare next to commands and must hold
   at its edge: handshakes and sign-ins per client address
-  (messaging/addresses.py).
+  (messaging/transport/addresses.py).
 
 A check answers how long to wait before trying again, 0 when the command may
 run. Refused commands are not remembered (PROTOCOL rule 7), so the client's
@@ -32,8 +32,8 @@ from typing import Any, Callable
 import redis
 import redis.asyncio as aioredis
 
-from .conf import get_settings
-from .redis_clients import loop_client
+from ..conf import get_settings
+from ..core.redis_clients import loop_client
 
 log = logging.getLogger(__name__)
 

@@ -1,12 +1,12 @@
 """Per-client-address windows: how often one address may do something rare, over every process.
 
-The handshake throttle (messaging/handshakes.py) and the guest sign-in
+The handshake throttle (messaging/transport/handshakes.py) and the guest sign-in
 throttle (`limit_posts_per_address` on `messaging.views.guest_login`) count
 here, each in a window of its own: `limit` hits per address per `window`
 seconds.
 
 Why it counts where it does: in the app's Redis (`MESSAGING["REDIS_URL"]`),
-where the per-user window of messaging/ratelimit.py counts too, because a
+where the per-user window of messaging/transport/ratelimit.py counts too, because a
 client behind a load balancer reaches every process, and a limit per process
 would let it in once per process. Unlike the per-user window, each hit is one
 round trip (`RedisWindow.hit_now`, `ahit_now`: `INCR` and `EXPIRE`), not a
@@ -33,8 +33,8 @@ from typing import Any, Callable
 
 from django.http import HttpRequest, HttpResponse
 
-from . import metrics
-from .conf import get_settings
+from ..conf import get_settings
+from ..ops import metrics
 from .ratelimit import LocalWindow, RedisWindow
 
 _windows: dict[str, tuple[tuple, LocalWindow]] = {}

@@ -20,7 +20,7 @@ Commands that arrive together in one process run as one batch
 (`execute_async`, `execute_together`, `batches`, `execute_many_async`): one
 Redis call (a script) from the event loop for all claims, one statement for
 all commands of a type with a batch form (from the loop itself with
-`apply_recorded_many_async`, as `room.post` has: messaging/loopdb.py), one
+`apply_recorded_many_async`, as `room.post` has: messaging/core/loopdb.py), one
 thread hop for the handlers of the others, and one call for all results and
 releases. A batch of known duplicates or of posts never leaves the event
 loop. Each command keeps its own outcome.
@@ -47,14 +47,14 @@ import redis.asyncio as aioredis
 from channels.db import database_sync_to_async
 from django.db import DatabaseError, IntegrityError, connection, connections, transaction
 
-from . import metrics
+from ..conf import get_settings
+from ..models import CommandRecord
+from ..ops import metrics
 from .batches import Batcher
-from .conf import get_settings
 from .exceptions import CommandError, IdReused, InProgress, Unavailable
 from .handlers import BatchEntries, CommandContext, Handler
-from .models import CommandRecord
-from .redis_clients import loop_client
 from .protocol import Command
+from .redis_clients import loop_client
 
 log = logging.getLogger(__name__)
 
@@ -363,7 +363,7 @@ def execute_many(deliveries: list[Delivery]) -> list[Outcome | Exception]:
 async def execute_many_async(deliveries: list[Delivery]) -> list[Outcome | Exception]:
     """`execute_many` from the event loop: the claims and results go to Redis
     from the loop, and so does the statement of a type with a form for the
-    loop (`room.post`'s, messaging/loopdb.py); only the rest take a database thread.
+    loop (`room.post`'s, messaging/core/loopdb.py); only the rest take a database thread.
 
     Known duplicates and posts are answered without leaving the loop. On a
     thread, every reply had to wait for the GIL, which the busy loop holds for

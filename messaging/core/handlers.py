@@ -50,7 +50,7 @@ class CommandContext:
 
 Validator = Callable[[dict], Any]
 Applier = Callable[[CommandContext, Any], dict]
-# `apply` from the event loop (messaging/loopdb.py), without a database thread;
+# `apply` from the event loop (messaging/core/loopdb.py), without a database thread;
 # None where the database has no such form.
 AsyncApplier = Callable[[CommandContext, Any], Awaitable["dict | None"]]
 # Applies the command and writes its durable record for the given fingerprint
@@ -60,7 +60,7 @@ RecordedApplier = Callable[[CommandContext, Any, str], "dict | None"]
 # per command in, per command out its ack data or the `CommandError` refusing it.
 BatchEntries = list[tuple[CommandContext, Any, str]]
 RecordedBatchApplier = Callable[[BatchEntries], "list[dict | CommandError] | None"]
-# That batch form from the event loop (messaging/loopdb.py), without a database thread.
+# That batch form from the event loop (messaging/core/loopdb.py), without a database thread.
 AsyncRecordedBatchApplier = Callable[[BatchEntries], Awaitable["list[dict | CommandError] | None"]]
 
 
@@ -113,7 +113,7 @@ def command(
     """Register `apply(ctx, data) -> ack data` as the handler of `type`.
 
     `validate(d)` gets the command's `d` (already known to be an object) and
-    returns what `apply` receives; it raises `messaging.exceptions.Invalid`.
+    returns what `apply` receives; it raises `messaging.core.exceptions.Invalid`.
 
     An exactly-once type may add faster forms that write its effect and its
     `CommandRecord` in one atomic statement, each returning None where the
@@ -130,13 +130,13 @@ def command(
       command runs alone, where its record answers a duplicate. Any other
       error fails every command of the batch with `unavailable`.
     - `apply_recorded_many_async(...)`, the same contract as a coroutine on
-      the event loop (a statement through `messaging.loopdb`), for batches of
+      the event loop (a statement through `messaging.core.loopdb`), for batches of
       one command or more; where it returns None the batch takes a database
       thread and the forms above.
 
     A type that is not exactly-once may add `apply_async(ctx, data)`: `apply`
     as a coroutine on the event loop, in a transaction of its own (one
-    statement through `messaging.loopdb`). Where it returns None, `apply` runs
+    statement through `messaging.core.loopdb`). Where it returns None, `apply` runs
     in a transaction on a database thread.
     """
 

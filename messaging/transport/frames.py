@@ -14,7 +14,7 @@ header of 2, 4 or 10 bytes and the UTF-8 text, unmasked (RFC 6455 5.2).
 `FrameWriter` writes exactly that to the transport, as autobahn's `sendData`
 does, and a frame that goes to several sockets (a room's message) is encoded
 once. Whatever it cannot write the same way is left to autobahn's own
-`sendMessage`, as daphne's send would do it (messaging/sendbuffer.py): a
+`sendMessage`, as daphne's send would do it (messaging/transport/sendbuffer.py): a
 connection that is not open, an empty text (daphne drops it), autobahn's own
 queue of chopped or synchronous data, compression, masking, fragmentation,
 a size limit, octet or frame logging. Another server gets no writer.

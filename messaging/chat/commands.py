@@ -14,17 +14,17 @@ from django.db import connection, models
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from .conf import get_settings
-from .exceptions import Forbidden, Invalid
-from .handlers import CommandContext, command
-from .loopdb import loop_database
-from .models import CommandRecord, Membership, Message, MessageState, Room
-from .protocol import format_time, message_body, optional_seq, room_slug
-from .reactions import backlog_reactions, range_reactions
+from ..conf import get_settings
+from ..core.exceptions import Forbidden, Invalid
+from ..core.handlers import CommandContext, command
+from ..core.loopdb import loop_database
+from ..core.protocol import format_time, message_body, optional_seq, room_slug
+from ..models import CommandRecord, Membership, Message, MessageState, Room
+from ..reactions import backlog_reactions, range_reactions
 from .receipts import Move, amove_watermarks, move_watermarks
-from .chat.replay import changes_since
-from .chat.unread import unread_in
+from .replay import changes_since
 from .rooms import joined_room_id, room_to_join
+from .unread import unread_in
 
 
 def display_name(user: Any) -> str:

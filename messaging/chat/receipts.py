@@ -29,10 +29,10 @@ from django.db.models import Case, DateTimeField, Exists, F, OuterRef, Q, QueryS
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from .conf import get_settings
-from .exceptions import Forbidden, Invalid
-from .loopdb import loop_database
-from .models import Membership, Message, MessageState, Room, WatermarkMove
+from ..conf import get_settings
+from ..core.exceptions import Forbidden, Invalid
+from ..core.loopdb import loop_database
+from ..models import Membership, Message, MessageState, Room, WatermarkMove
 
 # The first key of PostgreSQL's two-key advisory locks taken here ("rcpt"),
 # so they cannot collide with another app's one-key locks on room ids.
@@ -102,7 +102,7 @@ def move_watermarks(user: Any, room_slug: str, delivered: int | None, read: int 
 
 async def amove_watermarks(user: Any, room_slug: str, delivered: int | None, read: int | None) -> Move | None:
     """`move_watermarks` in a transaction of its own, from the event loop's
-    connections (messaging/loopdb.py); None where there are none."""
+    connections (messaging/core/loopdb.py); None where there are none."""
     database = loop_database()
     if database is None:
         return None

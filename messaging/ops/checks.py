@@ -23,7 +23,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 
-from .conf import get_settings
+from ..conf import get_settings
 
 TAG = "messaging"
 REDIS_LAYER = "channels_redis.core.RedisChannelLayer"
@@ -65,7 +65,7 @@ def check_fanout(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     return [
         Warning(
             "MESSAGING['REDIS_URL'] is not set with DEBUG off.",
-            hint="Live frames then reach only sockets of the same process (messaging/fanout.py): with several "
+            hint="Live frames then reach only sockets of the same process (messaging/transport/fanout.py): with several "
             "server processes a room's messages reach some members live and others only on their next join, "
             "and duplicates are answered from the database alone. Set REDIS_URL.",
             id="messaging.W001",

@@ -1,0 +1,1 @@
+"""Operations: metrics, system checks, health views, logs' context, retention."""
