@@ -137,10 +137,11 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
     ack = {"room": room.slug, "last_seq": room.last_seq, "last_rev": room.last_rev, "members": members,
            "members_total": members_total, **unread_in(room.pk, ctx.user, read)}
     if join.since_rev is not None:
-        ctx.replies.extend(changes_since(room, join.since_rev, ctx.user, limit=conf.REPLAY_LIMIT))
+        frames, ack["rev_upto"] = changes_since(room, join.since_rev, ctx.user, limit=conf.REPLAY_LIMIT)
+        ctx.replies.extend(frames)
         if join.reactions_from is not None:
             ctx.replies.extend(range_reactions(room, join.reactions_from, room.last_seq, limit=conf.REPLAY_LIMIT))
-        return ack
+        return replayed(ack, ctx)
     messages = Message.objects.filter(room=room).select_related("sender")
     if join.since is None:
         backlog = list(messages.order_by("-seq")[: conf.RECENT_ON_JOIN])[::-1]
@@ -155,6 +156,17 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
         below = backlog[0].seq - 1 if backlog else room.last_seq
         ctx.replies.extend(range_reactions(room, join.reactions_from, below, limit=conf.REPLAY_LIMIT))
     ctx.replies.extend(backlog_reactions(room.slug, backlog))
+    if join.since is None:
+        # The newest messages and their counts, each in its current state.
+        ack["rev_upto"] = room.last_rev
+    return replayed(ack, ctx)
+
+
+def replayed(ack: dict, ctx: CommandContext) -> dict:
+    """The join ack with `replayed` (an extension): how many of the room's
+    frames follow it as this join's backlog, before any live frame, so a
+    client knows when it is at `rev_upto`."""
+    ack["replayed"] = len(ctx.replies)
     return ack
 
 

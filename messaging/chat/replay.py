@@ -34,16 +34,17 @@ from .deletes import delete_frame
 from .edits import edit_frame
 
 
-def changes_since(room: Room, since_rev: int, viewer: Any, *, limit: int) -> list[dict]:
+def changes_since(room: Room, since_rev: int, viewer: Any, *, limit: int) -> tuple[list[dict], int]:
     """The frames that bring a client at `since_rev` to the room's state at
-    `room.last_rev`, at most `limit` (see the module's docstring)."""
+    `room.last_rev`, at most `limit`, and the rev they bring it to: the cut
+    (see the module's docstring)."""
     # Imported here: messaging.commands imports this module for room.join.
     from .commands import stored_msg_frame
     from ..reactions import reaction_frame
 
     upto = room.last_rev
     if since_rev >= upto:
-        return []
+        return [], upto
     messages = Message.objects.filter(room=room).select_related("sender")
     # (place, rev of the state shown, frame)
     placed: list[tuple[int, int, dict]] = []
@@ -64,4 +65,4 @@ def changes_since(room: Room, since_rev: int, viewer: Any, *, limit: int) -> lis
     for place, shown, frame in placed[:limit]:
         frame["d"]["rev"] = shown if shown <= cut else place
         frames.append(frame)
-    return frames
+    return frames, cut

@@ -194,6 +194,7 @@ async def test_join_ack_lists_members_with_their_watermarks_after_a_reconnect(ma
             {"user": bob.user.pk, "name": "bob", "delivered": 3, "read": 2, "joined_seq": 0},
         ],
         "members_total": 2,
+        "replayed": 0,
     }
 
 

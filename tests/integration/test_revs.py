@@ -132,8 +132,14 @@ async def caught_up(client, shown: Shown, room: str = "lobby") -> int:
     while True:
         ack = await client.join(room, since_rev=shown.rev)
         joins += 1
-        for frame in await drain(client):
+        frames = await drain(client)
+        # What the ack says follows it is exactly the replay.
+        assert len(frames) == ack["d"]["replayed"]
+        for frame in frames:
             shown.take(frame)
+        # The highest rev got is where the replay stops, or below it (a message changed several times).
+        assert shown.rev <= ack["d"]["rev_upto"]
+        shown.rev = ack["d"]["rev_upto"]
         if shown.rev >= ack["d"]["last_rev"]:
             return joins
         assert joins < 50
@@ -202,7 +208,8 @@ async def test_a_replay_sends_a_message_changed_several_times_once(make_user, op
         assert (await ana.call("message.edit", {"room": "lobby", "seq": 1, "body": f"v{n}"}))["ok"]
     bob = await open_clients(await make_user("bob"))
     ack = await bob.join("lobby", since_rev=0)
-    assert ack["d"]["last_rev"] == 5 and ack["d"]["last_seq"] == 1
+    assert ack["d"]["last_rev"] == ack["d"]["rev_upto"] == 5 and ack["d"]["last_seq"] == 1
+    assert ack["d"]["replayed"] == 1
     frames = await drain(bob)
     assert [(f["t"], f["d"]["body"], f["d"]["version"], f["d"]["rev"]) for f in frames] == [("msg", "v5", 5, 5)]
     ack = await bob.join("lobby", since_rev=2)
