@@ -24,12 +24,13 @@ from typing import Iterable
 
 from django.db import connection
 
+from .chat.edits import message_seq
+from .chat.revs import next_rev
 from .chat.rooms import joined_room_id
 from .core.exceptions import Invalid
 from .core.handlers import CommandContext, command
-from .core.protocol import optional_seq, room_slug
+from .core.protocol import room_slug
 from .models import Message, ReactionCount, Room
-from .chat.revs import next_rev
 
 
 @dataclass(frozen=True)
@@ -39,10 +40,7 @@ class Reaction:
 
 
 def validate_reaction(d: dict) -> Reaction:
-    seq = optional_seq(d, "seq")
-    if seq is None or seq < 1:
-        raise Invalid("seq must be an integer >= 1")
-    return Reaction(room=room_slug(d), seq=seq)
+    return Reaction(room=room_slug(d), seq=message_seq(d))
 
 
 def reaction_frame(room: str, seq: int, count: int, rev: int | None = None) -> dict:

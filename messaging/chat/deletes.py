@@ -14,9 +14,10 @@ from ..core.exceptions import Forbidden
 from ..core.handlers import CommandContext, command
 from ..core.protocol import format_time, room_slug
 from ..models import Message, MessageVersion
-from .edits import MessageRef, joined_room, locked_message, message_seq, record_version
+from .edits import MessageRef, locked_message, message_seq, record_version
 from .permissions import may_delete
 from .revs import next_rev
+from .rooms import joined_room
 
 
 def validate_delete(d: dict) -> MessageRef:

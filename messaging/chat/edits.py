@@ -18,9 +18,10 @@ from ..conf import get_settings
 from ..core.exceptions import Forbidden, Invalid
 from ..core.handlers import CommandContext, command
 from ..core.protocol import format_time, message_body, optional_seq, room_slug
-from ..models import Membership, Message, MessageVersion, Room
+from ..models import Message, MessageVersion, Room
 from .permissions import may_edit
 from .revs import next_rev
+from .rooms import joined_room
 
 
 @dataclass(frozen=True)
@@ -45,14 +46,6 @@ def message_seq(d: dict) -> int:
 
 def validate_edit(d: dict) -> Edit:
     return Edit(room=room_slug(d), seq=message_seq(d), body=message_body(d, get_settings().BODY_MAX_CHARS))
-
-
-def joined_room(user: Any, slug: str) -> Room:
-    """The room `slug` if `user` has joined it; else `Forbidden`. One query."""
-    membership = Membership.objects.filter(room__slug=slug, user=user).select_related("room").first()
-    if membership is None:
-        raise Forbidden("join the room first")
-    return membership.room
 
 
 def locked_message(room: Room, seq: int) -> Message:

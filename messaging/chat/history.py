@@ -14,7 +14,8 @@ from ..core.exceptions import Invalid
 from ..core.handlers import CommandContext, command
 from ..core.protocol import room_slug
 from ..models import Message
-from .edits import joined_room, message_seq
+from .edits import message_seq
+from .rooms import joined_room
 
 # PROTOCOL.md 1.1 fixes the page's bounds.
 HISTORY_DEFAULT = 50

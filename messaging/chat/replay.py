@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import F
+
 from ..models import Message, ReactionCount, Room
 from .deletes import delete_frame
 from .edits import edit_frame
@@ -50,7 +52,9 @@ def changes_since(room: Room, since_rev: int, viewer: Any, *, limit: int) -> tup
     placed: list[tuple[int, int, dict]] = []
     for message in messages.filter(posted_rev__gt=since_rev, posted_rev__lte=upto).order_by("posted_rev")[:limit]:
         placed.append((message.posted_rev, message.rev, stored_msg_frame(message, room.slug, viewer)))
-    changed = messages.filter(posted_rev__lte=since_rev, rev__gt=since_rev, rev__lte=upto).order_by("rev")[:limit]
+    # rev > posted_rev follows from the other bounds; said, so that the partial index serves it.
+    changed = (messages.filter(posted_rev__lte=since_rev, rev__gt=since_rev, rev__lte=upto)
+               .filter(rev__gt=F("posted_rev")).order_by("rev")[:limit])
     for message in changed:
         if message.deleted_at is not None:
             placed.append((message.rev, message.rev, delete_frame(room.slug, message)))

@@ -97,7 +97,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='message',
-            index=models.Index(fields=['room', 'rev'], name='messaging_message_rev'),
+            index=models.Index(condition=models.Q(('rev__gt', models.F('posted_rev'))), fields=['room', 'rev'], name='messaging_message_rev'),
         ),
         migrations.AddIndex(
             model_name='reactioncount',

@@ -476,10 +476,16 @@ function onMsgOf(room, d) {
 
 function show(room, d) {
   room.shown = d.seq;
+  const atEnd = nearEnd();
+  const bubble = storedBubble(room, d);
+  if (room === current && (atEnd || bubble.own)) scrollToEnd();
+}
+
+/** The bubble of a stored message's `d` (a `msg` frame's, a history page's), made if new, in its place and state. */
+function storedBubble(room, d) {
   const own = d.sender.id === me;
   const key = own ? d.id : `${room.slug}#${d.seq}`;
   let bubble = bubbles.get(key);
-  const atEnd = nearEnd();
   if (!bubble) {
     bubble = new Bubble({ room: room.slug, id: d.id, own, body: d.body, senderId: d.sender.id, senderName: d.sender.name });
     bubbles.set(key, bubble);
@@ -489,7 +495,7 @@ function show(room, d) {
   // A backlog `msg` of an own message carries its state (an extension of the server's).
   if (own && RANK[d.state] !== undefined) bubble.confirm(d.state);
   bubble.place();
-  if (room === current && (atEnd || own)) scrollToEnd();
+  return bubble;
 }
 
 /** A `state` frame: one of this user's messages reached `delivered` or `read`. */
@@ -706,18 +712,7 @@ function onChanged(frame) {
 
 /** A message of a `room.history` page, put in above what is shown (history.js keeps the scroll position). */
 function insertOlder(room, d) {
-  if (room.bySeq.has(d.seq)) return;
-  const own = d.sender.id === me;
-  const key = own ? d.id : `${room.slug}#${d.seq}`;
-  let bubble = bubbles.get(key);
-  if (!bubble) {
-    bubble = new Bubble({ room: room.slug, id: d.id, own, body: d.body, senderId: d.sender.id, senderName: d.sender.name });
-    bubbles.set(key, bubble);
-  }
-  bubble.stored(d.seq, d.at);
-  showVersion(bubble, d);
-  if (own && RANK[d.state] !== undefined) bubble.confirm(d.state);
-  bubble.place();
+  if (!room.bySeq.has(d.seq)) storedBubble(room, d);
 }
 
 // Unread counts from the server: after receipts moved the watermark, or a delete.
