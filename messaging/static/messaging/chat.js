@@ -14,7 +14,7 @@
 // scroll-back (history.js) have modules of their own.
 // User text only ever goes through textContent.
 import { GAP_WAIT_MS, RevCursor } from "./changes.js";
-import { addControls, DELETE, EDIT, editedMark, settle, showPending, showVersion } from "./edits.js";
+import { addControls, DELETE, EDIT, settle, showPending, showVersion } from "./edits.js";
 import { History } from "./history.js";
 import { ACK_TIMEOUT_MS, backoffDelay, Connection, Outbox } from "./outbox.js";
 import { IdbStore } from "./store.js";
@@ -247,8 +247,8 @@ class Bubble {
     const meta = el("div", "meta");
     meta.append(el("span", "sender", own ? "You" : senderName));
     this.time = el("time");
-    this.editedMark = editedMark();
-    meta.append(this.time, this.editedMark);
+    this.editedMark = null; // "(edited)", once it is (edits.js)
+    meta.append(this.time);
     this.body = el("p", "body", body);
     this.node.append(meta, this.body);
     const foot = el("div", "foot");
@@ -562,6 +562,8 @@ function onStatus(d) {
   }
   member.delivered = Math.max(member.delivered, d.delivered);
   member.read = Math.max(member.read, d.read);
+  // This user read on another tab or device: the badges follow.
+  if (d.user === me && d.read > room.unread.read) askUnread();
   refreshStates(room);
 }
 
@@ -697,7 +699,7 @@ function onReaction(d) {
   checkCursor(room);
 }
 
-/** `msg.edit` or `msg.delete`: shown if newer than what the bubble shows; a message not held is fetched as it is. */
+/** `msg.edit` or `msg.delete`: shown if newer than what the bubble shows; of a message not held, scroll-back brings the current state. */
 function onChanged(frame) {
   const d = frame.d;
   const room = rooms.get(d.room);

@@ -28,7 +28,10 @@ export function showVersion(bubble, d, { deleted = d.deleted === true } = {}) {
   }
   if (typeof d.body === "string") bubble.storedBody = d.body;
   if (!bubble.editing) bubble.body.textContent = bubble.storedBody;
-  if (d.edited_at || d.version > 1) bubble.editedMark.hidden = false;
+  if ((d.edited_at || d.version > 1) && !bubble.editedMark) {
+    bubble.editedMark = editedMark();
+    bubble.time.after(bubble.editedMark);
+  }
   return true;
 }
 
@@ -39,7 +42,8 @@ function showTombstone(bubble) {
   closeEditor(bubble);
   bubble.body.textContent = "message deleted";
   bubble.body.classList.add("tombstone");
-  bubble.editedMark.hidden = true;
+  bubble.editedMark?.remove();
+  bubble.editedMark = null;
   bubble.controls?.remove();
   bubble.controls = null;
   bubble.reactButton.remove();
@@ -135,10 +139,9 @@ function closeEditor(bubble) {
   bubble.body.hidden = false;
 }
 
-/** The "(edited)" mark, hidden until the message is edited. */
-export function editedMark() {
+/** The "(edited)" mark, there only once the message is edited. */
+function editedMark() {
   const mark = el("span", "edited", "(edited)");
   mark.dataset.testid = "edited";
-  mark.hidden = true;
   return mark;
 }
