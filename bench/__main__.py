@@ -24,13 +24,12 @@ import psycopg
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
+from messaging.client import sign_in
 from messaging.ops.metrics import BATCH_PHASE_NAMES
-from tests.support.servers import ROOT
-from tests.support.wsclient import sign_in
 
 from .load import Load, Target, drive, hold_idle
 from .report import markdown
-from .servers import Server
+from .servers import ROOT, Server
 
 SECRET = "bench-secret-not-for-production"
 # The servers' `/metrics`, read around each full-path load for its batches.

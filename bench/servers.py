@@ -1,25 +1,48 @@
-"""One server process for the bench: daphne or uvicorn serving `bench.asgi`."""
+"""One server process for the bench: daphne or uvicorn serving `bench.asgi`.
+
+The bench's own (it imports nothing from `tests/`): a process on a free port,
+its log in the run's directory, stopped with SIGTERM.
+"""
 from __future__ import annotations
 
+import signal
+import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
-from tests.support.servers import ROOT, Daphne, wait_until
+ROOT = Path(__file__).resolve().parents[1]
 
 
-class Server(Daphne):
-    """The tests' `Daphne` (port, log, stop), started on the bench's ASGI app, with daphne or uvicorn."""
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A daphne or uvicorn process of `bench.asgi:application` on a port of its own."""
 
     def __init__(self, kind: str, env: dict[str, str], log_dir: Path) -> None:
-        super().__init__(env, log_dir=log_dir)
         self.kind = kind
+        self.env = env
+        self.port = free_port()
+        self.log_path = log_dir / f"{kind}-{self.port}.log"
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
     @property
     def pid(self) -> int:
         assert self.process is not None
         return self.process.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:] if self.log_path.exists() else ""
 
     def start(self) -> "Server":
         if self.kind == "daphne":
@@ -30,11 +53,24 @@ class Server(Daphne):
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env=self.env,
                                             stdout=log, stderr=subprocess.STDOUT)
-
-        def ready() -> bool:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise SystemExit(f"{self.kind} exited: {self.log()}")
-            return urllib.request.urlopen(self.url + "/login/", timeout=2).status == 200
+            try:
+                if urllib.request.urlopen(self.url + "/healthz", timeout=2).status == 200:
+                    return self
+            except OSError:  # not listening yet, or 503 while a dependency comes up
+                time.sleep(0.05)
+        self.stop()
+        raise SystemExit(f"{self.kind} on {self.port} did not come up: {self.log()}")
 
-        wait_until(ready, 30, f"{self.kind} on {self.port}")
-        return self
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            self.process = None

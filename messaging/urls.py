@@ -1,12 +1,9 @@
+"""The app's operational views. The chat page is `messaging.contrib.chat.urls`; sign-in is the host's."""
 from django.urls import path
 
-from . import views
 from .ops import health
 
 urlpatterns = [
-    path("", views.chat, name="messaging-chat"),
-    path("login/", views.guest_login, name="messaging-login"),
-    path("logout/", views.sign_out, name="messaging-logout"),
     path("healthz", health.healthz, name="messaging-healthz"),
     path("metrics", health.metrics_view, name="messaging-metrics"),
 ]

@@ -66,6 +66,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "messaging",
+    # The chat page at /, its scripts and styles (the demo's sign-in is project/guests.py).
+    "messaging.contrib.chat",
 ]
 
 MIDDLEWARE = [
@@ -82,7 +84,7 @@ MIDDLEWARE = [
 
 # A Content-Security-Policy on every response (django-csp). Scripts only from
 # this origin, no inline ones but the chat page's import map, which its view
-# allows by the hash of the very text it serves (messaging/views.py). Sockets
+# allows by the hash of the very text it serves (messaging/contrib/chat/views.py). Sockets
 # only to this origin: 'self' covers ws:// and wss:// of the page's host and
 # port (CSP level 3, as Chromium applies it). The favicon is a data: URL.
 CONTENT_SECURITY_POLICY = {
@@ -105,7 +107,8 @@ WSGI_APPLICATION = None
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # The demo's own templates (its sign-in form); one named as an app's overrides it.
+        "DIRS": [BASE_DIR / "project" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -188,7 +191,7 @@ MESSAGING = {
 }
 
 # Guest sign-ins per client address per SIGNIN_RATE_WINDOW seconds (0: off):
-# past it `/login/` answers 429 and creates no account (messaging/views.py).
+# past it `/login/` answers 429 and creates no account (project/guests.py).
 SIGNIN_RATE = env.int("SIGNIN_RATE", default=30)
 SIGNIN_RATE_WINDOW = env.float("SIGNIN_RATE_WINDOW", default=60.0)
 

@@ -14,10 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from playwright.sync_api import expect
 
+from messaging.client import sign_in as ws_sign_in
 from messaging.models import ReactionCount
+from messaging.testing import SocketClient
 
-from ..support.wsclient import WsClient
-from ..support.wsclient import sign_in as ws_sign_in
 from .conftest import Relay, bubbles, join, leave_behind_the_pages_back, poll, screenshot, sign_in, write
 
 pytestmark = [pytest.mark.e2e]
@@ -175,7 +175,7 @@ def post_from_another_client(base_url: str, room: str, count: int) -> None:
     """`count` posts to `room` by a protocol client of a guest of its own (on a thread: the page's loop is Playwright's)."""
 
     async def post() -> None:
-        client = await WsClient(base_url, ws_sign_in(base_url, "Cid")).connect()
+        client = await SocketClient(base_url, ws_sign_in(base_url, "Cid")).connect()
         try:
             assert (await client.call("room.join", {"room": room}))["ok"]
             for n in range(count):

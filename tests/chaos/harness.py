@@ -31,8 +31,9 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
+from messaging.client import sign_in
+
 from ..support.servers import Daphne
-from ..support.wsclient import sign_in
 from . import checker, truth
 from .client import Client, Plan
 from .history import History

@@ -6,8 +6,11 @@ import asyncio
 import pytest
 from asgiref.sync import sync_to_async
 
+
+from messaging.client import sign_in
+from messaging.testing import SocketClient
+
 from ..support.crowds import catch_up, crowd
-from ..support.wsclient import WsClient, sign_in
 
 pytestmark = [pytest.mark.e2e]
 
@@ -17,7 +20,7 @@ async def test_a_room_of_8000_members_is_joined_over_daphne(start_daphne):
     # server-frame limit, and every join closed with 1011.
     await sync_to_async(crowd)("crowd", 8000)
     server = start_daphne()
-    ana = await WsClient(server.url, await sync_to_async(sign_in)(server.url, "ana")).connect()
+    ana = await SocketClient(server.url, await sync_to_async(sign_in)(server.url, "ana")).connect()
     try:
         ack = await ana.call("room.join", {"room": "crowd"})
         assert ack["ok"] and ack["d"]["members_total"] == 8001 and len(ack["d"]["members"]) == 100
@@ -27,7 +30,7 @@ async def test_a_room_of_8000_members_is_joined_over_daphne(start_daphne):
         await ana.close()
 
 
-async def frames_of(ws: WsClient, kind: str, count: int) -> list[dict]:
+async def frames_of(ws: SocketClient, kind: str, count: int) -> list[dict]:
     """The next `count` frames of this type (the inbox's first); the others stay in the inbox."""
     found = [f for f in ws.inbox if f["t"] == kind]
     ws.inbox = [f for f in ws.inbox if f["t"] != kind]
@@ -38,7 +41,7 @@ async def frames_of(ws: WsClient, kind: str, count: int) -> list[dict]:
     return found[:count]
 
 
-async def nothing_more(ws: WsClient, kinds: set[str], wait: float = 1.0) -> list[dict]:
+async def nothing_more(ws: SocketClient, kinds: set[str], wait: float = 1.0) -> list[dict]:
     """Frames of these types that come within `wait` (from the inbox too): none is the answer hoped for."""
     extra = [f for f in ws.inbox if f["t"] in kinds]
     try:
@@ -54,9 +57,9 @@ async def test_the_senders_sockets_on_two_processes_get_each_state_once_and_nobo
     crowd_ids = await sync_to_async(crowd)("big", 150, name_length=40)
     a, b = start_daphne(), start_daphne()
     ana_session = await sync_to_async(sign_in)(a.url, "ana")
-    ana_a, ana_b = await WsClient(a.url, ana_session).connect(), await WsClient(b.url, ana_session).connect()
-    bob = await WsClient(a.url, await sync_to_async(sign_in)(a.url, "bob")).connect()
-    cat = await WsClient(b.url, await sync_to_async(sign_in)(b.url, "cat")).connect()
+    ana_a, ana_b = await SocketClient(a.url, ana_session).connect(), await SocketClient(b.url, ana_session).connect()
+    bob = await SocketClient(a.url, await sync_to_async(sign_in)(a.url, "bob")).connect()
+    cat = await SocketClient(b.url, await sync_to_async(sign_in)(b.url, "cat")).connect()
     sockets = (ana_a, ana_b, bob, cat)
     try:
         for ws in sockets:

@@ -7,14 +7,14 @@ import uuid
 import pytest
 from asgiref.sync import sync_to_async
 
+from messaging.client import sign_in
 from messaging.models import CommandRecord, Message, MessageVersion, Room
-
-from ..support.wsclient import WsClient, sign_in
+from messaging.testing import SocketClient
 
 pytestmark = [pytest.mark.e2e]
 
 
-async def frames_of(ws: WsClient, kind: str, count: int) -> list[dict]:
+async def frames_of(ws: SocketClient, kind: str, count: int) -> list[dict]:
     found = [f for f in ws.inbox if f.get("t") == kind]
     ws.inbox = [f for f in ws.inbox if f.get("t") != kind]
     while len(found) < count:
@@ -27,8 +27,8 @@ async def frames_of(ws: WsClient, kind: str, count: int) -> list[dict]:
 async def test_copies_of_an_edit_and_a_delete_on_two_processes_apply_once_and_reach_both(start_daphne):
     a, b = start_daphne(), start_daphne()
     session = await sync_to_async(sign_in)(a.url, "ana")
-    sockets = [await WsClient(server.url, session).connect() for server in (a, b, a, b)]
-    watcher = await WsClient(b.url, await sync_to_async(sign_in)(b.url, "bob")).connect()
+    sockets = [await SocketClient(server.url, session).connect() for server in (a, b, a, b)]
+    watcher = await SocketClient(b.url, await sync_to_async(sign_in)(b.url, "bob")).connect()
     try:
         for ws in (*sockets, watcher):
             assert (await ws.call("room.join", {"room": "lobby"}))["ok"]

@@ -15,9 +15,10 @@ import uuid
 import pytest
 from asgiref.sync import sync_to_async
 
+from messaging.client import sign_in
 from messaging.models import CommandRecord, Message
+from messaging.testing import SocketClient
 
-from ..support.wsclient import WsClient, sign_in
 
 pytestmark = [pytest.mark.e2e]
 
@@ -45,8 +46,8 @@ async def sign_in_all(url: str, count: int) -> list[str]:
 
 async def test_a_poisoned_sender_fails_nobody_else(start_daphne):
     server = start_daphne()
-    good = [await WsClient(server.url, session).connect() for session in await sign_in_all(server.url, USERS)]
-    poisoned = await WsClient(server.url, await sync_to_async(sign_in)(server.url, "poisoned")).connect()
+    good = [await SocketClient(server.url, session).connect() for session in await sign_in_all(server.url, USERS)]
+    poisoned = await SocketClient(server.url, await sync_to_async(sign_in)(server.url, "poisoned")).connect()
     try:
         joins = await asyncio.gather(*(
             ws.call("room.join", {"room": f"room-{n % ROOMS}"}) for n, ws in enumerate([*good, poisoned])

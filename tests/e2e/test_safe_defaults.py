@@ -16,9 +16,10 @@ import websockets
 from asgiref.sync import sync_to_async
 from websockets.exceptions import InvalidStatus
 
+from messaging.client import sign_in
+
 from ..support.csp import executed_inline_scripts, policy_of, sha256_source
 from ..support.servers import Daphne
-from ..support.wsclient import sign_in
 
 pytestmark = [pytest.mark.e2e]
 

@@ -13,7 +13,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from websockets.exceptions import ConnectionClosed
 
-from ..support.wsclient import WsClient
+from messaging.testing import SocketClient
+
 
 pytestmark = [pytest.mark.e2e]
 
@@ -65,7 +66,7 @@ class FormBrowser:
         return status, headers
 
 
-async def close_code(ws: WsClient, timeout: float = 30) -> int | None:
+async def close_code(ws: SocketClient, timeout: float = 30) -> int | None:
     """Read until the server closes, at most `timeout` seconds; its close code."""
     try:
         async with asyncio.timeout(timeout):
@@ -80,8 +81,8 @@ async def test_sign_out_closes_the_sessions_sockets_with_4401_and_no_others(star
     ana, bob = FormBrowser(server), FormBrowser(server)
     ana_session = await sync_to_async(ana.sign_in)("ana")
     bob_session = await sync_to_async(bob.sign_in)("bob")
-    tabs = [await WsClient(server.url, ana_session).connect() for _ in range(2)]
-    other = await WsClient(server.url, bob_session).connect()
+    tabs = [await SocketClient(server.url, ana_session).connect() for _ in range(2)]
+    other = await SocketClient(server.url, bob_session).connect()
     try:
         for ws in (*tabs, other):
             assert (await ws.call("room.join", {"room": "lobby"}))["ok"]
@@ -92,7 +93,7 @@ async def test_sign_out_closes_the_sessions_sockets_with_4401_and_no_others(star
 
         assert (await other.call("room.post", {"room": "lobby", "body": "still here"}))["ok"]
         # A socket opened with the ended session is turned away as one without a user.
-        late = await WsClient(server.url, ana_session).connect()
+        late = await SocketClient(server.url, ana_session).connect()
         assert await close_code(late) == 4401
     finally:
         for ws in (*tabs, other):

@@ -7,9 +7,10 @@ import uuid
 import pytest
 from asgiref.sync import sync_to_async
 
+from messaging.client import sign_in
 from messaging.models import CommandRecord, Message
+from messaging.testing import SocketClient
 
-from ..support.wsclient import WsClient, sign_in
 
 pytestmark = [pytest.mark.e2e]
 
@@ -17,7 +18,7 @@ pytestmark = [pytest.mark.e2e]
 async def test_concurrent_duplicates_across_two_processes_apply_once(start_daphne):
     a, b = start_daphne(), start_daphne()
     session = await sync_to_async(sign_in)(a.url, "ana")
-    sockets = [await WsClient(server.url, session).connect() for server in (a, b, a, b, a, b)]
+    sockets = [await SocketClient(server.url, session).connect() for server in (a, b, a, b, a, b)]
     try:
         for ws in sockets:
             assert (await ws.call("room.join", {"room": "lobby"}))["ok"]
@@ -41,9 +42,9 @@ async def test_concurrent_duplicates_across_two_processes_apply_once(start_daphn
 
 async def test_a_post_on_one_process_reaches_a_socket_on_the_other(start_daphne):
     a, b = start_daphne(), start_daphne()
-    ana = await WsClient(a.url, await sync_to_async(sign_in)(a.url, "ana")).connect()
-    bob = await WsClient(b.url, await sync_to_async(sign_in)(b.url, "bob")).connect()
-    ana_elsewhere = await WsClient(b.url, ana.session).connect()
+    ana = await SocketClient(a.url, await sync_to_async(sign_in)(a.url, "ana")).connect()
+    bob = await SocketClient(b.url, await sync_to_async(sign_in)(b.url, "bob")).connect()
+    ana_elsewhere = await SocketClient(b.url, ana.session).connect()
     try:
         for ws in (ana, bob, ana_elsewhere):
             assert (await ws.call("room.join", {"room": "lobby"}))["ok"]
@@ -61,8 +62,8 @@ async def test_frames_of_every_length_reach_sockets_on_both_processes_intact(sta
     # Frame headers differ under 126 bytes, to 65,535 and beyond; daphne's
     # connections are written to directly (messaging/transport/frames.py).
     a, b = start_daphne(), start_daphne()
-    ana = await WsClient(a.url, await sync_to_async(sign_in)(a.url, "ana")).connect()
-    bob = await WsClient(b.url, await sync_to_async(sign_in)(b.url, "bob")).connect()
+    ana = await SocketClient(a.url, await sync_to_async(sign_in)(a.url, "ana")).connect()
+    bob = await SocketClient(b.url, await sync_to_async(sign_in)(b.url, "bob")).connect()
     bodies = ["hi", "é" * 60, "😀" * 4000, "a\nb \"quoted\" \\ </script>"]
     try:
         for ws in (ana, bob):
@@ -72,7 +73,7 @@ async def test_frames_of_every_length_reach_sockets_on_both_processes_intact(sta
         for ws in (ana, bob):
             live = await ws.messages_until("lobby", len(bodies))
             assert [live[seq]["d"]["body"] for seq in range(1, len(bodies) + 1)] == bodies
-        late = await WsClient(b.url, bob.session).connect()
+        late = await SocketClient(b.url, bob.session).connect()
         try:
             assert (await late.call("room.join", {"room": "lobby", "since": 0}))["ok"]
             backlog = await late.messages_until("lobby", len(bodies))

@@ -13,8 +13,9 @@ import redis
 from asgiref.sync import sync_to_async
 from django.db import connection
 
+from messaging.client import sign_in
+
 from ..support.servers import Daphne, RedisServer
-from ..support.wsclient import sign_in
 from .outbox import Outbox
 
 # Short enough that a scenario waits out a dead process's claim in seconds.

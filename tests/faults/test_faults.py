@@ -17,9 +17,9 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from messaging.models import Message
+from messaging.testing import SocketClient
 
 from ..support.servers import Daphne, RedisServer
-from ..support.wsclient import WsClient
 from .conftest import fault_redis_client, raw_db, sign_in_many
 from .outbox import Outbox, settle, verify
 
@@ -146,7 +146,7 @@ async def test_a_fault_mid_burst_loses_nothing_and_doubles_nothing(name, cluster
 async def test_a_lost_ack_is_answered_from_the_first_attempt_on_the_other_process(cluster):
     a, b = cluster(2)
     (session,) = await sign_in_many(a.url, 1)
-    first = await WsClient(a.url, session).connect()
+    first = await SocketClient(a.url, session).connect()
     assert (await first.call("room.join", {"room": "lobby"}))["ok"]
     ids = [await first.send("room.post", {"room": "lobby", "body": f"m{n}"}) for n in range(10)]
 
@@ -156,7 +156,7 @@ async def test_a_lost_ack_is_answered_from_the_first_attempt_on_the_other_proces
         await asyncio.sleep(0.05)
     first.ws.transport.abort()
 
-    second = await WsClient(b.url, session).connect()
+    second = await SocketClient(b.url, session).connect()
     acks = []
     for n, id in enumerate(ids):
         ack = await second.call("room.post", {"room": "lobby", "body": f"m{n}"}, id=id)

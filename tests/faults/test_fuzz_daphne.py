@@ -13,8 +13,9 @@ import pytest
 import websockets
 from websockets.exceptions import ConnectionClosed
 
+from messaging.client import sign_in
+
 from ..support.hostile import BROADCASTS, REFUSALS, Oracle, over_hostile_sequences
-from ..support.wsclient import sign_in
 
 pytestmark = [pytest.mark.e2e]
 

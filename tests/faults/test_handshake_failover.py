@@ -10,7 +10,9 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import sync_to_async
 
-from ..support.wsclient import WsClient, sign_in
+from messaging.client import sign_in
+from messaging.testing import SocketClient
+
 from .conftest import raw_db
 
 pytestmark = [pytest.mark.e2e]
@@ -39,14 +41,14 @@ async def test_a_handshake_after_the_backends_were_terminated_signs_the_user_in(
     server = start_daphne()
     session = await sync_to_async(sign_in)(server.url, "ana")
     # The handshake thread's connection now exists (sign-in and this handshake used it).
-    first = await WsClient(server.url, session).connect()
+    first = await SocketClient(server.url, session).connect()
     assert (await first.call("room.join", {"room": "lobby"}))["ok"]
     await first.close()
     assert await sync_to_async(terminate_backends)(before_the_server) >= 1
 
     # Every handshake meets a connection that died: the first used to fail with 500.
     for _ in range(3):
-        socket = await WsClient(server.url, session).connect()
+        socket = await SocketClient(server.url, session).connect()
         joined = await socket.call("room.join", {"room": "lobby"})
         # The join's own thread may have met a dead connection too: that is
         # `unavailable`, retried as any client does; the sign-in must not fail.

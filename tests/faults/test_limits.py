@@ -20,8 +20,8 @@ from django.contrib.sessions.models import Session
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from messaging.models import Membership, Message, Room
+from messaging.testing import SocketClient
 
-from ..support.wsclient import WsClient
 from .conftest import sign_in_many
 
 pytestmark = [pytest.mark.e2e]
@@ -53,8 +53,8 @@ async def limited(cluster):
     (server,) = cluster(1, args=("--websocket-max-frame-size", str(LIMIT)), MESSAGING_MAX_FRAME_BYTES=str(LIMIT))
     (session,) = await sign_in_many(server.url, 1)
 
-    async def socket() -> WsClient:
-        ws = await WsClient(server.url, session).connect()
+    async def socket() -> SocketClient:
+        ws = await SocketClient(server.url, session).connect()
         assert (await ws.call("room.join", {"room": "lobby"}))["ok"]
         return ws
 
@@ -142,7 +142,7 @@ async def test_socket_without_a_session_is_closed_with_4401(limited):
 async def test_logout_elsewhere_closes_the_socket_with_4401(cluster):
     (server,) = cluster(1, MESSAGING_SESSION_CHECK_INTERVAL="0.5")
     (session,) = await sign_in_many(server.url, 1)
-    ws = await WsClient(server.url, session).connect()
+    ws = await SocketClient(server.url, session).connect()
     assert (await ws.call("room.join", {"room": "lobby"}))["ok"]
     await sync_to_async(Session.objects.filter(session_key=session).delete)()  # what logout does
     assert await close_code(ws.ws) == 4401
@@ -151,7 +151,7 @@ async def test_logout_elsewhere_closes_the_socket_with_4401(cluster):
 async def test_the_user_rate_limit_holds_across_processes(cluster):
     a, b = cluster(2, MESSAGING_USER_RATE_LIMIT="6", MESSAGING_USER_RATE_WINDOW=NO_ROLLOVER)
     (session,) = await sign_in_many(a.url, 1)
-    on_a, on_b = await WsClient(a.url, session).connect(), await WsClient(b.url, session).connect()
+    on_a, on_b = await SocketClient(a.url, session).connect(), await SocketClient(b.url, session).connect()
     assert (await on_a.call("room.join", {"room": "lobby"}))["ok"]
     assert (await on_b.call("room.join", {"room": "lobby"}))["ok"]
     acks = []

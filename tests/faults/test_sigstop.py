@@ -18,8 +18,8 @@ import pytest
 
 from messaging.core.idempotency import claim_key
 from messaging.models import Message, Room
+from messaging.testing import SocketClient
 
-from ..support.wsclient import WsClient
 from .conftest import fault_redis_client, raw_db, sign_in_many
 
 pytestmark = [pytest.mark.e2e]
@@ -50,7 +50,7 @@ async def stage(cluster, fault_redis):
     # A's claim must run out while it is stopped; B's must not while the test inspects it.
     (a,), (b,) = cluster(1, MESSAGING_CLAIM_LEASE="2"), cluster(1, MESSAGING_CLAIM_LEASE="30")
     (session,) = await sign_in_many(a.url, 1)
-    on_a, on_b = await WsClient(a.url, session).connect(), await WsClient(b.url, session).connect()
+    on_a, on_b = await SocketClient(a.url, session).connect(), await SocketClient(b.url, session).connect()
     joins = [await ws.call("room.join", {"room": "lobby"}) for ws in (on_a, on_b)]
     (member,) = joins[0]["d"]["members"]
     user = member["user"]

@@ -13,9 +13,11 @@ import json
 
 import pytest
 
+from messaging.client import sign_in
+from messaging.testing import SocketClient
+
 from ..support.rawws import RawSocket
 from ..support.waiting import wait_for
-from ..support.wsclient import WsClient, sign_in
 from .conftest import kernel_send_buffer, peak_rss_kib, reset_peak_rss, rss_kib, scrape, seed_room, until
 
 pytestmark = [pytest.mark.e2e]
@@ -86,8 +88,8 @@ async def a_member_that_never_reads_among_readers(server) -> int | None:
     hoarder's send buffer overflows. Checks the reader heard everything and the server's memory;
     returns the hoarder's close code."""
     poster_session, reader_session, hoarder_session = (sign_in(server.url, name) for name in ("poster", "reader", "hoarder"))
-    poster = await WsClient(server.url, poster_session).connect()
-    reader = await WsClient(server.url, reader_session).connect()
+    poster = await SocketClient(server.url, poster_session).connect()
+    reader = await SocketClient(server.url, reader_session).connect()
     for ws in (poster, reader):
         assert (await ws.call("room.join", {"room": "live"}))["ok"]
     hoarder = RawSocket(server.url, hoarder_session, receive_buffer=4096).connect()

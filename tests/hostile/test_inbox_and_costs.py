@@ -15,10 +15,11 @@ import time
 import pytest
 from asgiref.sync import sync_to_async
 
+from messaging.client import sign_in
 from messaging.models import Room
+from messaging.testing import SocketClient
 
 from ..faults.conftest import raw_db
-from ..support.wsclient import WsClient, sign_in
 from .conftest import seed_room
 
 pytestmark = [pytest.mark.e2e]
@@ -29,7 +30,7 @@ RATE_BURST = 100
 
 async def test_a_command_past_the_inbox_is_refused_at_once_and_those_before_it_are_answered(daphne):
     server = daphne()
-    ws = await WsClient(server.url, sign_in(server.url, "flooder")).connect()
+    ws = await SocketClient(server.url, sign_in(server.url, "flooder")).connect()
     await sync_to_async(Room.objects.create)(slug="held")
     lock = raw_db()
     try:
@@ -59,7 +60,7 @@ async def test_a_command_past_the_inbox_is_refused_at_once_and_those_before_it_a
 async def test_a_burst_of_large_backlogs_is_refused_for_their_size(daphne):
     """The issue's joins (500 messages of 4,000 characters, `since: 0`), from a client that reads them."""
     server = daphne()
-    ws = await WsClient(server.url, sign_in(server.url, "reader")).connect()
+    ws = await SocketClient(server.url, sign_in(server.url, "reader")).connect()
     await sync_to_async(seed_room)("big", 500, 4000)
     ids = [await ws.send("room.join", {"room": "big", "since": 0}) for _ in range(100)]
     acks = [await ws.ack(id, timeout=60) for id in ids]
@@ -79,7 +80,7 @@ async def test_a_burst_of_large_backlogs_is_refused_for_their_size(daphne):
 
 async def test_a_reconnect_rejoining_its_rooms_and_resending_its_outbox_fits_the_burst(daphne):
     server = daphne()
-    ws = await WsClient(server.url, sign_in(server.url, "returning")).connect()
+    ws = await SocketClient(server.url, sign_in(server.url, "returning")).connect()
     rooms = [f"room-{n}" for n in range(10)]
     for room in rooms:
         await sync_to_async(seed_room)(room, 50, 200)

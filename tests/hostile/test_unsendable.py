@@ -11,7 +11,9 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
-from ..support.wsclient import WsClient, sign_in
+from messaging.client import sign_in
+from messaging.testing import SocketClient
+
 from .conftest import scrape, seed_room
 
 pytestmark = [pytest.mark.e2e]
@@ -21,7 +23,7 @@ POST = json.dumps({"id": POST_ID, "t": "room.post", "d": {"room": "wide", "body"
 LARGEST = len(POST)
 
 
-async def next_error(ws: WsClient) -> dict:
+async def next_error(ws: SocketClient) -> dict:
     """The next error frame the socket got; the frames before it stay in its inbox."""
     for frame in ws.inbox:
         if frame["t"] == "error":
@@ -35,8 +37,8 @@ async def next_error(ws: WsClient) -> dict:
 async def test_frames_over_the_servers_largest_are_error_frames_and_the_sockets_live_on(daphne):
     server = daphne(("--websocket-max-message-size", str(LARGEST)))
     await sync_to_async(seed_room)("wide", 2, 4000)
-    ana = await WsClient(server.url, sign_in(server.url, "ana")).connect()
-    bob = await WsClient(server.url, sign_in(server.url, "bob")).connect()
+    ana = await SocketClient(server.url, sign_in(server.url, "ana")).connect()
+    bob = await SocketClient(server.url, sign_in(server.url, "bob")).connect()
 
     # A join's backlog: each message too large becomes an error frame naming the join.
     join = await ana.send("room.join", {"room": "wide", "since": 0})

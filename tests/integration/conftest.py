@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 import time
@@ -14,10 +13,10 @@ import pytest
 import redis
 from channels.db import database_sync_to_async
 from channels.layers import channel_layers
-from channels.testing import WebsocketCommunicator
 
-from messaging.transport.consumers import ChatConsumer
 from messaging.core.idempotency import reset_claim_store
+from messaging.testing import Communicator as Client  # the tests' name for it
+from messaging.testing import override_command
 
 from ..support.servers import RedisServer
 
@@ -51,68 +50,6 @@ def own_redis(tmp_path):
     server = RedisServer(tmp_path).start()
     yield server
     server.stop()
-
-
-class Client:
-    """One WebSocket of one user, speaking the protocol to the real consumer."""
-
-    def __init__(self, user, consumer: type[ChatConsumer] = ChatConsumer) -> None:
-        self.user = user
-        self.comm = WebsocketCommunicator(consumer.as_asgi(), "/ws/")
-        self.comm.scope["user"] = user
-        self.inbox: list[dict] = []
-
-    async def connect(self) -> "Client":
-        connected, _ = await self.comm.connect(timeout=10)
-        assert connected
-        return self
-
-    async def close(self) -> None:
-        await self.comm.disconnect()
-
-    async def send(self, t: str, d: dict, id: str | None = None) -> str:
-        id = id or uuid.uuid4().hex
-        await self.comm.send_to(text_data=json.dumps({"id": id, "t": t, "d": d}))
-        return id
-
-    async def send_raw(self, text: str) -> None:
-        # send_input, not send_to: the latter refuses an empty frame.
-        await self.comm.send_input({"type": "websocket.receive", "text": text})
-
-    async def receive(self, timeout: float = 10) -> dict:
-        return json.loads(await self.comm.receive_from(timeout=timeout))
-
-    async def ack(self, id: str, timeout: float = 10) -> dict:
-        """Wait for the ack of `id`; other frames are kept in `inbox`."""
-        deadline = time.monotonic() + timeout
-        while True:
-            frame = await self.receive(timeout=max(0.1, deadline - time.monotonic()))
-            if frame.get("t") == "ack" and frame.get("id") == id:
-                return frame
-            self.inbox.append(frame)
-
-    async def call(self, t: str, d: dict, id: str | None = None) -> dict:
-        return await self.ack(await self.send(t, d, id))
-
-    async def join(self, room: str, **extra) -> dict:
-        ack = await self.call("room.join", {"room": room, **extra})
-        assert ack["ok"], ack
-        return ack
-
-    async def frames(self, kind: str, count: int, timeout: float = 10) -> list[dict]:
-        """The next `count` frames of type `kind` (from the inbox first)."""
-        found = [f for f in self.inbox if f["t"] == kind]
-        self.inbox = [f for f in self.inbox if f["t"] != kind]
-        deadline = time.monotonic() + timeout
-        while len(found) < count:
-            frame = await self.receive(timeout=max(0.1, deadline - time.monotonic()))
-            (found if frame["t"] == kind else self.inbox).append(frame)
-        extra = found[count:]
-        self.inbox.extend(extra)
-        return found[:count]
-
-    async def nothing_more(self, wait: float = 0.3) -> bool:
-        return await self.comm.receive_nothing(timeout=wait) and not self.inbox
 
 
 @pytest.fixture
@@ -192,11 +129,9 @@ def wait_until(predicate, timeout: float = 30, what: str = "a condition") -> Non
 @pytest.fixture
 def broken_type():
     """A registered exactly-once command type whose handler always raises; yields its type."""
-    from messaging.core import handlers
 
     def apply(ctx, data):
         raise RuntimeError("the handler broke")
 
-    handlers.register(handlers.Handler(type="test.broken", apply=apply))
-    yield "test.broken"
-    handlers._registry.pop("test.broken")
+    with override_command("test.broken", apply) as type:
+        yield type

@@ -4,8 +4,10 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from messaging.client import sign_in
+from messaging.testing import SocketClient
+
 from ..support.servers import Daphne
-from ..support.wsclient import WsClient, sign_in
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -32,7 +34,7 @@ def scrape(server: Daphne) -> dict[tuple, float]:
 async def test_one_scrape_adds_up_every_process_and_forgets_killed_sockets(servers):
     a, b = servers(), servers()
     session = sign_in(a.url, "ana")  # the session lives in the shared database: b knows it too
-    on_a, on_b = await WsClient(a.url, session).connect(), await WsClient(b.url, session).connect()
+    on_a, on_b = await SocketClient(a.url, session).connect(), await SocketClient(b.url, session).connect()
     try:
         for ws in (on_a, on_b):
             assert (await ws.call("room.join", {"room": "lobby"}))["ok"]

@@ -6,10 +6,11 @@ import asyncio
 import pytest
 from channels.db import database_sync_to_async
 
+from messaging.client import sign_in
 from messaging.core.idempotency import reset_claim_store
 from messaging.models import CommandRecord, Membership, ReactionCount
+from messaging.testing import SocketClient
 
-from ..support.wsclient import WsClient, sign_in
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -187,7 +188,7 @@ async def test_a_bad_reactions_from_is_invalid_and_joins_nobody(make_user, open_
 async def test_same_reaction_through_two_server_processes_counts_once(start_daphne):
     a, b = start_daphne(), start_daphne()
     session = sign_in(a.url, "ana")
-    sockets = [await WsClient(server.url, session).connect() for server in (a, b) for _ in range(3)]
+    sockets = [await SocketClient(server.url, session).connect() for server in (a, b) for _ in range(3)]
     try:
         for ws in sockets:
             assert (await ws.call("room.join", {"room": "lobby"}))["ok"]

@@ -13,7 +13,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from prometheus_client import REGISTRY
 
-from messaging.core import handlers
+import messaging
+from messaging.testing import override_registry
 
 from .conftest import Client
 
@@ -32,16 +33,14 @@ def overflows() -> float:
 
 @pytest.fixture
 def host_types():
-    registered = []
+    """`host_types(type, apply, **options)` registers a type that is not exactly-once, for this test."""
+    with override_registry():
 
-    def register(type: str, apply, **options) -> str:
-        handlers.register(handlers.Handler(type=type, apply=apply, exactly_once=False, **options))
-        registered.append(type)
-        return type
+        def register(type: str, apply, **options) -> str:
+            messaging.command(type, exactly_once=False, **options)(apply)
+            return type
 
-    yield register
-    for type in registered:
-        handlers._registry.pop(type)
+        yield register
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { AHEAD_LIMIT, newer, RevCursor } from "../../messaging/static/messaging/changes.js";
+import { AHEAD_LIMIT, newer, RevCursor } from "../../messaging/contrib/chat/static/messaging/changes.js";
 
 test("a first join starts the cursor at rev_upto once its backlog is in", () => {
   const cursor = new RevCursor();

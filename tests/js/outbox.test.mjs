@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { backoffDelay, Connection, Outbox } from "../../messaging/static/messaging/outbox.js";
+import { backoffDelay, Connection, Outbox } from "../../messaging/contrib/chat/static/messaging/outbox.js";
 
 class Clock {
   constructor() {

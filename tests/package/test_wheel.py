@@ -25,9 +25,10 @@ import pytest
 import redis
 from packaging.requirements import Requirement
 
+from messaging.client import sign_in
+from messaging.testing import SocketClient
 from tests.support.hostproject import HOST, host_env, migrate, postgres_database, uuid_users_env
 from tests.support.servers import Daphne, RedisServer
-from tests.support.wsclient import WsClient, sign_in
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,7 +90,10 @@ def test_wheel_carries_every_file_of_the_app(wheel):
     tracked = run("git", "ls-files", "messaging", cwd=ROOT).split()
     shipped = set(zipfile.ZipFile(wheel).namelist())
     assert [f for f in tracked if f not in shipped] == []
-    assert {"messaging/py.typed", "messaging/migrations/0001_initial.py", "messaging/templates/messaging/login.html"} <= shipped
+    assert {
+        "messaging/py.typed", "messaging/migrations/0001_initial.py",
+        "messaging/contrib/chat/templates/messaging/chat.html", "messaging/contrib/chat/static/messaging/chat.js",
+    } <= shipped
     metadata = email.message_from_bytes(zipfile.ZipFile(wheel).read(next(n for n in shipped if n.endswith("/METADATA"))))
     import messaging
 
@@ -129,7 +133,7 @@ async def test_websocket_round_trip_with_duplicates(host, tmp_path):
     try:
         assert server.request("GET", "/hello/")[2] == b"the host project's own page"
         session = sign_in(server.url, "ana")
-        a, b = await WsClient(server.url, session).connect(), await WsClient(server.url, session).connect()
+        a, b = await SocketClient(server.url, session).connect(), await SocketClient(server.url, session).connect()
         try:
             assert (await a.call("room.join", {"room": "lobby"}))["ok"]
 
@@ -167,8 +171,8 @@ async def test_users_keyed_by_uuid_on_postgresql(uuid_host, tmp_path):
     server = Daphne(env, log_dir=tmp_path, app="hostsite.asgi:application", python=python, cwd=project, base_env={})
     server.start()
     try:
-        ana = await WsClient(server.url, sign_in(server.url, "ana")).connect()
-        bea = await WsClient(server.url, sign_in(server.url, "bea")).connect()
+        ana = await SocketClient(server.url, sign_in(server.url, "ana")).connect()
+        bea = await SocketClient(server.url, sign_in(server.url, "bea")).connect()
         try:
             assert (await ana.call("room.join", {"room": "uuid-room"}))["ok"]
             joined = await bea.call("room.join", {"room": "uuid-room"})

@@ -1,9 +1,11 @@
 """A WebSocket client on a bare TCP socket, for clients that misbehave at the TCP level.
 
-Its receive buffer is set before it connects (so the window it advertises is
-small from the start), its frames are written by hand, and nothing is read
-unless the test asks: the client that never reads, as a library client
-(which reads in the background) cannot be.
+Kept beside `messaging.testing`'s clients for the hostile tests, because
+what they need a client library cannot do: its receive buffer is set before
+it connects (so the window it advertises is small from the start), its
+frames are written by hand, and nothing is read unless the test asks: the
+client that never reads, as a library client (which reads in the
+background) cannot be.
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ messages (the foreign key cascades), and those are part of other people's
 history, seqs and read states. Reactions it gave stay counted (the counts
 are per message), only the records that deduplicate them go.
 
-Only accounts that look like `guest_login`'s are candidates: the username
+Only accounts that look like those of the demo's `guest_login` are candidates: the username
 `guest-` and 16 hex digits, no usable password, neither staff nor superuser.
 
 A guest with an unexpired session is never a candidate, so only a socket
@@ -42,7 +42,7 @@ from django.utils import timezone
 from messaging.ops.retention import RetentionCommand
 from messaging.models import CommandRecord, Membership, Message, WatermarkMove
 
-# How `messaging.views.guest_login` names the accounts it makes.
+# How the demo's `project.guests.guest_login` names the accounts it makes.
 GUEST_USERNAME = r"^guest-[0-9a-f]{16}$"
 
 

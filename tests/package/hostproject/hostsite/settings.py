@@ -20,6 +20,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "messaging",  # 1. the app
+    "messaging.contrib.chat",  # 1. its chat page (optional)
     "wallet",  # the host's own app, with its own command type
 ]
 
@@ -36,6 +37,7 @@ ASGI_APPLICATION = "hostsite.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],  # the host's own (its sign-in form)
         "APP_DIRS": True,
         "OPTIONS": {"context_processors": ["django.template.context_processors.request", "django.contrib.auth.context_processors.auth"]},
     }
@@ -74,6 +76,7 @@ CHANNEL_LAYERS = {
 # 4. the app's settings
 MESSAGING = {"REDIS_URL": REDIS_URL, "METRICS_TOKEN": "host-metrics-token"}
 
+LOGIN_URL = "/login/"  # where the chat page sends a visitor who is not signed in
 STATIC_URL = "static/"
 USE_TZ = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -1,6 +1,8 @@
 from django.http import HttpResponse
 from django.urls import include, path
 
+from . import signin
+
 
 def home(request):
     return HttpResponse("the host project's own page")
@@ -8,6 +10,9 @@ def home(request):
 
 urlpatterns = [
     path("hello/", home),
-    # 2. the app's pages: the chat page at /, /login/, /healthz, /metrics
+    path("login/", signin.sign_in),  # the host's own sign-in (LOGIN_URL)
+    # 2. the chat page at / and its sign-out, POST /logout/ (the contrib app)
+    path("", include("messaging.contrib.chat.urls")),
+    # 2. the operational views, /healthz and /metrics
     path("", include("messaging.urls")),
 ]

@@ -1,0 +1,77 @@
+"""The chat page and its sign-out button's view.
+
+Signing in is the host's: both views send a visitor who is not signed in to
+`settings.LOGIN_URL` (the demo's guest form at `/login/`, `project/guests.py`).
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+
+from django.conf import settings
+from django.contrib.auth import logout
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.templatetags.static import static
+from django.utils.safestring import mark_safe
+from django.views.decorators.http import require_POST
+
+try:
+    from csp.decorators import csp_update
+except ImportError:  # django-csp is optional: the `csp` extra
+    csp_update = None
+
+
+@require_POST
+def sign_out(request: HttpRequest) -> HttpResponse:
+    """`POST /logout/`, with the CSRF token as for the sign-in form: ends the session and goes to `LOGIN_URL`.
+
+    The session is deleted from its store, so every socket it opened is closed
+    with 4401 at its next session check (`SESSION_CHECK_INTERVAL`). The page's
+    outbox for that user stays in the browser's IndexedDB.
+    """
+    logout(request)
+    return redirect(settings.LOGIN_URL)
+
+
+# The page's ES modules import each other by relative URL. With manifest
+# storage (DEBUG off) each file is served under a hashed name; the import map
+# sends those relative imports to the hashed files, so one deployment's
+# modules never mix with another's from a cache.
+CHAT_MODULES = (
+    "messaging/outbox.js", "messaging/store.js", "messaging/changes.js", "messaging/edits.js",
+    "messaging/history.js", "messaging/unread.js",
+)
+
+
+def import_map() -> str:
+    imports = {settings.STATIC_URL + name: static(name) for name in CHAT_MODULES}
+    # Safe inside <script>: json.dumps escapes no "<", so do it here.
+    return json.dumps({"imports": imports}).replace("<", "\\u003c")
+
+
+def script_hash(script: str) -> str:
+    """The Content-Security-Policy source that allows exactly this inline script."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode() + "'"
+
+
+def allow_inline_script(request: HttpRequest, response: HttpResponse, script: str) -> HttpResponse:
+    """Add `script`'s hash to the response's `script-src`, where django-csp sets the policy.
+
+    Its `csp_update` decorator, applied per response: the import map names the
+    deployment's hashed files, so its hash is not known before it is built.
+    Without django-csp (the `csp` extra) a host project's own policy must
+    allow it, with `script_hash(import_map())`.
+    """
+    if csp_update is None:
+        return response
+    return csp_update({"script-src": [script_hash(script)]})(lambda request: response)(request)
+
+
+def chat(request: HttpRequest) -> HttpResponse:
+    if not request.user.is_authenticated:
+        return redirect(settings.LOGIN_URL)
+    script = import_map()
+    response = render(request, "messaging/chat.html", {"import_map": mark_safe(script)})
+    return allow_inline_script(request, response, script)
