@@ -21,41 +21,11 @@ from ..core.loopdb import loop_database
 from ..core.protocol import format_time, message_body, optional_seq, room_slug
 from ..models import CommandRecord, Membership, Message, MessageState, Room
 from ..reactions import backlog_reactions, range_reactions
+from .messages import display_name, msg_frame, stored_msg_frame
 from .receipts import Move, amove_watermarks, move_watermarks
 from .replay import changes_since
 from .rooms import joined_room_id, room_to_join
 from .unread import unread_in
-
-
-def display_name(user: Any) -> str:
-    return user.get_full_name() or user.get_username()
-
-
-def msg_frame(room: str, seq: int, id: str, sender: Any, body: str, at: str, rev: int | None = None) -> dict:
-    """A new message's `msg` frame; `at` is the time as the protocol writes it (`format_time`)."""
-    return {
-        "t": "msg",
-        "d": {"room": room, "seq": seq, "id": id, "sender": {"id": sender.pk, "name": display_name(sender)},
-              "body": body, "at": at, "version": 1, "rev": rev},
-    }
-
-
-def stored_msg_frame(message: Message, room: str, viewer: Any) -> dict:
-    """A stored message's `msg` frame for `viewer`'s socket, in its current state
-    (edited: its body and `edited_at`; deleted: a tombstone). Of the viewer's own
-    messages it carries the stored `state` (an extension): in a room too big for
-    `status` frames a client cannot work it out from the members' watermarks."""
-    frame = msg_frame(room, message.seq, message.client_msg_id, message.sender, message.body,
-                      format_time(message.sent_at), message.rev)
-    d = frame["d"]
-    d["version"] = message.version
-    if message.deleted_at is not None:
-        d.update(body="", deleted=True, deleted_at=format_time(message.deleted_at))
-    if message.edited_at is not None:
-        d["edited_at"] = format_time(message.edited_at)
-    if message.sender_id == viewer.pk:
-        d["state"] = message.state
-    return frame
 
 
 # Members, as the join ack and room.members list them ------------------------

@@ -14,7 +14,9 @@ from ..core.exceptions import Invalid
 from ..core.handlers import CommandContext, command
 from ..core.protocol import room_slug
 from ..models import Message
+from ..reactions import backlog_reactions
 from .edits import message_seq
+from .messages import stored_msg_frame
 from .rooms import joined_room
 
 # PROTOCOL.md 1.1 fixes the page's bounds.
@@ -44,10 +46,6 @@ def validate_history(d: dict) -> HistoryPage:
 
 @command("room.history", validate=validate_history, exactly_once=False)
 def room_history(ctx: CommandContext, page: HistoryPage) -> dict:
-    # Imported here: messaging.commands imports this package for room.join.
-    from .commands import stored_msg_frame
-    from ..reactions import backlog_reactions
-
     room = joined_room(ctx.user, page.room)
     found = list(Message.objects.filter(room=room, seq__lt=page.before).select_related("sender")
                  .order_by("-seq")[: page.limit + 1])

@@ -32,18 +32,16 @@ from typing import Any
 from django.db.models import F
 
 from ..models import Message, ReactionCount, Room
+from ..reactions import reaction_frame
 from .deletes import delete_frame
 from .edits import edit_frame
+from .messages import stored_msg_frame
 
 
 def changes_since(room: Room, since_rev: int, viewer: Any, *, limit: int) -> tuple[list[dict], int]:
     """The frames that bring a client at `since_rev` to the room's state at
     `room.last_rev`, at most `limit`, and the rev they bring it to: the cut
     (see the module's docstring)."""
-    # Imported here: messaging.commands imports this module for room.join.
-    from .commands import stored_msg_frame
-    from ..reactions import reaction_frame
-
     upto = room.last_rev
     if since_rev >= upto:
         return [], upto
