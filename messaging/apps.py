@@ -8,6 +8,5 @@ class MessagingConfig(AppConfig):
 
     def ready(self) -> None:
         # Built-in command types and the system checks register themselves on import.
-        from . import reactions  # noqa: F401
         from .chat import commands, deletes, edits, history, unread  # noqa: F401
         from .ops import checks  # noqa: F401

@@ -36,7 +36,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `ROOMS_PER_SOCKET` | 200 | rooms one socket may have joined at once; a join of one more is `invalid` and changes nothing; 0 turns it off |
 | `EDIT_HISTORY_RETENTION` | 0 | seconds the body an edit replaced is kept in the message's version history (the admin shows it); 0 keeps none. A delete clears them at once; `prune_edit_history` clears older ones |
 | `ROOMS_LIST_LIMIT` | 500 | most rooms one `rooms.list` answer lists (the most recently active; `more` says whether there are others) |
-| `LOOP_DATABASE` | True | on PostgreSQL with psycopg 3, a batch's statement (`room.post`'s) and a receipt's run on the event loop's own connections (`messaging/core/loopdb.py`), one per statement running at once and at most `max(2, DB_THREADS)`, instead of on a database thread; False: on a thread |
+| `LOOP_DATABASE` | True | on PostgreSQL with psycopg 3, a batch's statement (`room.post`'s) and a receipt's run on the event loop's own connections (`messaging/core/gateway.py`), one per statement running at once and at most `max(2, DB_THREADS)`, instead of on a database thread; False: on a thread |
 
 A host project may also give each option in the environment as
 `MESSAGING_<KEY>` (see `options_from_environ`), e.g. `MESSAGING_CLAIM_LEASE=2`

@@ -162,29 +162,6 @@ class CommandRecord(models.Model):
         return f"{self.type} {self.command_id}"
 
 
-class ReactionCount(models.Model):
-    """How many "+1" reactions a message got (the `reaction.add` command type).
-
-    A table of its own, not a column of `Message`: receipts update message rows
-    in bulk, and a popular message's reactions should not wait on those locks.
-    """
-
-    message = models.OneToOneField(Message, on_delete=models.CASCADE, primary_key=True, related_name="reactions")
-    count = models.PositiveBigIntegerField(default=0)
-    # The room's rev of the latest change of this count, and the room
-    # (the message's, kept here so a `since_rev` replay finds a room's
-    # changed counts with one range scan). Null before revs.
-    room = models.ForeignKey(Room, on_delete=models.CASCADE, null=True, blank=True, related_name="+",
-                             db_index=False)
-    rev = models.PositiveBigIntegerField(null=True, blank=True)
-
-    class Meta:
-        indexes = [models.Index(fields=["room", "rev"], name="messaging_reaction_rev")]
-
-    def __str__(self) -> str:
-        return f"{self.message} +{self.count}"
-
-
 class MessageVersion(models.Model):
     """One edit or delete of a message: when, and, while `EDIT_HISTORY_RETENTION`
     says, the body it replaced. A delete removes every body kept here too."""

@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "messaging",
+    "messaging.contrib.reactions",
     # The chat page at /, its scripts and styles (the demo's sign-in is project/guests.py).
     "messaging.contrib.chat",
 ]

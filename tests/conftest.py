@@ -10,8 +10,8 @@ import redis
 from asgiref.sync import SyncToAsync
 from django.db import connection, connections
 
-from messaging.core.idempotency import close_db_threads
-from messaging.core.loopdb import close_loop_databases
+from messaging.core.gateway import close_database_threads
+from messaging.core.runtime import close_all_runtimes
 
 from .support.servers import ROOT, Daphne
 
@@ -19,13 +19,14 @@ from .support.servers import ROOT, Daphne
 @pytest.fixture(autouse=True)
 def _close_worker_thread_connections():
     """Async code under test reaches the database from asgiref's one worker
-    thread, the app's pool of command threads or the event loop's own
-    connections, which all persist. Close them after each test, or the test
-    database cannot be flushed and dropped."""
+    thread and the app's pool of command threads, whose connections persist.
+    Close them after each test, or the test database cannot be flushed and
+    dropped. An event loop's own connections close with the loop (its
+    runtime); those of a loop still open are closed here too."""
     yield
     SyncToAsync.single_thread_executor.submit(connections.close_all).result()
-    close_db_threads()
-    close_loop_databases()
+    close_database_threads()
+    close_all_runtimes()
 
 
 # Real server processes, shared by the e2e, browser, fault and integration suites.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import re
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -15,14 +15,15 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from ..conf import get_settings
-from ..core.exceptions import Forbidden, Invalid
+from ..core.exceptions import CommandError, Forbidden, Invalid
+from ..core.gateway import Gateway
 from ..core.handlers import CommandContext, command
-from ..core.loopdb import loop_database
+from ..core.sql import statement
 from ..core.protocol import format_time, message_body, optional_seq, room_slug
 from ..models import CommandRecord, Membership, Message, MessageState, Room
-from ..reactions import backlog_reactions, range_reactions
+from .hooks import join_hooks
 from .messages import display_name, msg_frame, stored_msg_frame
-from .receipts import Move, amove_watermarks, move_watermarks
+from .receipts import Move, move_watermarks_by_function, move_watermarks_portably
 from .replay import changes_since
 from .rooms import joined_room_id, room_to_join
 from .unread import unread_in
@@ -73,18 +74,17 @@ def members_on_join(room: Room, user: Any) -> tuple[list[dict], int]:
 class Join:
     room: str
     since: int | None
-    # An extension: the lowest seq the client shows, whose counts it wants again.
-    reactions_from: int | None = None
     # PROTOCOL 1.1: every change after this rev instead of the messages after `since`.
     since_rev: int | None = None
+    # Per join hook (messaging/chat/hooks.py), in order, what it made of `d`.
+    options: tuple[Any, ...] = ()
 
 
 def validate_join(d: dict) -> Join:
-    join = Join(room=room_slug(d), since=optional_seq(d, "since"), reactions_from=optional_seq(d, "reactions_from"),
-                since_rev=optional_seq(d, "since_rev"))
+    join = Join(room=room_slug(d), since=optional_seq(d, "since"), since_rev=optional_seq(d, "since_rev"))
     if join.since is not None and join.since_rev is not None:
         raise Invalid("give since or since_rev, not both")
-    return join
+    return replace(join, options=tuple(hook.validate(d) for hook in join_hooks()))
 
 
 @command("room.join", validate=validate_join, exactly_once=False, subscribes_to=lambda join: join.room)
@@ -109,9 +109,8 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
     if join.since_rev is not None:
         frames, ack["rev_upto"] = changes_since(room, join.since_rev, ctx.user, limit=conf.REPLAY_LIMIT)
         ctx.replies.extend(frames)
-        if join.reactions_from is not None:
-            ctx.replies.extend(range_reactions(room, join.reactions_from, room.last_seq, limit=conf.REPLAY_LIMIT))
-        return replayed(ack, ctx)
+        # No backlog: a hook sends what it has for the messages the client holds.
+        return replayed(ack, ctx, join_hook_replies(ctx, room, join, []))
     messages = Message.objects.filter(room=room).select_related("sender")
     if join.since is None:
         backlog = list(messages.order_by("-seq")[: conf.RECENT_ON_JOIN])[::-1]
@@ -119,23 +118,25 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
         backlog = list(messages.filter(seq__gt=join.since).order_by("seq")[: conf.REPLAY_LIMIT])
     for message in backlog:
         ctx.reply(stored_msg_frame(message, room.slug, ctx.user))
-    if join.reactions_from is not None:
-        # The messages the client has, below the backlog: their counts may
-        # have moved while it was away. Sent before the backlog's, so all the
-        # `reaction` frames come in seq order.
-        below = backlog[0].seq - 1 if backlog else room.last_seq
-        ctx.replies.extend(range_reactions(room, join.reactions_from, below, limit=conf.REPLAY_LIMIT))
-    ctx.replies.extend(backlog_reactions(room.slug, backlog))
     if join.since is None:
         # The newest messages and their counts, each in its current state.
         ack["rev_upto"] = room.last_rev
-    return replayed(ack, ctx)
+    return replayed(ack, ctx, join_hook_replies(ctx, room, join, backlog))
 
 
-def replayed(ack: dict, ctx: CommandContext) -> dict:
+def join_hook_replies(ctx: CommandContext, room: Room, join: Join, backlog: list[Message]) -> list[dict]:
+    """What the join hooks (messaging/chat/hooks.py) send after the backlog."""
+    replies: list[dict] = []
+    for hook, options in zip(join_hooks(), join.options):
+        replies.extend(hook.replies(ctx, room, options, backlog))
+    return replies
+
+
+def replayed(ack: dict, ctx: CommandContext, more: list[dict]) -> dict:
     """The join ack with `replayed` (an extension): how many of the room's
     frames follow it as this join's backlog, before any live frame, so a
     client knows when it is at `rev_upto`."""
+    ctx.replies.extend(more)
     ack["replayed"] = len(ctx.replies)
     return ack
 
@@ -258,69 +259,7 @@ def with_tables(sql: str) -> str:
 # (Redis forgot it, or it comes twice) fails the whole statement. The posts
 # come as one JSON array of [room, user, id, body, fingerprint]: psycopg
 # adapted five Python lists of 16 posts in 364 us, orjson this in 10 us.
-POSTS_AND_RECORDS = """
-WITH item AS (
-    SELECT e.n, e.v->>0 AS room, (e.v->>1)::{user_id} AS user_id, e.v->>2 AS command_id, e.v->>3 AS body,
-           e.v->>4 AS fingerprint
-    FROM jsonb_array_elements(%(items)s::jsonb) WITH ORDINALITY AS e(v, n)
-), member AS (
-    SELECT i.n, m.room_id FROM item i
-    JOIN {room} r ON r.slug = i.room
-    JOIN {membership} m ON m.room_id = r.id AND m.user_id = i.user_id
-), locked AS MATERIALIZED (
-    SELECT r.id, c.posts FROM {room} r
-    JOIN (SELECT room_id, count(*) AS posts FROM member GROUP BY room_id) c ON c.room_id = r.id
-    ORDER BY r.id FOR UPDATE OF r
-), taken AS (
-    UPDATE {room} r SET last_seq = r.last_seq + l.posts, last_rev = r.last_rev + l.posts FROM locked l
-    WHERE r.id = l.id
-    RETURNING r.id, r.last_seq - l.posts AS before, r.last_rev - l.posts AS rev_before
-), stamp AS MATERIALIZED (
-    SELECT at, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at_text
-    FROM (SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM taken) t) now
-), post AS (
-    SELECT n, room_id, before + k AS seq, rev_before + k AS rev FROM (
-        SELECT m.n, m.room_id, t.before, t.rev_before, row_number() OVER (PARTITION BY m.room_id ORDER BY m.n) AS k
-        FROM member m JOIN taken t ON t.id = m.room_id
-    ) numbered
-), message AS (
-    INSERT INTO {message} (room_id, seq, sender_id, client_msg_id, body, state, sent_at, version, posted_rev, rev)
-    SELECT p.room_id, p.seq, i.user_id, i.command_id, i.body, %(state)s, s.at, 1, p.rev, p.rev
-    FROM post p JOIN item i USING (n), stamp s
-), record AS (
-    INSERT INTO {record} (user_id, command_id, type, fingerprint, result, created_at)
-    SELECT i.user_id, i.command_id, %(type)s, i.fingerprint,
-           jsonb_build_object('room', i.room, 'seq', p.seq, 'at', s.at_text), s.at
-    FROM post p JOIN item i USING (n), stamp s
-)
-SELECT p.n, p.seq, s.at_text, p.rev FROM post p, stamp s
-"""
-
-
-def server_bound_cursor() -> Any:
-    """A cursor of Django's connection that binds parameters on the server.
-
-    psycopg prepares such a statement once it has run `prepare_threshold`
-    times on the connection (`DATABASES[...]["OPTIONS"]`; Django's default,
-    None, never prepares), and PostgreSQL then skips parsing and planning it:
-    16 posts took 2.6-3.2 ms bound on the client and 0.9-1.1 ms prepared,
-    alone on the bench machine (docs/PERFORMANCE.md). Django's own
-    cursors bind on the client, and their statements are never prepared.
-
-    While queries are logged (DEBUG, a test capturing them) it is Django's
-    own cursor, so the log shows the statement with its parameters in place.
-    """
-    try:
-        from django.db.backends.postgresql.base import ServerBindingCursor
-    except ImportError:  # psycopg2: no server-side binding
-        return connection.cursor()
-    if connection.queries_logged:
-        return connection.cursor()
-    connection.ensure_connection()
-    connection.validate_thread_sharing()
-    with connection.wrap_database_errors:
-        # Django's wrapper all the same: its errors are django.db's.
-        return connection.make_cursor(ServerBindingCursor(connection.connection))
+POSTS_AND_RECORDS = statement(__package__, "posts_and_records")
 
 
 def posts_statement(entries: list[tuple[CommandContext, Post, str]]) -> tuple[str, dict]:
@@ -344,43 +283,15 @@ def posts_results(entries: list[tuple[CommandContext, Post, str]], rows: list[tu
     return results
 
 
-def posts_and_records(entries: list[tuple[CommandContext, Post, str]]) -> list[dict | Forbidden] | None:
-    """Several `room.post`s and their `CommandRecord`s in one statement, on PostgreSQL; None elsewhere.
+async def posts_and_records(gateway: Gateway, entries: list[tuple[CommandContext, Post, str]]) -> list[dict | Forbidden]:
+    """`room.post`'s batch form on PostgreSQL: the posts and their `CommandRecord`s in one statement.
 
     Posts by non-members are refused with `Forbidden`; the others are stored.
     """
-    if connection.vendor != "postgresql":
-        return None
-    with server_bound_cursor() as cursor:
-        cursor.execute(*posts_statement(entries))
-        rows = cursor.fetchall()
-    return posts_results(entries, rows)
+    return posts_results(entries, await gateway.fetch(*posts_statement(entries)))
 
 
-async def aposts_and_records(entries: list[tuple[CommandContext, Post, str]]) -> list[dict | Forbidden] | None:
-    """`posts_and_records` on the event loop's own connection; None where there is none."""
-    database = loop_database()
-    if database is None:
-        return None
-    return posts_results(entries, await database.fetch(*posts_statement(entries)))
-
-
-def post_and_record(ctx: CommandContext, post: Post, fingerprint: str) -> dict | None:
-    """`room.post` and its `CommandRecord` in one statement, on PostgreSQL; None elsewhere.
-
-    A batch of one: the same statement as a batch, so the two cannot drift.
-    """
-    results = posts_and_records([(ctx, post, fingerprint)])
-    if results is None:
-        return None
-    [result] = results
-    if isinstance(result, Forbidden):
-        raise result
-    return result
-
-
-@command("room.post", validate=validate_post, apply_recorded=post_and_record, apply_recorded_many=posts_and_records,
-         apply_recorded_many_async=aposts_and_records)
+@command("room.post", validate=validate_post, batch={"postgresql": posts_and_records})
 def post_message(ctx: CommandContext, post: Post) -> dict:
     room_id = joined_room_id(ctx.user, post.room)
     seq, rev = next_seq(room_id)
@@ -429,12 +340,20 @@ def receipt_moved(ctx: CommandContext, receipt: Receipt, move: Move) -> dict:
     return {"room": receipt.room, "delivered": marks.delivered, "read": marks.read}
 
 
-async def areceipt(ctx: CommandContext, receipt: Receipt) -> dict | None:
-    """`receipt` from the event loop: one round trip, no database thread; None where it cannot."""
-    move = await amove_watermarks(ctx.user, receipt.room, receipt.delivered, receipt.read)
-    return None if move is None else receipt_moved(ctx, receipt, move)
+async def receipts_on_postgresql(gateway: Gateway, entries: list[tuple[CommandContext, Receipt, None]]) -> list[dict | CommandError]:
+    """`receipt`'s batch form on PostgreSQL: each receipt's move in one call of
+    the database's function (migration 0008), its own transaction."""
+    results: list[dict | CommandError] = []
+    for ctx, receipt, _ in entries:
+        try:
+            move = await move_watermarks_by_function(gateway, ctx.user, receipt.room, receipt.delivered, receipt.read)
+        except CommandError as exc:
+            results.append(exc)
+            continue
+        results.append(receipt_moved(ctx, receipt, move))
+    return results
 
 
-@command("receipt", validate=validate_receipt, exactly_once=False, apply_async=areceipt)
+@command("receipt", validate=validate_receipt, exactly_once=False, batch={"postgresql": receipts_on_postgresql})
 def receipt(ctx: CommandContext, receipt: Receipt) -> dict:
-    return receipt_moved(ctx, receipt, move_watermarks(ctx.user, receipt.room, receipt.delivered, receipt.read))
+    return receipt_moved(ctx, receipt, move_watermarks_portably(ctx.user, receipt.room, receipt.delivered, receipt.read))

@@ -3,7 +3,8 @@ exactly once, under the seven rules of `room.post`.
 
 An edit is registered with the default `exactly_once=True`: the claim, the
 durable record committed with the new body, and the replayed ack are the
-machinery that keeps a post single (messaging/idempotency.py). Its whole
+machinery that keeps a post single (messaging/core/pipeline.py), through
+the type's portable `apply` in one transaction (messaging/core/records.py). Its whole
 effect is `edit_message`, one transaction: the message's row lock, the
 room's next rev, the new body and version, the version's record.
 """

@@ -2,9 +2,10 @@
 
 One page is the newest `limit` messages below `before`, in seq order, each
 as a `msg` frame's `d` in its current state (tombstones included: a deleted
-message keeps its place), and `more`: whether older ones exist. The counts
-of the page's messages that have reactions follow the ack as `reaction`
-frames, as after a join's backlog. Two queries, each bounded by the page.
+message keeps its place), and `more`: whether older ones exist. What the apps
+beside the chat have for the page's messages (their `on_page` hooks,
+messaging/chat/hooks.py: the counts of those with reactions, as `reaction`
+frames) follows the ack, as after a join's backlog. Two queries, each bounded by the page.
 """
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from ..core.exceptions import Invalid
 from ..core.handlers import CommandContext, command
 from ..core.protocol import room_slug
 from ..models import Message
-from ..reactions import backlog_reactions
 from .edits import message_seq
+from .hooks import page_hooks
 from .messages import stored_msg_frame
 from .rooms import joined_room
 
@@ -50,6 +51,7 @@ def room_history(ctx: CommandContext, page: HistoryPage) -> dict:
     found = list(Message.objects.filter(room=room, seq__lt=page.before).select_related("sender")
                  .order_by("-seq")[: page.limit + 1])
     messages = found[: page.limit][::-1]
-    ctx.replies.extend(backlog_reactions(room.slug, messages))
+    for frames in page_hooks():
+        ctx.replies.extend(frames(room.slug, messages))
     return {"room": room.slug, "messages": [stored_msg_frame(m, room.slug, ctx.user)["d"] for m in messages],
             "more": len(found) > page.limit}

@@ -10,8 +10,9 @@ A move is applied in one transaction: the membership row, a `WatermarkMove`
 (when it happened, for the per-recipient view) and the message states, with
 one set-based UPDATE per state over the seq range that moved. On PostgreSQL
 that transaction is one call of the function `messaging_move_watermarks_v2`
-(migration 0008): one round trip, from the event loop where it has its own
-connections (`amove_watermarks`); elsewhere the ORM's statements below.
+(migration 0008): one round trip through the gateway
+(`move_watermarks_by_function`, `receipt`'s batch form there); elsewhere the
+ORM's statements of `move_watermarks_portably`, the type's `apply`.
 
 A move also says what it did, for the frames that tell it (`commands.py`):
 the messages it moved, each with its sender and new state (the newest
@@ -31,7 +32,8 @@ from django.utils import timezone
 
 from ..conf import get_settings
 from ..core.exceptions import Forbidden, Invalid
-from ..core.loopdb import loop_database
+from ..core.gateway import Gateway
+from ..core.sql import statement
 from ..models import Membership, Message, MessageState, Room, WatermarkMove
 
 # The first key of PostgreSQL's two-key advisory locks taken here ("rcpt"),
@@ -73,11 +75,8 @@ class Move:
     messages: tuple[MovedMessage, ...] = ()
 
 
-# The move as one call (migration 0008), on Django's connection or the event loop's.
-MOVE_CALL = (
-    "SELECT * FROM messaging_move_watermarks_v2("
-    "%(room)s, %(user)s, %(delivered)s, %(read)s, %(members_upto)s, %(states_limit)s)"
-)
+# The move as one call (migration 0008), through the gateway.
+MOVE_CALL = statement(__package__, "move_watermarks")
 
 
 def move_parameters(user: Any, room_slug: str, delivered: int | None, read: int | None) -> dict[str, Any]:
@@ -86,27 +85,15 @@ def move_parameters(user: Any, room_slug: str, delivered: int | None, read: int 
             "members_upto": conf.MEMBERS_ON_JOIN, "states_limit": conf.STATES_PER_RECEIPT}
 
 
-def move_watermarks(user: Any, room_slug: str, delivered: int | None, read: int | None) -> Move:
-    """Move `user`'s watermarks in a room forward. Call inside a transaction.
+async def move_watermarks_by_function(gateway: Gateway, user: Any, room_slug: str, delivered: int | None,
+                                     read: int | None) -> Move:
+    """Move `user`'s watermarks in a room forward, in one call of the database's
+    function (PostgreSQL), its own transaction, through the gateway.
 
     Raises `Forbidden` for a non-member and `Invalid` for a seq beyond the
     room's last one; either way nothing changes.
     """
-    if connection.vendor != "postgresql":
-        return move_watermarks_portably(user, room_slug, delivered, read)
-    with connection.cursor() as cursor:
-        cursor.execute(MOVE_CALL, move_parameters(user, room_slug, delivered, read))
-        rows = cursor.fetchall()
-    return called_move(rows, delivered, read)
-
-
-async def amove_watermarks(user: Any, room_slug: str, delivered: int | None, read: int | None) -> Move | None:
-    """`move_watermarks` in a transaction of its own, from the event loop's
-    connections (messaging/core/loopdb.py); None where there are none."""
-    database = loop_database()
-    if database is None:
-        return None
-    rows = await database.fetch(MOVE_CALL, move_parameters(user, room_slug, delivered, read))
+    rows = await gateway.fetch(MOVE_CALL, move_parameters(user, room_slug, delivered, read))
     return called_move(rows, delivered, read)
 
 

@@ -8,7 +8,9 @@ place (`rev`) of one of its changes:
   messages still come in seq order;
 - a message posted before it: the `msg.edit` or `msg.delete` of its latest
   change, at that change's place;
-- a reaction count: one `reaction` frame, at its latest change's place.
+- what an app beside the chat changed (its `on_replay` hook,
+  messaging/chat/hooks.py): a reaction count is one `reaction` frame, at
+  its latest change's place.
 
 PROTOCOL.md allows this ("the latest change of a message ... as long as the
 client ends in the same state"). The replay covers the changes up to the
@@ -22,8 +24,8 @@ reflected in what it holds, and whatever changed after it is sent again
 from its latest change (a client ignores what it already shows by
 `version`, or by the highest count).
 
-Three range scans, each bounded by the limit: messages by
-(room, posted_rev), messages by (room, rev), counts by (room, rev).
+Range scans, each bounded by the limit: messages by (room, posted_rev),
+messages by (room, rev), and a hook's (the counts by (room, rev)).
 """
 from __future__ import annotations
 
@@ -31,10 +33,10 @@ from typing import Any
 
 from django.db.models import F
 
-from ..models import Message, ReactionCount, Room
-from ..reactions import reaction_frame
+from ..models import Message, Room
 from .deletes import delete_frame
 from .edits import edit_frame
+from .hooks import replay_hooks
 from .messages import stored_msg_frame
 
 
@@ -58,9 +60,8 @@ def changes_since(room: Room, since_rev: int, viewer: Any, *, limit: int) -> tup
             placed.append((message.rev, message.rev, delete_frame(room.slug, message)))
         elif message.edited_at is not None:
             placed.append((message.rev, message.rev, edit_frame(room.slug, message)))
-    counts = (ReactionCount.objects.filter(room=room, rev__gt=since_rev, rev__lte=upto).order_by("rev")
-              .values_list("message__seq", "count", "rev")[:limit])
-    placed.extend((rev, rev, reaction_frame(room.slug, seq, count, rev)) for seq, count, rev in counts)
+    for changes in replay_hooks():
+        placed.extend(changes(room, since_rev, upto, limit))
     placed.sort(key=lambda entry: entry[0])
     cut = placed[limit - 1][0] if len(placed) > limit else upto
     frames = []

@@ -4,7 +4,7 @@ Every post, edit, delete and reaction change takes the room's next rev in
 its own transaction, by an UPDATE of the room's row that holds the row lock
 until commit: two changes of a room queue on it, so revs are handed out in
 commit order, and a rollback takes its number back with it (no gap). Posts
-take theirs with their seq in the same UPDATE (messaging/commands.py).
+take theirs with their seq in the same UPDATE (messaging/chat/sql/posts_and_records.sql).
 """
 from __future__ import annotations
 

@@ -1,1 +1,2 @@
-"""Optional apps a host project installs beside `messaging` or leaves out (docs/ARCHITECTURE.md)."""
+"""Optional apps a host project installs beside `messaging` or leaves out, each with its own
+models, migrations, templates or static files (docs/ARCHITECTURE.md)."""

@@ -12,10 +12,13 @@ get the same exactly-once guarantee as `room.post` unless they opt out with
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 from .exceptions import CommandError, Invalid, UnknownType
 from .protocol import check_data, require_object
+
+if TYPE_CHECKING:
+    from .gateway import Gateway
 
 
 @dataclass
@@ -50,18 +53,13 @@ class CommandContext:
 
 Validator = Callable[[dict], Any]
 Applier = Callable[[CommandContext, Any], dict]
-# `apply` from the event loop (messaging/core/loopdb.py), without a database thread;
-# None where the database has no such form.
-AsyncApplier = Callable[[CommandContext, Any], Awaitable["dict | None"]]
-# Applies the command and writes its durable record for the given fingerprint
-# in one atomic statement; returns None where the database has no such form.
-RecordedApplier = Callable[[CommandContext, Any, str], "dict | None"]
-# The same for several commands of the type at once: `(ctx, data, fingerprint)`
-# per command in, per command out its ack data or the `CommandError` refusing it.
-BatchEntries = list[tuple[CommandContext, Any, str]]
-RecordedBatchApplier = Callable[[BatchEntries], "list[dict | CommandError] | None"]
-# That batch form from the event loop (messaging/core/loopdb.py), without a database thread.
-AsyncRecordedBatchApplier = Callable[[BatchEntries], Awaitable["list[dict | CommandError] | None"]]
+# `(ctx, data, fingerprint)` per command: the fingerprint its record keeps,
+# None for a type that is not exactly-once.
+BatchEntries = list[tuple[CommandContext, Any, "str | None"]]
+# A type's batch form for one database: the commands of `entries` through
+# the gateway (messaging/core/gateway.py), per command in order its ack data
+# or the `CommandError` refusing it; None where it declines (then `apply`).
+BatchForm = Callable[["Gateway", BatchEntries], Awaitable["list[dict | CommandError] | None"]]
 
 
 def _accept_object(data: dict) -> dict:
@@ -70,6 +68,8 @@ def _accept_object(data: dict) -> dict:
 
 @dataclass(frozen=True)
 class Handler:
+    """A command type: `validate`, the portable `apply`, and optional batch forms per database vendor."""
+
     type: str
     apply: Applier
     validate: Validator = _accept_object
@@ -78,15 +78,12 @@ class Handler:
     # data. The consumer subscribes *before* apply runs, so nothing posted
     # between the backlog query and the subscription is missed.
     subscribes_to: Callable[[Any], str] | None = None
-    # Optional fast path of an exactly-once type: effect and record in one
-    # round trip instead of a transaction of several (see idempotency._apply).
-    apply_recorded: RecordedApplier | None = None
-    # Its batch form, for commands of the type that arrive together (see `command`).
-    apply_recorded_many: RecordedBatchApplier | None = None
-    # The batch form on the event loop, tried first where it is set (see `command`).
-    apply_recorded_many_async: AsyncRecordedBatchApplier | None = None
-    # A command that is not exactly-once from the event loop, tried first where it is set.
-    apply_async: AsyncApplier | None = None
+    # Django's `connection.vendor` ("postgresql", ...) -> the type's batch form there.
+    batch: Mapping[str, BatchForm] = field(default_factory=dict)
+
+    def batch_form(self, vendor: str) -> BatchForm | None:
+        """The batch form for a database of `vendor`, if the type has one there."""
+        return self.batch.get(vendor)
 
 
 _registry: dict[str, Handler] = {}
@@ -105,45 +102,31 @@ def command(
     validate: Validator | None = None,
     exactly_once: bool = True,
     subscribes_to: Callable[[Any], str] | None = None,
-    apply_recorded: RecordedApplier | None = None,
-    apply_recorded_many: RecordedBatchApplier | None = None,
-    apply_recorded_many_async: AsyncRecordedBatchApplier | None = None,
-    apply_async: AsyncApplier | None = None,
+    batch: Mapping[str, BatchForm] | None = None,
 ) -> Callable[[Applier], Applier]:
     """Register `apply(ctx, data) -> ack data` as the handler of `type`.
 
     `validate(d)` gets the command's `d` (already known to be an object) and
-    returns what `apply` receives; it raises `messaging.core.exceptions.Invalid`.
+    returns what `apply` receives; it raises `messaging.Invalid`.
 
-    An exactly-once type may add faster forms that write its effect and its
-    `CommandRecord` in one atomic statement, each returning None where the
-    database has no such form (then `apply` runs in a transaction):
+    `apply` is the portable form: ORM code for any database, run on a
+    database thread inside a transaction (which also writes the command's
+    `CommandRecord` for an exactly-once type).
 
-    - `apply_recorded(ctx, data, fingerprint)` returns the ack data of one
-      command;
-    - `apply_recorded_many([(ctx, data, fingerprint), ...])`, for commands of
-      the type that arrive together, returns per command, in the given order,
-      its ack data or the `CommandError` that refuses it (nothing of a
-      refused command may be stored), and leaves replies and broadcasts on
-      each command's `ctx`. It raises `IntegrityError` if any command was
-      applied before or comes twice: the whole statement is undone and each
-      command runs alone, where its record answers a duplicate. Any other
-      error fails every command of the batch with `unavailable`.
-    - `apply_recorded_many_async(...)`, the same contract as a coroutine on
-      the event loop (a statement through `messaging.core.loopdb`), for batches of
-      one command or more; where it returns None the batch takes a database
-      thread and the forms above.
-
-    A type that is not exactly-once may add `apply_async(ctx, data)`: `apply`
-    as a coroutine on the event loop, in a transaction of its own (one
-    statement through `messaging.core.loopdb`). Where it returns None, `apply` runs
-    in a transaction on a database thread.
+    `batch` maps a database vendor (`"postgresql"`) to a faster form there:
+    `async form(gateway, [(ctx, data, fingerprint), ...])`, which runs the
+    commands through the gateway's `fetch` (one statement, its own
+    transaction) and returns per command, in the given order, its ack data or
+    the `CommandError` that refuses it (nothing of a refused command may be
+    stored), leaving replies and broadcasts on each command's `ctx`; or None
+    to decline (then `apply` runs). For an exactly-once type it writes each
+    applied command's `CommandRecord` with its fingerprint in the same
+    statement, and raises `IntegrityError` if any command was applied before
+    or comes twice: the whole statement is undone and each command runs
+    alone through `apply`, where its record answers a duplicate. Any other
+    error fails every command of the batch with `unavailable`. A type that
+    is not exactly-once gets one command per call (fingerprint None).
     """
-
-    if exactly_once and apply_async is not None:
-        # Its statement would write no record: an exactly-once type's loop form
-        # is `apply_recorded_many_async`.
-        raise ValueError(f"{type!r} is exactly-once: give apply_recorded_many_async, not apply_async")
 
     def decorate(apply: Applier) -> Applier:
         register(
@@ -153,10 +136,7 @@ def command(
                 validate=validate or _accept_object,
                 exactly_once=exactly_once,
                 subscribes_to=subscribes_to,
-                apply_recorded=apply_recorded,
-                apply_recorded_many=apply_recorded_many,
-                apply_recorded_many_async=apply_recorded_many_async,
-                apply_async=apply_async,
+                batch=dict(batch or {}),
             )
         )
         return apply

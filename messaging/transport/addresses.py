@@ -9,7 +9,7 @@ Why it counts where it does: in the app's Redis (`MESSAGING["REDIS_URL"]`),
 where the per-user window of messaging/transport/ratelimit.py counts too, because a
 client behind a load balancer reaches every process, and a limit per process
 would let it in once per process. Unlike the per-user window, each hit is one
-round trip (`RedisWindow.hit_now`, `ahit_now`: `INCR` and `EXPIRE`), not a
+round trip (`RedisWindow.ahit_now`: `INCR` and `EXPIRE`), not a
 batch: handshakes and sign-ins are rare next to commands, and their limit
 must hold exactly at its edge (the 31st sign-in of a burst is refused
 whichever process takes it), which batches a quarter second late would not.
@@ -31,6 +31,7 @@ import ipaddress
 import math
 from typing import Any, Callable
 
+from asgiref.sync import async_to_sync
 from django.http import HttpRequest, HttpResponse
 
 from ..conf import get_settings
@@ -95,7 +96,8 @@ def limit_posts_per_address(name: str, rate: Callable[[], tuple[int, float]], wh
             if request.method == "POST":
                 counter = address_window(name, *rate())
                 client = client_key(request.META.get("REMOTE_ADDR"))
-                wait = counter.hit_now(client) if counter is not None and client is not None else 0.0
+                # From a sync view: on the server's event loop (a new one where there is none).
+                wait = async_to_sync(counter.ahit_now)(client) if counter is not None and client is not None else 0.0
                 if wait > 0:
                     metrics.ADDRESS_THROTTLED.labels(name).inc()
                     return too_many(what, wait)

@@ -1,4 +1,12 @@
-"""The WebSocket consumer: parse, dispatch, send. The logic lives elsewhere."""
+"""The WebSocket consumer: read frames, hand commands to the pipeline, write what comes back.
+
+What a command does is the core's (messaging/core/pipeline.py); this module
+owns the socket: its inbox, its refusals before the pipeline (rate, rooms),
+and the order of its answers. A room's live frames are `LiveRooms`
+(messaging/transport/live.py), the socket's send path `Outgoing`
+(messaging/transport/outgoing.py), the session's periodic check
+`SessionWatch` (messaging/transport/sessions.py).
+"""
 from __future__ import annotations
 
 import asyncio
@@ -6,9 +14,9 @@ import contextvars
 import functools
 import logging
 import math
-import random
 import time
 from collections import deque
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 import redis
@@ -19,24 +27,23 @@ from channels.layers import get_channel_layer
 from django.utils.functional import LazyObject, empty
 
 from ..conf import get_settings
-from ..core import handlers
+from ..core import handlers, pipeline
 from ..core.exceptions import BadFrame, CommandError, Invalid, RateLimited, Unavailable
-from ..core.idempotency import BATCH_LIMIT, Delivery, Outcome, execute_async, execute_together, run_in_db_thread
-from ..core.protocol import Command, ack_error, ack_ok, bad_frame, encode, frame_not_sent, parse_command
+from ..core.outcomes import Delivery
+from ..core.protocol import Command, bad_frame, parse_command
 from ..ops import metrics
 from ..ops.logcontext import command_scope, loggable
+from .answers import Answers
+from .closes import CLOSE_INTERNAL, CLOSE_POLICY, CLOSE_TOO_BIG, CLOSE_UNAUTHENTICATED, CLOSE_UNSUPPORTED
 from .fanout import get_hub
+from .live import LiveRooms
+from .outgoing import Outgoing
 from .ratelimit import TokenBucket, user_limiter
-from .sendbuffer import SendBuffer, payload_length, send_buffer
-from .sessions import session_still_signs_in
+from .sendbuffer import SendBuffer, send_buffer
+from .sessions import SessionWatch
 
 log = logging.getLogger(__name__)
 
-CLOSE_UNSUPPORTED = 1003
-CLOSE_POLICY = 1008
-CLOSE_TOO_BIG = 1009
-CLOSE_INTERNAL = 1011
-CLOSE_UNAUTHENTICATED = 4401
 
 
 def resilient(receive: Callable[[], Awaitable[dict]]) -> Callable[[], Awaitable[dict]]:
@@ -57,68 +64,6 @@ def resilient(receive: Callable[[], Awaitable[dict]]) -> Callable[[], Awaitable[
     return receive_until_it_works
 
 
-class SessionWatch:
-    """One periodic check of a session for all the sockets it signed in.
-
-    Every socket of a session (a browser's tabs, reconnects) shares one task,
-    so a process reads each session once per interval, however many sockets
-    it holds: 5,000 sockets of one session cost one read per interval, not
-    5,000 reads on the database thread that also serves sign-ins. Once the
-    session stops signing the user in (logout elsewhere), every socket of it
-    is closed with 4401, within the interval plus one check.
-    """
-
-    _watches: dict[tuple[str, Any], "SessionWatch"] = {}
-
-    def __init__(self, key: tuple[str, Any], user: Any, interval: float) -> None:
-        self.key = key
-        self.user = user
-        self.interval = interval
-        self.sockets: set[ChatConsumer] = set()
-        self.task = asyncio.create_task(self.run())
-
-    @classmethod
-    def join(cls, socket: "ChatConsumer", session_key: str, interval: float) -> "SessionWatch":
-        key = (session_key, socket.user.pk)
-        watch = cls._watches.get(key)
-        if watch is None or watch.task.done() or watch.task.get_loop() is not asyncio.get_running_loop():
-            watch = cls._watches[key] = cls(key, socket.user, interval)
-        watch.sockets.add(socket)
-        return watch
-
-    def leave(self, socket: "ChatConsumer") -> None:
-        self.sockets.discard(socket)
-        if not self.sockets:
-            self.task.cancel()
-            if self._watches.get(self.key) is self:
-                del self._watches[self.key]
-
-    async def run(self) -> None:
-        # Jitter spreads the checks of sessions that connected together.
-        await asyncio.sleep(random.uniform(0, self.interval))
-        while True:
-            try:
-                # On the commands' threads: channels' one database thread also
-                # signs in every new socket, and must not queue behind checks.
-                valid = await run_in_db_thread(session_still_signs_in, self.key[0], self.user)
-            except Exception:
-                # A storage outage is not a logout: keep the sockets, ask again later.
-                log.warning("session check failed for user %s", self.user.pk, exc_info=True)
-                valid = True
-            if not valid:
-                if self._watches.get(self.key) is self:
-                    del self._watches[self.key]
-                for socket in list(self.sockets):
-                    try:
-                        await socket.close(code=CLOSE_UNAUTHENTICATED)
-                    except Exception:
-                        # A socket whose client is already gone (uvicorn raises
-                        # then) must not keep the session's other sockets open.
-                        log.warning("closing a socket of user %s failed", self.user.pk, exc_info=True)
-                return
-            await asyncio.sleep(self.interval)
-
-
 def resolved(user: Any) -> Any:
     """The user behind channels' lazy `scope["user"]`, once AuthMiddleware resolved it.
 
@@ -130,7 +75,17 @@ def resolved(user: Any) -> Any:
     return user
 
 
-class ChatConsumer(AsyncWebsocketConsumer):
+@dataclass
+class Refused:
+    """A command refused before it reached the pipeline, answered in its turn."""
+
+    command: Command
+    handler: handlers.Handler | None
+    error: CommandError
+    started: float
+
+
+class ChatConsumer(Answers, LiveRooms, Outgoing, AsyncWebsocketConsumer):
     # Rooms' live frames come through the app's own hub (messaging/transport/fanout.py),
     # so a socket does not listen on the channel layer: no channel, no
     # receive task and no Redis poll per socket. A host's subclass that wants
@@ -171,7 +126,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # channels' dispatch runs close_old_connections on its one sync thread
         # before every handler: a thread hop per frame and per fan-out event,
         # a quarter of the server's CPU under load. This consumer reaches the
-        # database only through `run_in_db_thread`, which does that upkeep
+        # database only through the gateway (`Gateway.run`), which does that upkeep
         # around each call itself.
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
@@ -278,42 +233,44 @@ class ChatConsumer(AsyncWebsocketConsumer):
             self.answering = 0
 
     async def answer_frames(self, frames: list[tuple[str | None, float]]) -> None:
-        """Answer `frames` in the order received.
+        """Answer `frames` in the order received, in the groups the pipeline runs together.
 
-        Consecutive exactly-once commands of one type (a client's pipelined
-        posts) run together in one batch, in order, so their seqs follow send
-        order and their acks come in it. Everything else waits for them and
-        runs alone: a join, a receipt, a refusal, a bad frame, a close. So a
-        post sent right behind its room's join still runs after the join.
+        Each frame is read and its command prepared (rate, type, data, rooms)
+        as its turn comes, so a join counts the rooms of the joins before it.
+        The pipeline's rule (`pipeline.Runs`) says what runs together: a
+        client's pipelined posts in one batch, everything else alone.
         """
-        together: list[tuple[Delivery, float]] = []
+        order = pipeline.Runs()
         for text, started in frames:
             if self.closed:
                 return
-            frame = self.read(text)
-            if isinstance(frame, Command):
+            item = self.read(text)
+            if isinstance(item, Command):
                 self.bad_frames = 0
-                with command_scope(frame.id, frame.t, self.user.pk):
-                    handler, data, error = await self.prepare(frame)
-                    if error is None and handler.exactly_once and handler.subscribes_to is None:
-                        if together and (together[0][0].handler.type != handler.type or len(together) >= BATCH_LIMIT):
-                            await self.run_together(together)
-                            together = []
-                        delivery = Delivery(self.user, frame, handler, data, contextvars.copy_context())
-                        together.append((delivery, started))
-                        continue
-            await self.run_together(together)
-            together = []
-            if self.closed:
-                return
-            if isinstance(frame, Command):
-                with command_scope(frame.id, frame.t, self.user.pk):
-                    await self.run(frame, started, handler, data, error)
-            elif isinstance(frame, BadFrame):
-                await self.refuse_frame(frame.message)
+                with command_scope(item.id, item.t, self.user.pk):
+                    item = await self.prepare(item, started)
+            for group in order.add(item):
+                await self.answer(group)
+                if self.closed:
+                    return
+        for group in order.end():
+            await self.answer(group)
+
+    async def answer(self, group: list[Any]) -> None:
+        """One group of `answer_frames`: deliveries for the pipeline, or a refusal, a bad frame, a close."""
+        first = group[0]
+        if isinstance(first, Delivery):
+            if first.handler.subscribes_to is not None:
+                await self.join(first)
             else:
-                await self.close(code=frame)
-        await self.run_together(together)
+                await self.run_together(group)
+        elif isinstance(first, Refused):
+            with command_scope(first.command.id, first.command.t, self.user.pk):
+                await self.refuse(first.command, first.handler, first.error, first.started)
+        elif isinstance(first, BadFrame):
+            await self.refuse_frame(first.message)
+        else:
+            await self.close(code=first)
 
     def read(self, text: str | None) -> Command | BadFrame | int:
         """The frame's command, why it is no command, or the code to close the socket with."""
@@ -352,69 +309,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
         else:
             await self.close(code=frame)
 
-    async def send_text(self, text: str) -> None:
-        """Send one text frame: every frame this consumer sends goes through here.
-
-        The socket's send buffer (messaging/transport/sendbuffer.py) writes it to the
-        connection, or queues it while the client does not read; it never
-        waits, so a room's fan-out is not held up by a slow member. A frame
-        too large ever to be sent is replaced by an error frame. A subclass
-        that wants to see or change frames overrides this.
-        """
-        if not self.outgoing.send(text):
-            await self.not_sent("live", "frame_too_large", f"{payload_length(text)} bytes", None)
-
-    async def send_frame(self, frame: dict, command_id: str | None = None) -> int:
-        """Encode and send one frame of this socket's own; the bytes of its payload, 0 if it was not sent.
-
-        `command_id` is the command whose ack or reply it is: a frame that
-        cannot be encoded or is too large to send is replaced by an error
-        frame naming it, so its client learns why the ack or reply is missing.
-        """
-        try:
-            text = encode(frame)
-        except TypeError as exc:  # orjson.JSONEncodeError is one
-            await self.not_sent(frame.get("t"), "frame_unencodable", str(exc), command_id)
-            return 0
-        if not self.outgoing.fits(text):
-            await self.not_sent(frame.get("t"), "frame_too_large", f"{payload_length(text)} bytes", command_id)
-            return 0
-        await self.send_text(text)
-        return payload_length(text)
-
-    async def not_sent(self, what: Any, code: str, detail: str, command_id: str | None) -> None:
-        """Log and count a frame that cannot be sent, and send the small error frame that stands for it."""
-        metrics.UNSENDABLE_FRAMES.labels("too_large" if code == "frame_too_large" else "unencodable").inc()
-        largest = self.outgoing.largest
-        log.warning("a %s frame for user %s was not sent (%s): %s, the limit is %d bytes",
-                    str(what)[:32], self.user.pk, code, detail, largest)
-        message = (f"a frame of {detail} is over the {largest} bytes this server sends in one"
-                   if code == "frame_too_large" else "a frame could not be encoded as JSON")
-        await self.send_text(encode(frame_not_sent(code, message, command_id)))
-
-    def send_buffer_overflowed(self, frames: int, waited: int) -> None:
-        """More than `MAX_SEND_BUFFER` waits for this socket's client: close it with 1008.
-
-        The send buffer has dropped what waited; the frames still queued in
-        the inbox are dropped too, and the close goes in a task of its own,
-        since the send that overflowed may be a room's fan-out.
-        """
-        metrics.SEND_BUFFER_OVERFLOWS.inc()
-        log.warning("closing a socket of user %s with 1008: %d bytes waited for its client (MAX_SEND_BUFFER %d), "
-                    "%d frames dropped", self.user.pk, waited, self.outgoing.limit, frames)
-        self.stop_answering()
-        self.overflow_close = asyncio.ensure_future(self.close(code=CLOSE_POLICY))
-
-    async def send(self, text_data: str | None = None, bytes_data: bytes | None = None,
-                   close: bool | int = False) -> None:
-        """Channels' `send`, for a host's code: a text frame goes through `send_text`, behind the frames before it."""
-        if text_data is not None and getattr(self, "outgoing", None) is not None:
-            await self.send_text(text_data)
-            if close:
-                await self.close(close)
-            return
-        await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
-
     async def refuse_frame(self, message: str) -> None:
         self.bad_frames += 1
         await self.send_frame(bad_frame(message))
@@ -448,28 +342,27 @@ class ChatConsumer(AsyncWebsocketConsumer):
             # Rounded up, so a client that waits exactly this long is let in.
             raise RateLimited(retry_after=math.ceil(wait * 1000) / 1000)
 
-    async def prepare(self, command: Command) -> tuple[handlers.Handler | None, Any, CommandError | None]:
-        """The command's handler (None if it has none) and validated data, or why it is refused.
+    async def prepare(self, command: Command, started: float) -> Delivery | Refused:
+        """The command as the pipeline runs it, or why it is refused.
 
         Everything that can fail for this command alone fails here, before
-        it joins a batch with other users' commands: its type, its data and,
-        for an exactly-once type, its fingerprint; for a join, this socket's
-        count of rooms.
+        it joins a batch with other users' commands: the socket's and the
+        user's rate, its type, its data and fingerprint (`pipeline.prepare`),
+        and for a join this socket's count of rooms.
         """
         handler = None
         try:
             await self.check_rate()
             handler = handlers.lookup(command.t)
-            data = handlers.validate(handler, command.d)
-            if handler.exactly_once:
-                command.fingerprint  # computed now, and kept on the command for its batch
+            delivery = pipeline.prepare(self.user, command, contextvars.copy_context())
+            delivery.received = started
             if handler.subscribes_to is not None:
-                self.check_rooms(handler.subscribes_to(data))
-            return handler, data, None
+                self.check_rooms(handler.subscribes_to(delivery.data))
+            return delivery
         except CommandError as exc:
-            return handler, None, exc
+            return Refused(command, handler, exc, started)
         except Exception as exc:
-            return handler, None, self.unavailable(command, exc)
+            return Refused(command, handler, self.unavailable(command, exc), started)
 
     def check_rooms(self, room: str) -> None:
         """Refuse a join of one room more than `ROOMS_PER_SOCKET` with `Invalid`:
@@ -483,169 +376,3 @@ class ChatConsumer(AsyncWebsocketConsumer):
         log.error("command %s %s by user %s failed", loggable(command.t), command.id, self.user.pk, exc_info=exc)
         return Unavailable()
 
-    async def run(self, command: Command, started: float, handler: handlers.Handler | None, data: Any,
-                  error: CommandError | None) -> None:
-        """One prepared command on its own (or its refusal, `error`), answered."""
-        joining = subscribed = None
-        if error is None:
-            assert handler is not None
-            try:
-                if handler.subscribes_to is not None:
-                    joining = handler.subscribes_to(data)
-                    self.held[joining] = []
-                    subscribed = await self.subscribe(joining)
-                outcome = await execute_async(self.user, command, handler, data)
-            except CommandError as exc:
-                error = exc
-            except Exception as exc:
-                error = self.unavailable(command, exc)
-        if error is not None:
-            await self.unsubscribe(subscribed)
-            await self.refuse(command, handler, error, started)
-            await self.release_held(joining)
-            return
-        await self.ack(command, handler, outcome, started)
-        if joining is not None:
-            last_seq = outcome.data.get("last_seq")
-            if isinstance(last_seq, int):
-                self.live_after[joining] = last_seq
-            await self.release_held(joining)
-        self.publish(outcome)
-
-    async def run_together(self, together: list[tuple[Delivery, float]]) -> None:
-        """Exactly-once commands that take effect in their order, answered in it."""
-        if not together:
-            return
-        try:
-            results = await execute_together([delivery for delivery, _ in together])
-        except Exception:
-            log.exception("a batch of %d commands by user %s failed", len(together), self.user.pk)
-            results = [Unavailable()] * len(together)
-        for (delivery, started), result in zip(together, results):
-            command, handler = delivery.command, delivery.handler
-            with command_scope(command.id, command.t, self.user.pk):
-                if isinstance(result, Outcome):
-                    await self.ack(command, handler, result, started)
-                    self.publish(result)
-                    continue
-                if not isinstance(result, CommandError):
-                    result = self.unavailable(command, result)
-                await self.refuse(command, handler, result, started)
-
-    async def ack(self, command: Command, handler: handlers.Handler, outcome: Outcome, started: float) -> None:
-        """The command's ack, then its replies (a join's backlog), which cost the socket's rate by their size."""
-        await self.send_frame(ack_ok(command.id, outcome.data, dup=outcome.dup), command.id)
-        self.answered(handler, "dup" if outcome.dup else "ok", started, source=outcome.source)
-        sent = 0
-        for frame in outcome.replies:
-            # As fast as the client reads them: a backlog may be larger than MAX_SEND_BUFFER.
-            await self.outgoing.room()
-            if self.closed:  # closing (or overflowed): the rest would be dropped
-                break
-            sent += await self.send_frame(frame, command.id)
-        if sent:
-            self.bucket.charge(sent / get_settings().REPLY_BYTES_PER_TOKEN)
-
-    async def refuse(self, command: Command, handler: handlers.Handler | None, error: CommandError,
-                     started: float) -> None:
-        await self.send_frame(ack_error(command.id, error.as_error()), command.id)
-        self.answered(handler, error.code, started)
-
-    def publish(self, outcome: Outcome) -> None:
-        for room, frame in outcome.broadcasts:
-            self.broadcast(room, frame)
-        for user_id, room, frame in outcome.to_users:
-            self.hub.publish_to_user(user_id, room, encode(frame))
-
-    def answered(self, handler: handlers.Handler | None, outcome: str, started: float, *, source: str | None = None) -> None:
-        """Count and log one ack, the one place where every command's outcome is known."""
-        seconds = time.perf_counter() - started
-        metrics.command_answered(handler.type if handler else metrics.UNKNOWN_TYPE, outcome, seconds, source=source)
-        # Refusals at INFO; successes at DEBUG, since a line per command costs
-        # more than a cheap command itself under load.
-        log.log(
-            logging.DEBUG if outcome in ("ok", "dup") else logging.INFO,
-            "answered %s%s in %.1f ms", outcome, f" from {source}" if source else "", seconds * 1000,
-        )
-
-    async def attach(self) -> None:
-        """Have the hub deliver the user's own frames to this socket (`personal`).
-
-        Best effort like a room's live frames: a failure (Redis away) is tried
-        again at the socket's next join, before that room's frames can come.
-        """
-        try:
-            await self.hub.attach(self.user.pk, self)
-        except Exception:
-            log.exception("attaching a socket of user %s failed", self.user.pk)
-            return
-        self.attached = True
-
-    async def subscribe(self, room: str) -> str | None:
-        """Add this socket to the room's live frames; returns the room if this call added it."""
-        if not self.attached:
-            await self.attach()
-        if room in self.rooms:
-            return None
-        try:
-            await self.hub.join(room, self)
-        except Exception:
-            # Live fan-out is best effort; the join itself (membership and
-            # backlog) does not depend on it. A later join tries again.
-            log.exception("subscribing to room %s failed", room)
-            return None
-        self.rooms.add(room)
-        return room
-
-    async def unsubscribe(self, room: str | None) -> None:
-        if room is not None:
-            self.rooms.discard(room)
-            self.live_after.pop(room, None)
-            try:
-                await self.hub.leave(room, self)
-            except Exception:
-                log.exception("unsubscribing from room %s failed", room)
-
-    def broadcast(self, room: str, frame: dict) -> None:
-        """Queue a committed and acked effect's frame for everyone in the room.
-
-        The socket's next command does not wait for it; the hub publishes
-        frames in the order they were queued (messaging/transport/fanout.py).
-        """
-        seq = frame["d"].get("seq") if frame.get("t") == "msg" else None
-        self.hub.publish(room, seq, encode(frame))
-
-    async def live(self, room: str, seq: int | None, text: str) -> None:
-        """One live frame of a joined room, from the hub."""
-        held = self.held.get(room)
-        if held is not None:
-            # A join of this room is running: its ack and backlog go first.
-            # What is held waits for the client as much as what is queued.
-            held.append((seq, text))
-            self.held_bytes += payload_length(text)
-            if self.held_bytes + self.outgoing.waiting > self.outgoing.limit and not self.outgoing.overflowed:
-                frames = sum(len(frames) for frames in self.held.values())
-                self.held.clear()
-                self.outgoing.overflow(frames, self.held_bytes)
-                self.held_bytes = 0
-        elif seq is None or seq > self.live_after.get(room, 0):
-            # A message at or below the join's last seq was in its backlog
-            # (or beyond its replay limit, for the client to fetch by seq).
-            await self.send_text(text)
-
-    async def personal(self, room: str | None, text: str) -> None:
-        """A frame for this socket's user, from the hub; one for a room only
-        while this socket is joined to it, after a running join's backlog."""
-        if room is None:
-            await self.send_text(text)
-        elif room in self.held or room in self.rooms:
-            await self.live(room, None, text)
-
-    async def release_held(self, room: str | None) -> None:
-        """After a join's ack and backlog: send what the room published meanwhile."""
-        held = self.held.pop(room, None) if room is not None else None
-        if held:
-            self.held_bytes -= sum(payload_length(text) for _, text in held)
-        if held and room in self.rooms:
-            for seq, text in held:
-                await self.live(room, seq, text)

@@ -33,16 +33,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
-import weakref
 from collections import deque
-from typing import Any, Iterator, Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 import redis
 import redis.asyncio as aioredis
 
 from ..conf import get_settings
+from ..core.runtime import runtime
 from ..ops import metrics
+from .packing import pack, pack_for_user, unpack, unpack_for_user
 
 log = logging.getLogger(__name__)
 
@@ -52,63 +52,6 @@ log = logging.getLogger(__name__)
 PUBLISH_BACKLOG = 10_000
 # Most publishes sent in one pipelined round trip, of each queue.
 PUBLISH_BATCH = 500
-
-ROOM_TAG = re.compile(rb"[a-z0-9][a-z0-9-]{0,63}")
-
-
-def pack_tagged(frames: list[tuple[bytes, str]]) -> bytes:
-    """Frames, in order, as one Pub/Sub message: per frame a line
-    `<tag> <length>`, then that many bytes of UTF-8 text. A tag has no space
-    and no newline."""
-    parts = []
-    for tag, text in frames:
-        payload = text.encode()
-        parts.append(b"%s %d\n%s" % (tag, len(payload), payload))
-    return b"".join(parts)
-
-
-def unpack_tagged(data: bytes) -> Iterator[tuple[bytes, str]]:
-    """The frames of a `pack_tagged` message; ValueError if it is not one."""
-    at = 0
-    while at < len(data):
-        newline = data.index(b"\n", at)
-        tag, length = data[at:newline].split(b" ")
-        size = int(length)
-        end = newline + 1 + size
-        if size < 0 or end > len(data):
-            raise ValueError("a frame's length is negative or runs past the end of the message")
-        yield tag, data[newline + 1:end].decode()
-        at = end
-
-
-def pack(frames: list[tuple[int | None, str]]) -> bytes:
-    """A room's frames as one Pub/Sub message, each tagged with its message's seq or `-`."""
-    return pack_tagged([(b"-" if seq is None else b"%d" % seq, text) for seq, text in frames])
-
-
-def unpack(data: bytes) -> Iterator[tuple[int | None, str]]:
-    """The frames of a `pack`ed message; ValueError if it is not one."""
-    for tag, text in unpack_tagged(data):
-        yield None if tag == b"-" else int(tag), text
-
-
-def pack_for_user(frames: list[tuple[str | None, str]]) -> bytes:
-    """A user's frames as one Pub/Sub message, each tagged with the room whose
-    joined sockets it is for, or `-` for all the user's sockets (a slug never
-    is `-`, nor holds a space)."""
-    return pack_tagged([(b"-" if room is None else room.encode(), text) for room, text in frames])
-
-
-def unpack_for_user(data: bytes) -> Iterator[tuple[str | None, str]]:
-    """The frames of a `pack_for_user` message; ValueError if it is not one."""
-    for tag, text in unpack_tagged(data):
-        if tag == b"-":
-            yield None, text
-        elif ROOM_TAG.fullmatch(tag):
-            yield tag.decode(), text
-        else:
-            raise ValueError("a user's frame is tagged with neither a room nor -")
-
 
 def user_key(user_id: Any) -> str:
     """A user as the hub knows it: the id's text, the same for an id from the
@@ -180,6 +123,13 @@ class Hub:
         to `room`, if given) in every process, and return at once."""
         queue(self.user_outbox, (user_key(user_id), room, text))
         self.start_pump()
+
+    async def aclose(self) -> None:
+        """Stop sending (the loop's runtime closes): what is still queued is dropped."""
+        pump, self.pump = self.pump, None
+        if pump is not None and not pump.done():
+            pump.cancel()
+            await asyncio.gather(pump, return_exceptions=True)
 
     def start_pump(self) -> None:
         if self.pump is None or self.pump.done():
@@ -322,6 +272,15 @@ class RedisHub(Hub):
         finally:
             self.confirmations.pop(channel, None)
 
+    async def aclose(self) -> None:
+        await super().aclose()
+        await self.stop_listening()
+        for client in (self.client, self.listen_client):
+            try:
+                await client.aclose()
+            except (OSError, redis.RedisError):
+                pass
+
     async def stop_listening(self) -> None:
         pubsub, listener = self.pubsub, self.listener
         self.pubsub = self.listener = None
@@ -404,14 +363,11 @@ class RedisHub(Hub):
         metrics.FANOUT_FRAMES.labels("published").inc(frames)
 
 
-_hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Hub] = weakref.WeakKeyDictionary()
+def make_hub() -> Hub:
+    conf = get_settings()
+    return RedisHub(conf.REDIS_URL, timeout=conf.REDIS_TIMEOUT) if conf.REDIS_URL else Hub()
 
 
 def get_hub() -> Hub:
-    """This event loop's hub (a server process has one loop; tests have one per test)."""
-    loop = asyncio.get_running_loop()
-    hub = _hubs.get(loop)
-    if hub is None:
-        conf = get_settings()
-        hub = _hubs[loop] = RedisHub(conf.REDIS_URL, timeout=conf.REDIS_TIMEOUT) if conf.REDIS_URL else Hub()
-    return hub
+    """This event loop's hub (a server process has one loop; tests have one per test), closed with the loop."""
+    return runtime().part("hub", make_hub, close=lambda hub: hub.aclose())

@@ -8,7 +8,7 @@
   counted in Redis (`INCRBY` on a key per window, in batches: `RedisWindow`)
   so that one user's sockets on several server processes share one budget. Without Redis, or while it fails,
   each process counts on its own: the limit then holds per process.
-* **The same window hit one round trip at a time** (`hit_now`, `ahit_now`),
+* **The same window hit one round trip at a time** (`ahit_now`),
   exact across processes, for what is rare next to commands and must hold
   at its edge: handshakes and sign-ins per client address
   (messaging/transport/addresses.py).
@@ -33,7 +33,7 @@ import redis
 import redis.asyncio as aioredis
 
 from ..conf import get_settings
-from ..core.redis_clients import loop_client
+from ..core.runtime import runtime
 
 log = logging.getLogger(__name__)
 
@@ -115,12 +115,8 @@ class LocalWindow:
         """`hit` from the event loop; subclasses that do I/O do it without blocking."""
         return self.hit(key)
 
-    def hit_now(self, key: Any) -> float:
-        """`hit`, counted where the window is shared at once, not in a batch (this process's count is already exact)."""
-        return self.hit(key)
-
     async def ahit_now(self, key: Any) -> float:
-        """`hit_now` from the event loop."""
+        """`ahit`, counted where the window is shared at once, not in a batch (this process's count is already exact)."""
         return self.hit(key)
 
     def _wait(self, count: int, slot: int, now: float) -> float:
@@ -174,17 +170,9 @@ class RedisWindow(LocalWindow):
         self._flushed_at = 0.0
         self._next_flush: asyncio.Task | None = None
         self._flushes: set[asyncio.Task] = set()
-        self._sync: redis.Redis | None = None
 
     def _client(self) -> aioredis.Redis:
-        return loop_client(self.url, self.timeout)
-
-    def _sync_client(self) -> redis.Redis:
-        # For threads (a view's hits): redis-py's client is thread-safe.
-        if self._sync is None:
-            self._sync = redis.Redis.from_url(self.url, socket_timeout=self.timeout,
-                                              socket_connect_timeout=self.timeout)
-        return self._sync
+        return runtime().redis_client(self.url, self.timeout)
 
     def _name(self, key: Any, slot: int) -> str:
         return f"{self.prefix}{key}:{slot}"
@@ -193,24 +181,11 @@ class RedisWindow(LocalWindow):
         self._down_until = time.monotonic() + self.cooldown
         log.warning("redis rate limit failed, counting in this process: %s", exc)
 
-    def hit_now(self, key: Any) -> float:
+    async def ahit_now(self, key: Any) -> float:
         """One hit added to the shared count at once: one round trip (`INCR`,
         `EXPIRE`), so the limit is exact across processes at its edge. While
         Redis fails the hit counts in this process (and is added to what Redis
         answers later in the same window)."""
-        now, slot, name = self._hit_now_of(key)
-        if name is None:
-            return self._counted_here(key, slot, now)
-        try:
-            with self._sync_client().pipeline(transaction=False) as pipe:
-                count, _ = pipe.incr(name).expire(name, math.ceil(self.window) + 1).execute()
-        except (redis.RedisError, OSError) as exc:
-            self._redis_failed(exc)
-            return self._counted_here(key, slot, now)
-        return self._wait(count + in_slot(self.counts, key, slot), slot, now)
-
-    async def ahit_now(self, key: Any) -> float:
-        """`hit_now` from the event loop."""
         now, slot, name = self._hit_now_of(key)
         if name is None:
             return self._counted_here(key, slot, now)

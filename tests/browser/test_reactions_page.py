@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import expect
 
 from messaging.client import sign_in as ws_sign_in
-from messaging.models import ReactionCount
+from messaging.contrib.reactions.models import ReactionCount
 from messaging.testing import SocketClient
 
 from .conftest import Relay, bubbles, join, leave_behind_the_pages_back, poll, screenshot, sign_in, write

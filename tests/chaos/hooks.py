@@ -25,12 +25,12 @@ from typing import Any, Callable
 # into the server beyond the public `command` API.
 TARGETS: dict[str, tuple[str, ...]] = {
     # A failed delivery keeps its claim: a retry waits for the lease.
-    "claim-kept": ("messaging.core.idempotency.Batch.finish",),
+    "claim-kept": ("messaging.core.apply.Batch.finish",),
     # The result goes to Redis when the handler returns, before the commit.
-    "early-result": ("messaging.core.idempotency._apply", "messaging.core.idempotency.get_claim_store"),
+    "early-result": ("messaging.core.records.apply_portably", "messaging.core.claims.get_claim_store"),
     # Each process answers duplicates from its own memory of results, filled
     # when the handler returns, before the commit: a rollback leaves it stale.
-    "stale-cache": ("messaging.core.idempotency._apply", "messaging.core.idempotency.RedisClaimStore.aclaim_many"),
+    "stale-cache": ("messaging.core.records.apply_portably", "messaging.core.claims.RedisClaimStore.claim_many"),
 }
 PLANTS = tuple(TARGETS)
 
@@ -108,68 +108,71 @@ def register_wallet() -> None:
 
 
 def plant_claim_kept() -> None:
-    from messaging.core import idempotency
+    from messaging.core.apply import Batch
 
-    finish = idempotency.Batch.finish
+    finish = Batch.finish
 
     def finish_keeping_claims(self: Any) -> tuple[list, list]:
         results, _releases = finish(self)
         return results, []
 
-    idempotency.Batch.finish = finish_keeping_claims
+    Batch.finish = finish_keeping_claims
 
 
 def on_handler_return(remember: Callable[[Any, Any, str, dict], None]) -> None:
     """Call `remember(user, command, fingerprint, result)` when an exactly-once
     handler returns inside its transaction, before the record and the commit."""
-    from messaging.core import idempotency
+    from messaging.core import records
 
-    apply = idempotency._apply
+    apply = records.apply_portably
 
-    def apply_and_remember(user: Any, command: Any, handler: Any, data: Any, *, fingerprint: str | None = None) -> Any:
-        if fingerprint is None:
-            return apply(user, command, handler, data)
+    def apply_and_remember(delivery: Any) -> Any:
+        if delivery.fingerprint is None:
+            return apply(delivery)
+        handler = delivery.handler
 
         def handler_then_remember(ctx: Any, data: Any) -> dict:
             result = handler.apply(ctx, data)
-            remember(user, command, fingerprint, result)
+            remember(delivery.user, delivery.command, delivery.fingerprint, result)
             return result
 
-        return apply(user, command, dataclasses.replace(handler, apply=handler_then_remember), data,
-                     fingerprint=fingerprint)
+        return apply(dataclasses.replace(delivery, handler=dataclasses.replace(handler, apply=handler_then_remember)))
 
-    idempotency._apply = apply_and_remember
+    records.apply_portably = apply_and_remember
 
 
 def plant_early_result() -> None:
-    from messaging.core import idempotency
+    from asgiref.sync import async_to_sync
+
+    from messaging.core import claims
 
     def store_in_redis(user: Any, command: Any, fingerprint: str, result: dict) -> None:
-        key = idempotency.claim_key(user.pk, command.id)
-        idempotency.get_claim_store().finish([(key, idempotency.Stored(fingerprint, result))], [], "early")
+        key = claims.claim_key(user.pk, command.id)
+        # From the database thread, on the server's event loop.
+        async_to_sync(claims.get_claim_store().finish)([(key, claims.Stored(fingerprint, result))], [], "early")
 
     on_handler_return(store_in_redis)
 
 
 def plant_stale_cache() -> None:
-    from messaging.core import idempotency
+    from messaging.core import claims
 
     remembered: OrderedDict[str, Any] = OrderedDict()
 
     def remember(user: Any, command: Any, fingerprint: str, result: dict) -> None:
-        remembered[idempotency.claim_key(user.pk, command.id)] = idempotency.Stored(fingerprint, result)
+        remembered[claims.claim_key(user.pk, command.id)] = claims.Stored(fingerprint, result)
         while len(remembered) > 10_000:
             remembered.popitem(last=False)
 
     on_handler_return(remember)
-    claim_many = idempotency.RedisClaimStore.aclaim_many
+    claim_many = claims.RedisClaimStore.claim_many
 
     async def answer_from_memory_first(self: Any, keys: list[str], owner: str) -> list:
         rest = [key for key in keys if key not in remembered]
         replies = iter(await claim_many(self, rest, owner) if rest else ())
         return [remembered[key] if key in remembered else next(replies) for key in keys]
 
-    idempotency.RedisClaimStore.aclaim_many = answer_from_memory_first
+    claims.RedisClaimStore.claim_many = answer_from_memory_first
 
 
 PLANTERS: dict[str, Callable[[], None]] = {

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from messaging.core.idempotency import claim_key
+from messaging.core.claims import claim_key
 from messaging.models import Message, Room
 from messaging.testing import SocketClient
 

@@ -11,10 +11,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
+from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import channel_layers
 
-from messaging.core.idempotency import reset_claim_store
+from messaging.core.claims import reset_claim_store
 from messaging.testing import Communicator as Client  # the tests' name for it
 from messaging.testing import override_command
 
@@ -94,27 +95,36 @@ async def gather(*aws):
 
 
 def apply_command(user, t: str, d: dict, id: str | None = None):
-    """Run one command through the real registry and exactly-once path, without a socket.
+    """Run one command through the real registry and pipeline, without a socket (from sync code).
 
     Returns the `Outcome`; refusals raise their `CommandError`.
     """
-    from messaging.core import handlers
-    from messaging.core.idempotency import execute
+    from messaging.core import pipeline
     from messaging.core.protocol import Command
 
-    handler = handlers.lookup(t)
-    return execute(user, Command(id=id or uuid.uuid4().hex, t=t, d=d), handler, handlers.validate(handler, d))
+    return async_to_sync(pipeline.submit)(user, Command(id=id or uuid.uuid4().hex, t=t, d=d))
 
 
 def post_delivery(user, room: str, body: str, id: str | None = None):
     """One delivery of a `room.post`, validated, as a batch carries it."""
-    from messaging.core import handlers
-    from messaging.core.idempotency import Delivery
+    from messaging.core import pipeline
     from messaging.core.protocol import Command
 
-    d = {"room": room, "body": body}
-    handler = handlers.lookup("room.post")
-    return Delivery(user, Command(id=id or uuid.uuid4().hex, t="room.post", d=d), handler, handlers.validate(handler, d))
+    return pipeline.prepare(user, Command(id=id or uuid.uuid4().hex, t="room.post", d={"room": room, "body": body}))
+
+
+@pytest.fixture
+def on_this_thread(settings):
+    """The pipeline's database work on the calling thread's connection (asgiref's
+    thread-sensitive hop, no loop connections), where a sync test counts its queries."""
+    settings.MESSAGING = {**settings.MESSAGING, "LOOP_DATABASE": False, "DB_THREADS": 0}
+
+
+def run_batch(deliveries):
+    """One batch of the pipeline (claims, apply, records, results), from sync code."""
+    from messaging.core import pipeline
+
+    return async_to_sync(pipeline.run_batch)(deliveries)
 
 
 def wait_until(predicate, timeout: float = 30, what: str = "a condition") -> None:
@@ -135,3 +145,14 @@ def broken_type():
 
     with override_command("test.broken", apply) as type:
         yield type
+
+
+def move_by_function(user, room_slug: str, delivered, read):
+    """A receipt's move in its PostgreSQL form (one call of the database's function), on this
+    thread's connection and transaction: the statement `move_watermarks_by_function` sends
+    through the gateway, for tests that compare it with the ORM's form inside one transaction."""
+    from messaging.chat.receipts import MOVE_CALL, called_move, move_parameters
+    from messaging.core.gateway import fetch_on_this_thread
+
+    rows = fetch_on_this_thread(MOVE_CALL, move_parameters(user, room_slug, delivered, read))
+    return called_move(rows, delivered, read)

@@ -16,7 +16,8 @@ from messaging.core.protocol import format_time
 
 from .conftest import apply_command
 
-pytestmark = [pytest.mark.django_db]
+# Commands run through the pipeline, whose database work is on its own connections: committed data.
+pytestmark = [pytest.mark.django_db(transaction=True)]
 
 MESSAGES = reverse("admin:messaging_message_changelist")
 ROOMS = reverse("admin:messaging_room_changelist")

@@ -7,23 +7,24 @@ import uuid
 
 import pytest
 import redis
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from prometheus_client import REGISTRY
 
 from messaging.chat import commands
-from messaging.core import handlers, idempotency
+from messaging.core import handlers, pipeline
+from messaging.core.apply import Batch
 from messaging.conf import get_settings
 from messaging.core.exceptions import Forbidden, IdReused, Unavailable
 from messaging.core.handlers import CommandContext
-from messaging.core.idempotency import (
-    ClaimBusy, claim_key, execute_async, execute_many, execute_many_async, reset_claim_store,
-)
+from messaging.core.claims import claim_key, reset_claim_store
+from messaging.core.outcomes import ClaimBusy
+from messaging.core.runtime import runtime
 from messaging.ops.metrics import BATCH_PHASE_NAMES
 from messaging.models import CommandRecord, Message, Room
 
-from .conftest import apply_command, post_delivery, wait_until
+from .conftest import apply_command, post_delivery, run_batch, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -53,7 +54,7 @@ def test_a_batch_numbers_each_room_in_batch_order_and_answers_each_post(users, r
         delivery(bob, "b", "b2"),
         delivery(ana, "a", "a4"),
     ]
-    results = execute_many(batch)
+    results = run_batch(batch)
 
     forbidden = results[2]
     assert isinstance(forbidden, Forbidden)
@@ -83,9 +84,9 @@ def test_a_batch_numbers_each_room_in_batch_order_and_answers_each_post(users, r
 
 def test_the_second_copy_of_a_command_in_a_batch_waits_for_the_first(users, redis_client):
     ana, _, _ = users
-    first, second = execute_many([delivery(ana, "a", "twice", id="same"), delivery(ana, "a", "twice", id="same")])
+    first, second = run_batch([delivery(ana, "a", "twice", id="same"), delivery(ana, "a", "twice", id="same")])
     assert not first.dup and isinstance(second, ClaimBusy)
-    (again,) = execute_many([delivery(ana, "a", "twice", id="same")])
+    (again,) = run_batch([delivery(ana, "a", "twice", id="same")])
     assert again.dup and again.source == "redis" and again.data == first.data
     assert Message.objects.filter(client_msg_id="same").count() == 1
 
@@ -101,7 +102,7 @@ def redis_down(settings):
 
 def test_two_copies_of_one_command_in_a_batch_apply_once_with_redis_down(users, redis_down):
     ana, bob, _ = users
-    results = execute_many([
+    results = run_batch([
         delivery(ana, "a", "twice", id="same"),
         delivery(bob, "a", "other"),
         delivery(ana, "a", "twice", id="same"),
@@ -114,7 +115,9 @@ def test_two_copies_of_one_command_in_a_batch_apply_once_with_redis_down(users, 
     assert Room.objects.get(slug="a").last_seq == 2, "the undone attempt used up no seq"
 
 
-def test_a_duplicate_redis_forgot_in_a_batch_is_answered_by_its_record(users, redis_client):
+def test_a_duplicate_redis_forgot_in_a_batch_is_answered_by_its_record(users, redis_client, settings):
+    # Statements on this thread's connection (asgiref's thread-sensitive hop), where the test counts them.
+    settings.MESSAGING = {**settings.MESSAGING, "LOOP_DATABASE": False, "DB_THREADS": 0}
     ana, bob, _ = users
     before = apply_command(ana, "room.post", {"room": "a", "body": "hello"}, id="old")
     redis_client.flushdb()
@@ -128,7 +131,7 @@ def test_a_duplicate_redis_forgot_in_a_batch_is_answered_by_its_record(users, re
         delivery(ana, "b", "fresh 2"),
     ]
     with CaptureQueriesContext(connection) as queries:
-        fresh1, old, id_reused, fresh2 = execute_many(batch)
+        fresh1, old, id_reused, fresh2 = run_batch(batch)
     statements = [q["sql"] for q in queries]
     assert "WITH ORDINALITY" in statements[0], "the batch statement ran first, and failed"
     # A post alone is the same statement over a one-element array of posts.
@@ -152,14 +155,14 @@ def test_a_failed_batch_releases_every_claim_and_answers_unavailable(users, redi
     assert broken != commands.POSTS_AND_RECORDS
     monkeypatch.setattr(commands, "POSTS_AND_RECORDS", broken)
     batch = [delivery(ana, "a", "one"), delivery(bob, "b", "two"), delivery(cid, "a", "three")]
-    results = execute_many(batch)
+    results = run_batch(batch)
     assert all(isinstance(r, Unavailable) and r.retry for r in results)
     assert all(redis_client.get(d.key) is None for d in batch), "every claim was released"
     assert Message.objects.count() == 0 and CommandRecord.objects.filter(type="room.post").count() == 0
     assert dict(Room.objects.values_list("slug", "last_seq")) == {"a": 0, "b": 0}
 
     monkeypatch.undo()
-    retried = execute_many(batch)
+    retried = run_batch(batch)
     assert [(r.dup, r.data["room"], r.data["seq"]) for r in retried] == [
         (False, "a", 1), (False, "b", 1), (False, "a", 2)
     ]
@@ -180,6 +183,9 @@ def test_batches_over_the_same_rooms_in_opposite_orders_do_not_deadlock(django_u
             for room in order
         ]
 
+    async def apply_batch(entries: list[tuple]) -> list:
+        return await post.batch_form("postgresql")(runtime().gateway, entries)
+
     errors: list[BaseException] = []
 
     def run(order: list[str], start: threading.Barrier | None = None, rounds: int = 1) -> None:
@@ -187,7 +193,7 @@ def test_batches_over_the_same_rooms_in_opposite_orders_do_not_deadlock(django_u
             for _ in range(rounds):
                 if start is not None:
                     start.wait(timeout=10)
-                results = post.apply_recorded_many(batch(order))
+                results = async_to_sync(apply_batch)(batch(order))
                 assert all(isinstance(r, dict) for r in results), results
         except BaseException as exc:
             errors.append(exc)
@@ -262,8 +268,8 @@ async def test_commands_that_arrive_together_run_in_batches_each_with_its_own_ou
         delivery(user, room, f"{user.username} {n}") for n in range(8) for user, room in ((ana, "b"), (bob, "a"), (cid, "a"))
     ]
     # Each command sent twice at once: one applies, the other gets its ack.
-    calls = [execute_async(d.user, d.command, d.handler, d.data) for d in deliveries for _ in range(2)]
-    calls.append(execute_async(cid, *_post_parts(cid, "b", "not a member")))
+    calls = [submit(d) for d in deliveries for _ in range(2)]
+    calls.append(submit(delivery(cid, "b", "not a member")))
     outcomes = await asyncio.gather(*calls, return_exceptions=True)
 
     refused = outcomes.pop()
@@ -286,7 +292,7 @@ async def test_each_batch_times_its_claims_statement_and_results(users):
     times = {phase: Histogram("messaging_command_batch_phase_seconds", phase=phase) for phase in BATCH_PHASE_NAMES}
     deliveries = [delivery(user, "a", f"{user.username} {n}") for n in range(6) for user in (ana, bob, cid)]
     started = asyncio.get_running_loop().time()
-    outcomes = await asyncio.gather(*(execute_async(d.user, d.command, d.handler, d.data) for d in deliveries))
+    outcomes = await asyncio.gather(*(submit(d) for d in deliveries))
     elapsed = asyncio.get_running_loop().time() - started
     assert all(not o.dup for o in outcomes)
 
@@ -301,21 +307,19 @@ async def test_each_batch_times_its_claims_statement_and_results(users):
     assert sum(total for _, total in phases.values()) <= elapsed * runners
 
 
-def _post_parts(user, room: str, body: str) -> tuple:
-    d = delivery(user, room, body)
-    return d.command, d.handler, d.data
+async def submit(d):
+    """One delivery through the pipeline: its outcome, or raises its exception."""
+    [result] = await pipeline.run([d])
+    if isinstance(result, Exception):
+        raise result
+    return result
 
 
-@pytest.mark.parametrize("run", ["thread", "event loop"])
-async def test_claims_still_work_after_redis_forgets_its_scripts(users, own_redis, settings, run):
+async def test_claims_still_work_after_redis_forgets_its_scripts(users, own_redis, settings):
     ana, bob, _ = users
     settings.MESSAGING = {**settings.MESSAGING, "REDIS_URL": own_redis.url}
     reset_claim_store()
-
-    async def execute(deliveries):
-        if run == "thread":
-            return await sync_to_async(execute_many, thread_sensitive=False)(deliveries)
-        return await execute_many_async(deliveries)
+    execute = pipeline.run_batch
 
     first = await execute([delivery(ana, "a", "one", id="s1"), delivery(bob, "a", "two")])
     redis.Redis.from_url(own_redis.url).script_flush()
@@ -328,10 +332,10 @@ async def test_claims_still_work_after_redis_forgets_its_scripts(users, own_redi
 @pytest.mark.parametrize("threads", [0, 4])
 async def test_while_a_batch_is_quick_the_next_waits_for_it_and_takes_the_whole_queue(users, settings, monkeypatch, threads):
     settings.MESSAGING = {**settings.MESSAGING, "DB_THREADS": threads}
-    monkeypatch.setattr(idempotency, "BATCH_OVERLAP_AFTER", 60)  # no batch here counts as slow
+    monkeypatch.setattr(pipeline, "BATCH_OVERLAP_AFTER", 60)  # no batch here counts as slow
     sizes = batch_sizes()
     deliveries = [delivery(user, "a", f"m{n}") for n in range(5) for user in users]
-    outcomes = await asyncio.gather(*(execute_async(d.user, d.command, d.handler, d.data) for d in deliveries))
+    outcomes = await asyncio.gather(*(submit(d) for d in deliveries))
     # The first alone, at once; the others queued meanwhile, together.
     assert sizes.delta() == (2, 15)
     assert [o.data["seq"] for o in outcomes] == list(range(1, 16))
@@ -342,22 +346,22 @@ async def test_a_slow_batch_lets_others_start_beside_it_up_to_half_the_database_
     users, settings, monkeypatch, threads, runners
 ):
     settings.MESSAGING = {**settings.MESSAGING, "DB_THREADS": threads}
-    monkeypatch.setattr(idempotency, "BATCH_OVERLAP_AFTER", 0.05)
+    monkeypatch.setattr(pipeline, "BATCH_OVERLAP_AFTER", 0.05)
     started: list[int] = []
     gate = asyncio.Event()
 
-    apply_async = idempotency.Batch.apply_async
+    apply = Batch.apply
 
-    async def held(batch):
+    async def held(batch, gateway):
         started.append(len(batch.deliveries))
         await gate.wait()  # every batch is slow until the test lets them finish
-        await apply_async(batch)
+        await apply(batch, gateway)
 
-    monkeypatch.setattr(idempotency.Batch, "apply_async", held)
+    monkeypatch.setattr(Batch, "apply", held)
     deliveries = [delivery(user, "a", f"m{n}") for n in range(4) for user in users]
     calls = []
     for d in deliveries:
-        calls.append(asyncio.ensure_future(execute_async(d.user, d.command, d.handler, d.data)))
+        calls.append(asyncio.ensure_future(submit(d)))
         # One command at a time, each after the overlap: each may open a batch.
         await asyncio.sleep(0.1)
     assert len(started) == runners, f"never more batches at once than half the threads: {started}"
@@ -373,14 +377,16 @@ def prepared_batch_statements() -> int:
 
 
 @pytest.mark.parametrize("threshold", [5, None])
-def test_the_batch_statement_is_prepared_once_the_connection_allows_it(users, threshold):
+def test_the_batch_statement_is_prepared_once_the_connection_allows_it(users, threshold, settings):
+    # On this thread's connection (asgiref's thread-sensitive hop), whose prepared statements the test reads.
+    settings.MESSAGING = {**settings.MESSAGING, "LOOP_DATABASE": False, "DB_THREADS": 0}
     ana, bob, _ = users
     connection.ensure_connection()
     assert connection.settings_dict["OPTIONS"]["prepare_threshold"] == 5, "the project's setting"
     connection.connection.prepare_threshold = threshold
     outcomes = []
     for n in range(8):
-        outcomes += execute_many([delivery(ana, "a", f"m{n}"), delivery(bob, "a", f"n{n}")])
+        outcomes += run_batch([delivery(ana, "a", f"m{n}"), delivery(bob, "a", f"n{n}")])
     # Prepared from the 6th run on (psycopg), or never; the same answers either way.
     assert prepared_batch_statements() == (1 if threshold else 0)
     assert [outcome.data["seq"] for outcome in outcomes] == list(range(1, 17))

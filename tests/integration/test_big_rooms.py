@@ -15,10 +15,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from messaging.models import Membership, Message, Room
-from messaging.chat.receipts import move_watermarks, move_watermarks_portably
+from messaging.chat.receipts import move_watermarks_portably
 
 from ..support.crowds import LONG_NAME, catch_up, crowd
-from .conftest import apply_command
+from .conftest import apply_command, move_by_function
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -67,7 +67,7 @@ async def test_a_member_on_the_first_page_gets_that_page_as_it_is(big_room, djan
     assert ack["d"]["members_total"] == CROWD
 
 
-def test_the_join_lists_its_members_with_bounded_queries(big_room, django_user_model):
+def test_the_join_lists_its_members_with_bounded_queries(big_room, django_user_model, on_this_thread):
     ana = django_user_model.objects.create_user(username="ana", first_name="ana")
     apply_command(ana, "room.join", {"room": "crowd"})
     with CaptureQueriesContext(connection) as queries:
@@ -251,7 +251,7 @@ async def test_a_join_backlog_carries_the_state_of_the_users_own_messages(make_u
     assert [f["d"].get("state") for f in await bob.frames("msg", 4)] == [None, None, None, "sent"]
 
 
-@pytest.mark.parametrize("move", [move_watermarks, move_watermarks_portably], ids=["function", "orm"])
+@pytest.mark.parametrize("move", [move_by_function, move_watermarks_portably], ids=["function", "orm"])
 def test_a_move_counts_the_members_only_up_to_one_past_the_cap(big_room, django_user_model, move):
     ana = django_user_model.objects.get(pk=big_room[0])
     Room.objects.filter(slug="crowd").update(last_seq=1)

@@ -18,13 +18,19 @@ pytestmark = [pytest.mark.django_db]
 
 def signed_in(django_user_model) -> Client:
     client = Client()
-    client.force_login(django_user_model.objects.create_user(username="ana"))
+    client.force_login(django_user_model.objects.create_user(username=f"user{django_user_model.objects.count()}"))
     return client
 
 
 def test_the_page_and_its_sign_out_are_the_contrib_apps_urls():
     assert reverse("messaging-chat") == "/"
     assert reverse("messaging-logout") == "/logout/"
+
+
+def test_the_page_sends_an_ended_session_to_the_hosts_login_url(settings, django_user_model):
+    assert 'data-login-url="/login/?next=/"' in signed_in(django_user_model).get("/").content.decode()
+    settings.LOGIN_URL = "/accounts/sign-in/"
+    assert 'data-login-url="/accounts/sign-in/?next=/"' in signed_in(django_user_model).get("/").content.decode()
 
 
 def test_a_host_template_of_the_same_name_overrides_the_page(settings, tmp_path, django_user_model):

@@ -12,7 +12,7 @@ from channels.db import database_sync_to_async
 from channels.layers import channel_layers
 
 from messaging.core import handlers
-from messaging.core.idempotency import claim_key, reset_claim_store
+from messaging.core.claims import claim_key, reset_claim_store
 from messaging.models import CommandRecord, Room
 
 from .conftest import rows
@@ -214,9 +214,10 @@ async def test_claim_of_a_killed_worker_stops_blocking_after_the_lease(make_user
         import os, signal, django
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
         django.setup()
-        from messaging.core.idempotency import RedisClaimStore, claim_key
+        import asyncio
+        from messaging.core.claims import RedisClaimStore, claim_key
         store = RedisClaimStore({settings.REDIS_URL!r}, lease=2, window=3600)
-        assert store.claim(claim_key({client.user.pk}, "k1"), "dead-worker") is True
+        assert asyncio.run(store.claim_many([claim_key({client.user.pk}, "k1")], "dead-worker")) == [True]
         os.kill(os.getpid(), signal.SIGKILL)
         """
     )

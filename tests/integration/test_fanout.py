@@ -8,10 +8,11 @@ import os
 import pytest
 import redis
 
+from messaging.core import pipeline
 from messaging.transport import consumers
 from messaging.ops import metrics
 from messaging.transport.fanout import Hub, RedisHub, get_hub, unpack, unpack_for_user
-from messaging.core.idempotency import reset_claim_store
+from messaging.core.claims import reset_claim_store
 
 from ..support.waiting import wait_for
 from .conftest import Client, rows
@@ -75,11 +76,12 @@ async def test_frames_published_during_a_join_follow_its_ack_and_backlog(make_us
     for n in range(2):
         assert (await poster.call("room.post", {"room": "lobby", "body": f"m{n}"}))["ok"]
     reader = await open_clients(bob)
-    real = consumers.execute_async
+    real = pipeline.run
 
-    async def join_while_the_room_moves(user, command, handler, data):
-        outcome = await real(user, command, handler, data)
-        if command.t == "room.join" and user == bob:
+    async def join_while_the_room_moves(deliveries):
+        outcomes = await real(deliveries)
+        [first] = deliveries[:1]
+        if first.command.t == "room.join" and first.user == bob:
             # Published after bob subscribed and read his backlog (seqs 1-2):
             # a late copy of seq 2, which the backlog had, and a new seq 3.
             hub = get_hub()
@@ -90,9 +92,9 @@ async def test_frames_published_during_a_join_follow_its_ack_and_backlog(make_us
             # still on their way when bob subscribed: all are dropped alike.
             frame = (3, '{"t":"msg","d":{"room":"lobby","seq":3}}')
             await wait_for(lambda: frame in socket.held.get("lobby", ()), timeout=10, what="the frames to reach bob")
-        return outcome
+        return outcomes
 
-    monkeypatch.setattr(consumers, "execute_async", join_while_the_room_moves)
+    monkeypatch.setattr(pipeline, "run", join_while_the_room_moves)
     id = await reader.send("room.join", {"room": "lobby"})
     order = [await reader.receive() for _ in range(4)]
     assert [(f["t"], f.get("id") or f["d"]["seq"]) for f in order] == [("ack", id), ("msg", 1), ("msg", 2), ("msg", 3)]

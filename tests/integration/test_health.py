@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from messaging.core.idempotency import reset_claim_store
+from messaging.core.claims import reset_claim_store
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

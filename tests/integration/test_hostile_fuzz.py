@@ -17,7 +17,7 @@ from channels.layers import channel_layers
 from django.contrib.auth import get_user_model
 
 from messaging.conf import get_settings
-from messaging.core.idempotency import reset_claim_store
+from messaging.core.claims import reset_claim_store
 
 from ..support.hostile import BROADCASTS, REFUSALS, Oracle, over_hostile_sequences
 from .conftest import Client

@@ -8,7 +8,9 @@ from asgiref.sync import sync_to_async
 
 from messaging.core import handlers
 from messaging.core.exceptions import Invalid
-from messaging.core.idempotency import Delivery, Outcome, claim_key, execute_many_async
+from messaging.core.claims import claim_key
+from messaging.core.outcomes import Delivery, Outcome
+from messaging.core.pipeline import run_batch
 from messaging.models import CommandRecord, Message
 from messaging.core.protocol import Command, encode
 
@@ -49,7 +51,7 @@ async def test_a_result_orjson_cannot_write_fails_no_other_delivery(members, hug
     huge = Delivery(bob, Command(id="huge", t=huge_type, d={}), handlers.lookup(huge_type), {})
     batch = [await sync_to_async(post_delivery)(ana, "lobby", "before"), huge,
              await sync_to_async(post_delivery)(cid, "lobby", "after")]
-    results = await execute_many_async(batch)
+    results = await run_batch(batch)
 
     assert all(isinstance(result, Outcome) and not result.dup for result in results), results
     assert results[1].data == {"n": HUGE}
@@ -61,6 +63,6 @@ async def test_a_result_orjson_cannot_write_fails_no_other_delivery(members, hug
     for delivery in (batch[0], batch[2]):
         assert redis_client.get(delivery.key).startswith(b"r:")
     assert redis_client.get(claim_key(bob.pk, "huge")) is None
-    [again] = await execute_many_async([Delivery(bob, huge.command, huge.handler, {})])
+    [again] = await run_batch([Delivery(bob, huge.command, huge.handler, {})])
     assert again.dup and again.source == "database" and again.data == {"n": HUGE}
     assert await sync_to_async(CommandRecord.objects.filter(command_id="huge").count)() == 1

@@ -24,7 +24,7 @@ async def test_failure_logged_in_the_handler_thread_names_the_command_and_user(m
     client = await open_clients(await make_user())
     ack = await client.call("test.broken", {}, id="log-1")
     assert ack["error"]["code"] == "unavailable"
-    failure = next(r for r in records.records if r.name == "messaging.core.idempotency" and r.levelno == logging.ERROR)
+    failure = next(r for r in records.records if r.name == "messaging.core.records" and r.levelno == logging.ERROR)
     assert (failure.command_id, failure.command_type, failure.user) == ("log-1", "test.broken", client.user.pk)
     answered = next(r for r in records.records if r.name == "messaging.transport.consumers" and "answered" in r.getMessage())
     assert answered.getMessage().startswith("answered unavailable in ")

@@ -1,4 +1,4 @@
-"""The event loop's own PostgreSQL connections (messaging/core/loopdb.py): posts
+"""The event loop's own PostgreSQL connections (messaging/core/gateway.py): posts
 stored without a database thread, and what a broken, failed or interrupted
 statement there leaves behind: nothing applied twice, nothing lost."""
 from __future__ import annotations
@@ -10,10 +10,13 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
 
-from messaging.core import handlers, idempotency
+from messaging.core import pipeline
+from messaging.core.claims import claim_key
 from messaging.core.exceptions import Unavailable
-from messaging.core.idempotency import Delivery, claim_key, execute_async, execute_many_async
-from messaging.core.loopdb import LoopDatabase, close_loop_databases, loop_database
+from messaging.core.gateway import Gateway, LoopConnections
+from messaging.core.outcomes import Delivery
+from messaging.core.pipeline import run_batch
+from messaging.core.runtime import close_all_runtimes, runtime
 from messaging.models import CommandRecord, Membership, Message
 from messaging.core.protocol import Command
 
@@ -39,11 +42,11 @@ def no_thread(monkeypatch):
     """Fail the test if a batch takes a database thread."""
     hops = []
 
-    def hop(batch, *args):
-        hops.append(args)
+    async def hop(gateway, func, *args):
+        hops.append(func)
         raise AssertionError("a batch of posts took a database thread")
 
-    monkeypatch.setattr(idempotency.Batch, "apply", hop)
+    monkeypatch.setattr(Gateway, "run", hop)
     return hops
 
 
@@ -53,16 +56,16 @@ def stored() -> tuple[list[tuple[int, str]], int]:
     return messages, CommandRecord.objects.filter(type="room.post").count()
 
 
-def backend_pids(database: LoopDatabase) -> set[int]:
+def backend_pids(database: LoopConnections) -> set[int]:
     return {conn.info.backend_pid for conn in database.open}
 
 
 async def test_posts_are_stored_from_the_loop_on_one_kept_connection(members, no_thread):
     ana, bob = members
-    first = await execute_many_async([post(ana, "one"), post(bob, "two")])
-    database = loop_database()
+    first = await run_batch([post(ana, "one"), post(bob, "two")])
+    database = runtime().gateway.connections
     pids = backend_pids(database)
-    second = await execute_many_async([post(ana, "three")])
+    second = await run_batch([post(ana, "three")])
 
     assert [o.data["seq"] for o in first + second] == [1, 2, 3]
     assert await stored() == ([(1, "one"), (2, "two"), (3, "three")], 3)
@@ -73,33 +76,33 @@ async def test_a_duplicate_redis_forgot_is_answered_by_its_record_and_the_rest_o
     members, redis_client
 ):
     ana, bob = members
-    [first] = await execute_many_async([post(ana, "one", id="same")])
+    [first] = await run_batch([post(ana, "one", id="same")])
     redis_client.flushdb()
     # The batch's statement fails on the unique constraint; each post then runs alone.
-    again, new = await execute_many_async([post(ana, "one", id="same"), post(bob, "two")])
+    again, new = await run_batch([post(ana, "one", id="same"), post(bob, "two")])
 
     assert again.dup and again.source == "database" and again.data == first.data
     assert not new.dup and new.data["seq"] == 2
     assert await stored() == ([(1, "one"), (2, "two")], 2)
-    assert len(loop_database().open) == 1, "a unique violation leaves the connection usable"
+    assert len(runtime().gateway.connections.open) == 1, "a unique violation leaves the connection usable"
 
 
 async def test_a_connection_killed_between_batches_fails_one_batch_and_the_retry_applies_once(
     members, redis_client
 ):
     ana, bob = members
-    await execute_many_async([post(ana, "one")])
-    database = loop_database()
+    await run_batch([post(ana, "one")])
+    database = runtime().gateway.connections
     [pid] = backend_pids(database)
     await sync_to_async(terminate)(pid)
 
     lost = post(bob, "two", id="retried")
-    [failed] = await execute_many_async([lost])
+    [failed] = await run_batch([lost])
     assert isinstance(failed, Unavailable)
     assert not redis_client.exists(claim_key(bob.pk, "retried")), "the claim is released for the retry"
     assert database.open == set(), "the broken connection is dropped"
 
-    [retried] = await execute_many_async([post(bob, "two", id="retried")])
+    [retried] = await run_batch([post(bob, "two", id="retried")])
     assert not retried.dup and retried.data["seq"] == 2
     assert await stored() == ([(1, "one"), (2, "two")], 2)
     assert backend_pids(database) and backend_pids(database) != {pid}, "a fresh connection"
@@ -112,15 +115,15 @@ def terminate(pid: int) -> None:
 
 async def test_a_batch_cancelled_mid_statement_stores_nothing_and_drops_its_connection(members, redis_client):
     ana, _ = members
-    await execute_many_async([post(ana, "one")])
+    await run_batch([post(ana, "one")])
     # The room's row lock, which every post of the room takes for its seq.
     await cancel_while_it_waits(
         "SELECT id FROM messaging_room WHERE slug = 'a' FOR UPDATE", [],
-        execute_many_async([post(ana, "cancelled", id="cancelled")]),
+        run_batch([post(ana, "cancelled", id="cancelled")]),
     )
     assert await stored() == ([(1, "one")], 1)
     assert not redis_client.exists(claim_key(ana.pk, "cancelled")), "its claim is released"
-    [retried] = await execute_many_async([post(ana, "cancelled", id="cancelled")])
+    [retried] = await run_batch([post(ana, "cancelled", id="cancelled")])
     assert not retried.dup and retried.data["seq"] == 2
 
 
@@ -129,8 +132,8 @@ async def cancel_while_it_waits(lock: str, params: list, statement) -> None:
     coroutine) and cancel it once it waits for that lock: its connection must
     be dropped. Then let the lock go, and give a statement that had survived
     the cancel the time to commit."""
-    database = loop_database()
-    locker = await LoopDatabase().connect()
+    database = runtime().gateway.connections
+    locker = await LoopConnections().connect()
     try:
         async with locker.transaction():
             await locker.execute(lock, params)
@@ -146,7 +149,7 @@ async def cancel_while_it_waits(lock: str, params: list, statement) -> None:
 
 
 async def wait_for_lock_waiters(locker, count: int) -> None:
-    watcher = await LoopDatabase().connect()
+    watcher = await LoopConnections().connect()
     try:
         for _ in range(200):
             cursor = await watcher.execute(
@@ -168,12 +171,12 @@ async def test_without_a_database_the_batch_is_unavailable_and_nothing_is_kept(m
 
         raise psycopg.OperationalError("connection refused")
 
-    monkeypatch.setattr(LoopDatabase, "connect", refused)
-    [failed] = await execute_many_async([post(ana, "one", id="first")])
+    monkeypatch.setattr(LoopConnections, "connect", refused)
+    [failed] = await run_batch([post(ana, "one", id="first")])
     assert isinstance(failed, Unavailable)
     assert not redis_client.exists(claim_key(ana.pk, "first"))
     monkeypatch.undo()
-    [applied] = await execute_many_async([post(ana, "one", id="first")])
+    [applied] = await run_batch([post(ana, "one", id="first")])
     assert not applied.dup and applied.data["seq"] == 1
 
 
@@ -183,7 +186,7 @@ async def test_the_loops_statements_are_logged_where_django_logs_queries(members
     connection.force_debug_cursor = True
     try:
         connection.queries_log.clear()
-        await execute_many_async([post(ana, "one")])
+        await run_batch([post(ana, "one")])
         logged = list(connection.queries_log)
     finally:
         connection.force_debug_cursor = False
@@ -192,18 +195,18 @@ async def test_the_loops_statements_are_logged_where_django_logs_queries(members
 
 async def test_turned_off_posts_take_a_database_thread(members, settings):
     settings.MESSAGING = {**settings.MESSAGING, "LOOP_DATABASE": False}
-    assert loop_database() is None
+    assert not runtime().gateway.on_loop
     ana, _ = members
-    [outcome] = await execute_many_async([post(ana, "one")])
+    [outcome] = await run_batch([post(ana, "one")])
     assert outcome.data["seq"] == 1
 
 
 async def test_closing_closes_every_connection_of_every_loop(members):
     ana, _ = members
-    await execute_many_async([post(ana, "one")])
-    database = loop_database()
+    await run_batch([post(ana, "one")])
+    database = runtime().gateway.connections
     [conn] = database.open
-    close_loop_databases()
+    close_all_runtimes()
     assert conn.closed and database.open == set()
 
 
@@ -222,17 +225,23 @@ async def test_bodies_reach_the_database_and_the_frames_exactly_as_sent(members,
     # may be re-escaped, normalized or cut on the way.
     settings.MESSAGING = {**settings.MESSAGING, "LOOP_DATABASE": on_the_loop}
     ana, _ = members
-    outcomes = await execute_many_async([post(ana, body) for body in TRICKY_BODIES])
+    outcomes = await run_batch([post(ana, body) for body in TRICKY_BODIES])
     assert [o.data["seq"] for o in outcomes] == list(range(1, len(TRICKY_BODIES) + 1))
     assert [body for _, body in (await stored())[0]] == TRICKY_BODIES
     frames = [frame for o in outcomes for _, frame in o.broadcasts]
     assert [f["d"]["body"] for f in frames] == TRICKY_BODIES
 
 
-def receipt(user, delivered: int) -> tuple:
-    command = Command(id=uuid.uuid4().hex, t="receipt", d={"room": "a", "delivered": delivered})
-    handler = handlers.lookup("receipt")
-    return user, command, handler, handlers.validate(handler, command.d)
+def receipt(user, delivered: int) -> Delivery:
+    return pipeline.prepare(user, Command(id=uuid.uuid4().hex, t="receipt", d={"room": "a", "delivered": delivered}))
+
+
+async def execute_async(delivery: Delivery):
+    """One delivery through the pipeline: its outcome, or raises its exception."""
+    [result] = await pipeline.run([delivery])
+    if isinstance(result, Exception):
+        raise result
+    return result
 
 
 @sync_to_async
@@ -242,37 +251,37 @@ def watermark(user) -> int:
 
 async def test_a_receipt_on_a_killed_connection_is_unavailable_moves_nothing_and_the_retry_moves(members):
     ana, bob = members
-    await execute_many_async([post(ana, "one")])
-    assert (await execute_async(*receipt(bob, 1))).data["delivered"] == 1
-    database = loop_database()
+    await run_batch([post(ana, "one")])
+    assert (await execute_async(receipt(bob, 1))).data["delivered"] == 1
+    database = runtime().gateway.connections
     [pid] = backend_pids(database)
     await sync_to_async(terminate)(pid)
 
     with pytest.raises(Unavailable):
-        await execute_async(*receipt(ana, 1))
+        await execute_async(receipt(ana, 1))
     assert database.open == set(), "the broken connection is dropped"
     assert await watermark(ana) == 0
-    moved = await execute_async(*receipt(ana, 1))
+    moved = await execute_async(receipt(ana, 1))
     assert moved.data["delivered"] == 1 and moved.broadcasts
     assert await watermark(ana) == 1
 
 
 async def test_a_receipt_cancelled_while_it_waits_moves_nothing_and_drops_its_connection(members):
     ana, bob = members
-    await execute_many_async([post(ana, "one")])
+    await run_batch([post(ana, "one")])
     # Bob's membership row, which his receipt locks first.
     await cancel_while_it_waits(
         "SELECT m.id FROM messaging_membership m JOIN messaging_room r ON r.id = m.room_id"
         " WHERE r.slug = 'a' AND m.user_id = %s FOR UPDATE", [bob.pk],
-        execute_async(*receipt(bob, 1)),
+        execute_async(receipt(bob, 1)),
     )
     assert await watermark(bob) == 0
-    assert (await execute_async(*receipt(bob, 1))).data["delivered"] == 1
+    assert (await execute_async(receipt(bob, 1))).data["delivered"] == 1
 
 
 async def test_a_loop_opens_no_more_connections_than_its_limit_and_the_rest_wait_their_turn(settings):
     settings.MESSAGING = {**settings.MESSAGING, "DB_THREADS": 3}
-    database = LoopDatabase()
+    database = LoopConnections()
     most = 0
 
     async def watched(sql, params):

@@ -6,7 +6,7 @@ import asyncio
 import pytest
 from prometheus_client import REGISTRY
 
-from messaging.core.idempotency import claim_key
+from messaging.core.claims import claim_key
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

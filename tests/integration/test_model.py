@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from messaging.core import handlers
-from messaging.core.idempotency import reset_claim_store
+from messaging.core.claims import reset_claim_store
 from messaging.models import CommandRecord, Membership, Message, Room
 from messaging.core.protocol import format_time
 

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from messaging.core import idempotency
+from messaging.core.apply import Batch
 from messaging.transport.fanout import get_hub
 
 from .conftest import rows
@@ -36,15 +36,15 @@ def held_first_batch(monkeypatch):
     until `release()`, so the frames behind it queue."""
     sizes: list[int] = []
     gate = asyncio.Event()
-    apply_async = idempotency.Batch.apply_async
+    apply = Batch.apply
 
-    async def holding(batch):
+    async def holding(batch, gateway):
         sizes.append(len(batch.deliveries))
         if len(sizes) == 1:
             await gate.wait()
-        await apply_async(batch)
+        await apply(batch, gateway)
 
-    monkeypatch.setattr(idempotency.Batch, "apply_async", holding)
+    monkeypatch.setattr(Batch, "apply", holding)
     return sizes, gate.set
 
 

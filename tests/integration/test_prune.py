@@ -14,7 +14,8 @@ from messaging.chat.receipts import recipient_receipts
 
 from .conftest import apply_command
 
-pytestmark = [pytest.mark.django_db]
+# Commands run through the pipeline, whose database work is on its own connections: committed data.
+pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture

@@ -7,8 +7,9 @@ import pytest
 from channels.db import database_sync_to_async
 
 from messaging.client import sign_in
-from messaging.core.idempotency import reset_claim_store
-from messaging.models import CommandRecord, Membership, ReactionCount
+from messaging.contrib.reactions.models import ReactionCount
+from messaging.core.claims import reset_claim_store
+from messaging.models import CommandRecord, Membership
 from messaging.testing import SocketClient
 
 

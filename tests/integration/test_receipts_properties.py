@@ -1,7 +1,7 @@
 """Property: any order and repetition of receipts ends where their maxima, applied once, end.
 
 Runs the real moves on PostgreSQL, both of them: the function call that
-`move_watermarks` makes there (migration 0007) and the ORM's statements that
+`move_watermarks_by_function` makes there (migration 0008) and the ORM's statements that
 it makes on other databases. Each example builds a room in a
 savepoint and rolls it back, and is checked three ways: against the same
 receipts' maxima applied once, against the recipients rule computed here from
@@ -21,7 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from messaging.models import Membership, Message, Room
-from messaging.chat.receipts import move_watermarks, move_watermarks_portably
+from messaging.chat.receipts import move_watermarks_portably
+
+from .conftest import move_by_function
 
 pytestmark = [pytest.mark.django_db]
 
@@ -119,7 +121,7 @@ def expected_states(scenario: Scenario, marks: dict, users) -> dict:
     return expected
 
 
-@pytest.fixture(params=[move_watermarks, move_watermarks_portably], ids=["function", "orm"])
+@pytest.fixture(params=[move_by_function, move_watermarks_portably], ids=["function", "orm"])
 def move(request):
     return request.param
 
@@ -163,7 +165,7 @@ def test_any_order_and_repetition_of_receipts_ends_like_their_maxima_once(move, 
 )
 @given(scenario=scenarios())
 def test_the_function_and_the_orm_say_the_same_of_every_move(users, scenario):
-    _, _, function_steps, function_moves = run(move_watermarks, users, scenario, scenario.receipts)
+    _, _, function_steps, function_moves = run(move_by_function, users, scenario, scenario.receipts)
     _, _, orm_steps, orm_moves = run(move_watermarks_portably, users, scenario, scenario.receipts)
     assert function_steps == orm_steps
     assert function_moves == orm_moves

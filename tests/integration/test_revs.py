@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from messaging.exceptions import CommandError
-from messaging.models import Message, MessageVersion, ReactionCount, Room
+from messaging.contrib.reactions.models import ReactionCount
+from messaging.models import Message, MessageVersion, Room
 
 from .conftest import apply_command
 

@@ -120,7 +120,7 @@ def test_a_receipts_move_is_one_function_taking_the_hosts_user_id():
 
 @pytest.mark.django_db(transaction=True)
 def test_the_move_function_migrations_go_back_and_forward_again(django_user_model):
-    from messaging.chat.receipts import move_watermarks
+    from .conftest import move_by_function as move_watermarks
 
     try:
         call_command("migrate", "messaging", "0007", verbosity=0)
@@ -141,7 +141,7 @@ def test_receipts_of_the_version_before_and_of_this_one_move_the_same_room(djang
     # During a rolling deploy the processes of the version before call the
     # function of migration 0007; their receipts and this version's count alike.
     from messaging.models import Message
-    from messaging.chat.receipts import move_watermarks
+    from .conftest import move_by_function as move_watermarks
 
     ana, bob, cat = (django_user_model.objects.create_user(username=n) for n in ("ana", "bob", "cat"))
     room = Room.objects.create(slug="rolling", last_seq=2)

@@ -19,7 +19,7 @@ from django.conf import settings as django_settings
 from django.db import DatabaseError
 from django.test import Client as HttpClient
 
-from messaging.transport import consumers
+from messaging.transport import sessions
 from project.asgi import application
 
 from ..support.waiting import wait_for
@@ -79,7 +79,7 @@ def reads(monkeypatch):
         failing = False
 
     seen = Reads()
-    read = consumers.session_still_signs_in
+    read = sessions.session_still_signs_in
 
     def counted(session_key, user):
         seen.append((session_key, threading.current_thread().name))
@@ -87,7 +87,7 @@ def reads(monkeypatch):
             raise DatabaseError("the session store is down")
         return read(session_key, user)
 
-    monkeypatch.setattr(consumers, "session_still_signs_in", counted)
+    monkeypatch.setattr(sessions, "session_still_signs_in", counted)
     return seen
 
 

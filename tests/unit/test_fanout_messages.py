@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from messaging.transport.fanout import pack, pack_for_user, unpack, unpack_for_user
+from messaging.transport.packing import pack, pack_for_user, unpack, unpack_for_user
 
 frames = st.lists(st.tuples(st.none() | st.integers(min_value=0, max_value=2**63 - 1), st.text()), max_size=20)
 

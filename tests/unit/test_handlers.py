@@ -6,20 +6,24 @@ import pytest
 from messaging.core import handlers
 
 
-async def loop_form(ctx, data):
-    return {}
+async def batch_form(gateway, entries):
+    return [{} for _ in entries]
 
 
-def test_an_exactly_once_type_cannot_take_a_loop_form_that_writes_no_record():
-    with pytest.raises(ValueError, match="apply_recorded_many_async"):
-        handlers.command("test.unrecorded", apply_async=loop_form)
-    with pytest.raises(KeyError):
-        handlers._registry["test.unrecorded"]
-
-
-def test_a_type_that_is_not_exactly_once_takes_its_loop_form():
-    handlers.command("test.loop-form", exactly_once=False, apply_async=loop_form)(lambda ctx, data: {})
+def test_a_type_takes_a_batch_form_per_database_vendor_and_none_elsewhere():
+    handlers.command("test.batched", batch={"postgresql": batch_form})(lambda ctx, data: {})
     try:
-        assert handlers.lookup("test.loop-form").apply_async is loop_form
+        handler = handlers.lookup("test.batched")
+        assert handler.batch_form("postgresql") is batch_form
+        assert handler.batch_form("sqlite") is None
     finally:
-        del handlers._registry["test.loop-form"]
+        del handlers._registry["test.batched"]
+
+
+def test_a_type_registered_twice_differently_is_refused():
+    handlers.command("test.twice")(lambda ctx, data: {})
+    try:
+        with pytest.raises(ValueError, match="already registered"):
+            handlers.command("test.twice", exactly_once=False)(lambda ctx, data: {})
+    finally:
+        del handlers._registry["test.twice"]

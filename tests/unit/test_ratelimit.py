@@ -75,6 +75,6 @@ def test_a_window_holds_at_most_its_keys_forgetting_those_hit_longest_ago():
     assert len(window.counts) <= 100
 
 
-def test_a_local_window_hit_now_is_its_hit():
+async def test_a_local_window_hit_now_is_its_hit():
     window = LocalWindow(limit=1, window=10, clock=Clock())
-    assert window.hit_now("a") == 0 and window.hit_now("a") > 0 and window.hit("a") > 0
+    assert await window.ahit_now("a") == 0 and await window.ahit_now("a") > 0 and window.hit("a") > 0

@@ -1,7 +1,8 @@
 """The chat page and its sign-out button's view.
 
-Signing in is the host's: both views send a visitor who is not signed in to
-`settings.LOGIN_URL` (the demo's guest form at `/login/`, `project/guests.py`).
+Signing in is the host's: the page sends a visitor who is not signed in to
+`settings.LOGIN_URL` (the demo's guest form at `/login/`, `project/guests.py`),
+and so does its script when the session ends under it; sign-out goes there too.
 """
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import json
 
 from django.conf import settings
 from django.contrib.auth import logout
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import redirect, render, resolve_url
 from django.templatetags.static import static
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
@@ -69,9 +70,18 @@ def allow_inline_script(request: HttpRequest, response: HttpResponse, script: st
     return csp_update({"script-src": [script_hash(script)]})(lambda request: response)(request)
 
 
+def login_url(request: HttpRequest) -> str:
+    """Where the page sends the browser when its session has ended (4401): the host's
+    `LOGIN_URL`, back to this page after (`/login/?next=/` in the demo)."""
+    query = QueryDict(mutable=True)
+    query["next"] = request.get_full_path()
+    return f"{resolve_url(settings.LOGIN_URL)}?{query.urlencode(safe='/')}"
+
+
 def chat(request: HttpRequest) -> HttpResponse:
     if not request.user.is_authenticated:
         return redirect(settings.LOGIN_URL)
     script = import_map()
-    response = render(request, "messaging/chat.html", {"import_map": mark_safe(script)})
+    context = {"import_map": mark_safe(script), "login_url": login_url(request)}
+    response = render(request, "messaging/chat.html", context)
     return allow_inline_script(request, response, script)

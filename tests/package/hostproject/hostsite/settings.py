@@ -21,6 +21,7 @@ INSTALLED_APPS = [
     "channels",
     "messaging",  # 1. the app
     "messaging.contrib.chat",  # 1. its chat page (optional)
+    "messaging.contrib.reactions",  # and its "+1" reactions (optional)
     "wallet",  # the host's own app, with its own command type
 ]
 

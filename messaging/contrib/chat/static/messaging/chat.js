@@ -901,7 +901,8 @@ async function start() {
     onClose,
     onFrame,
     onState: showConnection,
-    onUnauthorized: () => location.assign("/login/?next=/"),
+    // The host's sign-in (the view's LOGIN_URL), back to this page after.
+    onUnauthorized: () => location.assign(document.body.dataset.loginUrl),
   });
   outbox = new Outbox({ store, transmit: (frame) => connection.send(frame), onChange: onOutboxChange });
   for (const slug of await store.rooms()) roomFor(slug);

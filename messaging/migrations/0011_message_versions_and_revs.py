@@ -3,7 +3,8 @@
 Messages stored before revs get rev = posted_rev = seq, and each room's
 last_rev its last_seq: seqs are gapless, so these are too, and a
 `since_rev` replay from 0 sends every message. Reaction counts then take
-the next revs of their room, in seq order.
+the next revs of their room, in seq order: `messaging_reactions.0002`,
+as that app owns them.
 """
 
 import django.db.models.deletion
@@ -15,25 +16,14 @@ from django.db.models import F
 def revs_for_what_exists(apps, schema_editor):
     Message = apps.get_model("messaging", "Message")
     Room = apps.get_model("messaging", "Room")
-    ReactionCount = apps.get_model("messaging", "ReactionCount")
     Message.objects.update(posted_rev=F("seq"), rev=F("seq"))
     Room.objects.update(last_rev=F("last_seq"))
-    counts = ReactionCount.objects.select_related("message").order_by("message__room_id", "message__seq")
-    last_rev: dict[int, int] = {}
-    for count in counts.iterator():
-        room_id = count.message.room_id
-        if room_id not in last_rev:
-            last_rev[room_id] = Room.objects.get(pk=room_id).last_rev
-        last_rev[room_id] += 1
-        ReactionCount.objects.filter(pk=count.pk).update(room_id=room_id, rev=last_rev[room_id])
-    for room_id, rev in last_rev.items():
-        Room.objects.filter(pk=room_id).update(last_rev=rev)
 
 
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('messaging', '0009_room_created_by'),
+        ('messaging', '0010_reactioncount_moves_to_contrib'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
@@ -77,16 +67,6 @@ class Migration(migrations.Migration):
             field=models.PositiveIntegerField(db_default=1, default=1),
         ),
         migrations.AddField(
-            model_name='reactioncount',
-            name='rev',
-            field=models.PositiveBigIntegerField(blank=True, null=True),
-        ),
-        migrations.AddField(
-            model_name='reactioncount',
-            name='room',
-            field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='messaging.room'),
-        ),
-        migrations.AddField(
             model_name='room',
             name='last_rev',
             field=models.PositiveBigIntegerField(db_default=0, default=0),
@@ -98,10 +78,6 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name='message',
             index=models.Index(condition=models.Q(('rev__gt', models.F('posted_rev'))), fields=['room', 'rev'], name='messaging_message_rev'),
-        ),
-        migrations.AddIndex(
-            model_name='reactioncount',
-            index=models.Index(fields=['room', 'rev'], name='messaging_reaction_rev'),
         ),
         migrations.AddField(
             model_name='messageversion',

@@ -4,18 +4,25 @@
 twice counts twice, so it is registered with the default `exactly_once=True`:
 the claim, the durable record committed with the increment, and the replayed
 ack are the same machinery that keeps `room.post` single. A host project's own
-types are written the same way (docs/INTEGRATION.md).
+types are written the same way (docs/INTEGRATION.md), and so are the counts
+a join sends: through the chat's public join hook (messaging/chat/hooks.py).
 
 Frames (an extension of protocol v1, docs/PROTOCOL.md):
 
 - command `{"t": "reaction.add", "d": {"room": slug, "seq": n}}`, ack `d`:
   `{"room", "seq", "count"}`, the count right after this reaction was applied;
-- broadcast `{"t": "reaction", "d": {"room", "seq", "count"}}` to the room;
+- broadcast `{"t": "reaction", "d": {"room", "seq", "count", "rev"}}` to the
+  room, `rev` the room's rev of this change (PROTOCOL 1.1), taken before the
+  count's upsert in the same transaction; a reaction to a deleted message is
+  `invalid`;
 - after a `room.join` backlog, one `reaction` frame per backlog message that
   has reactions; with `reactions_from` in the join, first one per message
   from that seq up to the backlog that has reactions (the newest
   `REPLAY_LIMIT`), so a client that was away learns the counts of the
-  messages it already shows.
+  messages it already shows;
+- in a `room.join` with `since_rev`, one `reaction` frame per count changed
+  after it (`on_replay`), and after a `room.history` page, the page's counts
+  (`on_page`).
 """
 from __future__ import annotations
 
@@ -24,13 +31,17 @@ from typing import Iterable
 
 from django.db import connection
 
-from .chat.edits import message_seq
-from .chat.revs import next_rev
-from .chat.rooms import joined_room_id
-from .core.exceptions import Invalid
-from .core.handlers import CommandContext, command
-from .core.protocol import room_slug
-from .models import Message, ReactionCount, Room
+from ...chat.edits import message_seq
+from ...chat.hooks import on_join, on_page, on_replay
+from ...chat.revs import next_rev
+from ...chat.rooms import joined_room_id
+from ...conf import get_settings
+from ...core.exceptions import Invalid
+from ...core.handlers import CommandContext, command
+from ...core.protocol import optional_seq, room_slug
+from ...core.sql import statement
+from ...models import Message, Room
+from .models import ReactionCount
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,10 @@ def reaction_frame(room: str, seq: int, count: int, rev: int | None = None) -> d
     return {"t": "reaction", "d": {"room": room, "seq": seq, "count": count, "rev": rev}}
 
 
+# PostgreSQL's and SQLite's upsert alike.
+INCREMENT = statement(__package__, "increment")
+
+
 def increment(message_id: int, room_id: int, rev: int) -> int:
     """Add one to the message's count in one statement, creating the row on first use,
     and mark it with the room's `rev` of this change.
@@ -54,14 +69,8 @@ def increment(message_id: int, room_id: int, rev: int) -> int:
     An upsert, so two first reactions racing cannot both insert; the row lock
     it takes is held until commit, so concurrent reactions queue on it.
     """
-    table = ReactionCount._meta.db_table
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (message_id, count, room_id, rev) VALUES (%s, 1, %s, %s) "
-            f"ON CONFLICT (message_id) DO UPDATE SET count = {table}.count + 1, room_id = EXCLUDED.room_id,"
-            f" rev = EXCLUDED.rev RETURNING count",
-            [message_id, room_id, rev],
-        )
+        cursor.execute(INCREMENT.format(table=ReactionCount._meta.db_table), [message_id, room_id, rev])
         return cursor.fetchone()[0]
 
 
@@ -99,3 +108,36 @@ def backlog_reactions(room: str, messages: Iterable[Message]) -> list[dict]:
     counts = ReactionCount.objects.filter(message__in=[m.pk for m in messages], count__gt=0)
     rows = counts.order_by("message__seq").values_list("message__seq", "count", "rev")
     return [reaction_frame(room, seq, count, rev) for seq, count, rev in rows]
+
+
+def reactions_from(d: dict) -> int | None:
+    """An extension of `room.join`: the lowest seq the client shows, whose counts it wants again."""
+    return optional_seq(d, "reactions_from")
+
+
+def join_replies(ctx: CommandContext, room: Room, since: int | None, backlog: list[Message]) -> list[dict]:
+    """The `reaction` frames of a join, after its backlog, in seq order."""
+    replies: list[dict] = []
+    if since is not None:
+        # The messages the client has, below the backlog: their counts may
+        # have moved while it was away. Sent before the backlog's, so all the
+        # `reaction` frames come in seq order.
+        below = backlog[0].seq - 1 if backlog else room.last_seq
+        replies.extend(range_reactions(room, since, below, limit=get_settings().REPLAY_LIMIT))
+    replies.extend(backlog_reactions(room.slug, backlog))
+    return replies
+
+
+on_join("reactions", join_replies, validate=reactions_from)
+
+
+def changed_counts(room: Room, since_rev: int, upto: int, limit: int) -> list[tuple[int, int, dict]]:
+    """A `since_rev` replay's counts (messaging/chat/replay.py): each count
+    changed in (since_rev, upto], one `reaction` frame at its latest change."""
+    counts = (ReactionCount.objects.filter(room=room, rev__gt=since_rev, rev__lte=upto).order_by("rev")
+              .values_list("message__seq", "count", "rev")[:limit])
+    return [(rev, rev, reaction_frame(room.slug, seq, count, rev)) for seq, count, rev in counts]
+
+
+on_replay("reactions", changed_counts)
+on_page("reactions", backlog_reactions)

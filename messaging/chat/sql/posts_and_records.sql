@@ -1,0 +1,35 @@
+WITH item AS (
+    SELECT e.n, e.v->>0 AS room, (e.v->>1)::{user_id} AS user_id, e.v->>2 AS command_id, e.v->>3 AS body,
+           e.v->>4 AS fingerprint
+    FROM jsonb_array_elements(%(items)s::jsonb) WITH ORDINALITY AS e(v, n)
+), member AS (
+    SELECT i.n, m.room_id FROM item i
+    JOIN {room} r ON r.slug = i.room
+    JOIN {membership} m ON m.room_id = r.id AND m.user_id = i.user_id
+), locked AS MATERIALIZED (
+    SELECT r.id, c.posts FROM {room} r
+    JOIN (SELECT room_id, count(*) AS posts FROM member GROUP BY room_id) c ON c.room_id = r.id
+    ORDER BY r.id FOR UPDATE OF r
+), taken AS (
+    UPDATE {room} r SET last_seq = r.last_seq + l.posts, last_rev = r.last_rev + l.posts FROM locked l
+    WHERE r.id = l.id
+    RETURNING r.id, r.last_seq - l.posts AS before, r.last_rev - l.posts AS rev_before
+), stamp AS MATERIALIZED (
+    SELECT at, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at_text
+    FROM (SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM taken) t) now
+), post AS (
+    SELECT n, room_id, before + k AS seq, rev_before + k AS rev FROM (
+        SELECT m.n, m.room_id, t.before, t.rev_before, row_number() OVER (PARTITION BY m.room_id ORDER BY m.n) AS k
+        FROM member m JOIN taken t ON t.id = m.room_id
+    ) numbered
+), message AS (
+    INSERT INTO {message} (room_id, seq, sender_id, client_msg_id, body, state, sent_at, version, posted_rev, rev)
+    SELECT p.room_id, p.seq, i.user_id, i.command_id, i.body, %(state)s, s.at, 1, p.rev, p.rev
+    FROM post p JOIN item i USING (n), stamp s
+), record AS (
+    INSERT INTO {record} (user_id, command_id, type, fingerprint, result, created_at)
+    SELECT i.user_id, i.command_id, %(type)s, i.fingerprint,
+           jsonb_build_object('room', i.room, 'seq', p.seq, 'at', s.at_text), s.at
+    FROM post p JOIN item i USING (n), stamp s
+)
+SELECT p.n, p.seq, s.at_text, p.rev FROM post p, stamp s

@@ -1,0 +1,151 @@
+"""Applying a batch of deliveries: claims in, each delivery's outcome and what Redis learns out.
+
+Per type, a batch's claimed deliveries go through the type's batch form for
+the gateway's database (one statement for all of them: `room.post` on
+PostgreSQL), else through its portable `apply`, one by one, all in one
+database thread hop. A not exactly-once delivery runs alone, through the
+same two forms.
+"""
+from __future__ import annotations
+
+import logging
+from itertools import groupby
+from typing import Any, Iterator
+
+from django.db import DatabaseError, IntegrityError
+
+from .claims import Stored
+from .exceptions import CommandError, Unavailable
+from .gateway import Gateway
+from .handlers import BatchEntries, BatchForm, Handler
+from .outcomes import Applied, ClaimBusy, Delivery, Outcome
+from .records import answer_from_record, apply_each, apply_portably, replay_or_refuse, unexpected_as_unavailable
+
+log = logging.getLogger(__name__)
+
+
+class Batch:
+    """One run of a batch of exactly-once deliveries: its claims, what was applied, and each one's result."""
+
+    def __init__(self, deliveries: list[Delivery], claims: list[Stored | bool | None]) -> None:
+        self.deliveries = deliveries
+        self.claims = claims
+        self.outcomes: list[Outcome | Exception | None] = [None] * len(deliveries)
+        # The deliveries to apply: claimed, or unknown to Redis.
+        self.claimed: list[int] = []
+        for i, (delivery, claim) in enumerate(zip(deliveries, claims)):
+            if isinstance(claim, Stored):
+                self.outcomes[i] = replay_or_refuse(claim, delivery.fingerprint, source="redis")
+            elif claim is False:
+                self.outcomes[i] = ClaimBusy()
+            else:
+                self.claimed.append(i)
+        self.applied: dict[int, Applied] = {}
+
+    async def apply(self, gateway: Gateway) -> None:
+        """Apply the claimed deliveries: each type's through its batch form where
+        it has one for this database, the rest one by one in one thread hop."""
+        portable: list[int] = []
+        for handler, indexes in _by_type(self.deliveries, self.claimed):
+            form = handler.batch_form(gateway.vendor)
+            applied = None
+            if form is not None:
+                applied = await _apply_batch(form, handler, [self.deliveries[i] for i in indexes], gateway)
+            if applied is None:
+                portable.extend(indexes)
+            else:
+                self.applied.update(zip(indexes, applied))
+        if portable:
+            done = await gateway.run(apply_each, [self.deliveries[i] for i in portable])
+            self.applied.update(zip(portable, done))
+
+    def finish(self) -> tuple[list[tuple[str, Stored]], list[str]]:
+        """What Redis learns: each applied delivery's result (or its record's);
+        the others (refused, failed, interrupted) give back their claims."""
+        learned = {i: stored for i, (_, stored) in self.applied.items() if stored is not None}
+        releases = [self.deliveries[i].key for i in self.claimed if self.claims[i] is True and i not in learned]
+        return [(self.deliveries[i].key, stored) for i, stored in learned.items()], releases
+
+    def results(self) -> list[Outcome | Exception]:
+        for i, (result, _) in self.applied.items():
+            self.outcomes[i] = result
+        return self.outcomes  # type: ignore[return-value]
+
+
+def _by_type(deliveries: list[Delivery], indexes: list[int]) -> Iterator[tuple[Handler, list[int]]]:
+    """The `indexes` grouped by their deliveries' type, each group in the given order."""
+    by_type = sorted(indexes, key=lambda i: deliveries[i].handler.type)
+    for _, group in groupby(by_type, key=lambda i: deliveries[i].handler.type):
+        of_type = list(group)
+        yield deliveries[of_type[0]].handler, of_type
+
+
+def _entries(deliveries: list[Delivery]) -> BatchEntries:
+    return [(d.context_for(), d.data, d.fingerprint) for d in deliveries]
+
+
+async def _apply_batch(form: BatchForm, handler: Handler, deliveries: list[Delivery],
+                       gateway: Gateway) -> list[Applied] | None:
+    """Claimed deliveries of one type through its batch form; None where the form declines.
+
+    A duplicate among them (one Redis forgot, or two copies of one command)
+    fails the whole statement on a unique constraint: then each delivery runs
+    alone, a batch of one, and where that fails too the record answers. Any
+    other failure leaves every delivery of the batch `unavailable`.
+    """
+    entries = _entries(deliveries)
+    try:
+        results = await form(gateway, entries)
+    except IntegrityError:
+        if len(deliveries) == 1:
+            # The record answers (the statement undid this attempt's effect).
+            return [await gateway.run(deliveries[0].run, answer_from_record, deliveries[0])]
+        # Each alone, through the same form, so the others still take one statement each.
+        alone: list[Applied] = []
+        for delivery in deliveries:
+            applied = await _apply_batch(form, handler, [delivery], gateway)
+            alone.extend(applied or await gateway.run(apply_each, [delivery]))
+        return alone
+    except Exception as exc:
+        if isinstance(exc, DatabaseError):
+            log.warning("storage failed for a batch of %d %s: %s", len(deliveries), handler.type, exc)
+        else:
+            log.error("handler failed for a batch of %d %s", len(deliveries), handler.type, exc_info=exc)
+        return [(Unavailable(), None) for _ in deliveries]
+    if results is None:
+        return None
+    applied: list[Applied] = []
+    for (ctx, _, fingerprint), result in zip(entries, results, strict=True):
+        if isinstance(result, CommandError):
+            applied.append((result, None))
+        else:
+            applied.append((Outcome.applied(result, ctx), Stored(fingerprint, result)))
+    return applied
+
+
+async def apply_once(delivery: Delivery, gateway: Gateway) -> Outcome:
+    """A delivery that is not exactly-once, alone: its type's batch form for this
+    database (a batch of one), else its portable `apply` on a database thread."""
+    form = delivery.handler.batch_form(gateway.vendor)
+    if form is not None:
+        [entry] = entries = _entries([delivery])
+        with unexpected_as_unavailable(delivery):
+            try:
+                results = await form(gateway, entries)
+            except IntegrityError as exc:
+                raise Unavailable() from exc
+        if results is not None:
+            [result] = results
+            if isinstance(result, CommandError):
+                raise result
+            return Outcome.applied(result, entry[0])
+    return await gateway.run(delivery.run, _portably_unrecorded, delivery)
+
+
+def _portably_unrecorded(delivery: Delivery) -> Any:
+    try:
+        return apply_portably(delivery)
+    except IntegrityError as exc:
+        # Without a record, a unique violation is the handler's own failure.
+        log.warning("storage failed for %s %s: %s", delivery.command.t, delivery.command.id, exc)
+        raise Unavailable() from exc

@@ -1,0 +1,207 @@
+"""The pipeline: every command, from any entry point, goes through here.
+
+    submit(user, command)           -> its Outcome, or raises its refusal
+    submit_many(user, commands)     -> per command, in order, its Outcome or refusal
+
+A command is prepared (`prepare`: its type looked up, its data validated and
+fingerprinted), then run in the order its sender sent it (`runs`):
+consecutive exactly-once commands of one type (a client's pipelined posts)
+run together in one batch, in order, so a room's seqs follow send order;
+everything else runs alone, after what came before it. So a post sent right
+behind its room's join still runs after the join.
+
+Batches of every sender on one event loop are collected by the loop's
+`Batcher` (group commit without waiting: messaging/core/batches.py) and run
+by `run_batch`: one Redis call claims them all (messaging/core/claims.py),
+each type's statement or portable apply writes the effects and the records
+(messaging/core/apply.py, messaging/core/records.py), one more Redis call
+keeps the results and releases the claims of the rest. A duplicate that finds
+its command's first attempt still running polls for its result (`_poll`).
+
+Sync callers (tests, a management command) wrap these coroutines in
+`asgiref.sync.async_to_sync`: there is no second, synchronous pipeline.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import time
+import uuid
+from typing import Any, Iterable, Iterator, TypeVar
+
+from ..conf import get_settings
+from ..ops import metrics
+from . import handlers
+from .apply import Batch, apply_once
+from .batches import Batcher
+from .claims import get_claim_store
+from .exceptions import CommandError, InProgress
+from .outcomes import ClaimBusy, Delivery, Outcome
+from .protocol import Command
+from .runtime import runtime
+
+T = TypeVar("T")
+
+# Most commands one batch carries: the statement of a batch grows with it.
+BATCH_LIMIT = 64
+# How long a batch runs alone before the next may start beside it.
+BATCH_OVERLAP_AFTER = 0.02
+
+
+def prepare(user: Any, command: Command, context: contextvars.Context | None = None) -> Delivery:
+    """The command as the pipeline runs it: its handler and validated data, fingerprinted if exactly-once.
+
+    Everything that can fail for this command alone fails here, before it
+    joins a batch with other users' commands: raises its `CommandError`.
+    """
+    handler = handlers.lookup(command.t)
+    return Delivery(user, command, handler, handlers.validate(handler, command.d), context)
+
+
+class Runs:
+    """The module's rule, fed one item at a time: which items run together, in order.
+
+    Consecutive batchable deliveries of one type, at most `BATCH_LIMIT`, are
+    one group; anything else (another delivery, or whatever a caller keeps
+    in its sequence: a refusal, a bad frame) is a group of its own. `add`
+    returns the groups that are complete once an item is added, `end` the
+    last one; a caller runs each before it adds the next item, so a join's
+    effects are there when the command after it is prepared.
+    """
+
+    def __init__(self) -> None:
+        self.together: list[Any] = []
+
+    def add(self, item: T) -> list[list[T]]:
+        ready: list[list[T]] = []
+        if isinstance(item, Delivery) and item.batchable:
+            first = self.together[0] if self.together else None
+            if first is not None and (first.handler.type != item.handler.type or len(self.together) >= BATCH_LIMIT):
+                ready.append(self.together)
+                self.together = []
+            self.together.append(item)
+            return ready
+        ready.extend(self.end())
+        ready.append([item])
+        return ready
+
+    def end(self) -> list[list[Any]]:
+        together, self.together = self.together, []
+        return [together] if together else []
+
+
+def runs(items: Iterable[T]) -> Iterator[list[T]]:
+    """`items` in the groups that run one after another (`Runs`)."""
+    order = Runs()
+    for item in items:
+        yield from order.add(item)
+    yield from order.end()
+
+
+async def run(deliveries: list[Delivery]) -> list[Outcome | Exception]:
+    """One group of `runs`: per delivery, in order, its `Outcome` or the exception for its caller."""
+    if len(deliveries) == 1 and not deliveries[0].handler.exactly_once:
+        try:
+            return [await apply_once(deliveries[0], runtime().gateway)]
+        except Exception as exc:
+            return [exc]
+    deadline = time.monotonic() + get_settings().IN_PROGRESS_WAIT
+    batcher = _batcher()
+    results = await batcher.submit_many(deliveries)
+    busy = [i for i, result in enumerate(results) if isinstance(result, ClaimBusy)]
+    if busy:
+        polled = await asyncio.gather(*(_poll(batcher, deliveries[i], deadline) for i in busy), return_exceptions=True)
+        for i, result in zip(busy, polled):
+            results[i] = result
+    return results
+
+
+async def submit(user: Any, command: Command) -> Outcome:
+    """Run one command exactly once (or as its type says): its `Outcome`, or raises its `CommandError`.
+
+    Any unexpected failure is logged and raised as `Unavailable`.
+    """
+    [result] = await run([prepare(user, command, contextvars.copy_context())])
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+async def submit_many(user: Any, commands: list[Command]) -> list[Outcome | CommandError]:
+    """One sender's commands, run as the module says (their order kept): per
+    command its `Outcome` or the `CommandError` refusing it."""
+    prepared: list[Delivery | CommandError] = []
+    for command in commands:
+        try:
+            prepared.append(prepare(user, command, contextvars.copy_context()))
+        except CommandError as exc:
+            prepared.append(exc)
+    results: list[Any] = []
+    for group in runs(prepared):
+        if isinstance(group[0], CommandError):
+            results.extend(group)
+        else:
+            results.extend(await run(group))  # type: ignore[arg-type]
+    return results
+
+
+def _batcher() -> Batcher[Delivery]:
+    """This event loop's batcher: one batch at a time, more (up to half the
+    database threads) only while the running ones are slow.
+
+    Posts to the same rooms gain nothing from batches running at once: they
+    queue for the rooms' row locks, and the batches are smaller. With two at
+    once from the start, the benchmark's 16 sockets made batches of 5.5
+    commands; one at a time made them larger and the full path faster, two
+    processes by 1.4x (docs/PERFORMANCE.md). A batch that runs longer than
+    `BATCH_OVERLAP_AFTER` (a slow statement, a lock held elsewhere) no longer
+    holds up the rest: the next one starts beside it. The other threads
+    serve the commands that run alone (room.join) and the session checks.
+    """
+    runners = max(1, get_settings().DB_THREADS // 2)
+    return runtime().part(
+        "batcher", lambda: Batcher(run_batch, runners=runners, limit=BATCH_LIMIT, overlap_after=BATCH_OVERLAP_AFTER)
+    )
+
+
+async def run_batch(deliveries: list[Delivery]) -> list[Outcome | Exception]:
+    """Claim, apply, record and keep the results of a batch of exactly-once deliveries.
+
+    Known duplicates and posts are answered without leaving the event loop
+    (on PostgreSQL); only portable applies take a database thread.
+    """
+    metrics.BATCH_SIZE.observe(len(deliveries))
+    store = get_claim_store()
+    # One owner for the batch's claims: each is still released only by the
+    # attempt that took it, and a second copy of a command in the same batch
+    # finds the first one's claim.
+    owner = uuid.uuid4().hex
+    started = time.perf_counter()
+    batch = Batch(deliveries, await store.claim_many([d.key for d in deliveries], owner))
+    claimed = time.perf_counter()
+    try:
+        await batch.apply(runtime().gateway)
+    finally:
+        applied = time.perf_counter()
+        await store.finish(*batch.finish(), owner)
+        # Where a batch's cycle goes, which bounds how often a process's batches can run.
+        metrics.batch_phases(claimed - started, applied - claimed, time.perf_counter() - applied)
+    return batch.results()
+
+
+async def _poll(batcher: Batcher[Delivery], delivery: Delivery, deadline: float) -> Outcome:
+    """Submit `delivery` again until its command's other attempt is done, or raise `InProgress` at `deadline`.
+
+    Each poll is a full attempt: if the first one failed and released its
+    claim, this delivery takes over and applies the command itself.
+    """
+    pause = 0.01
+    while True:
+        if time.monotonic() >= deadline:
+            raise InProgress()
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.1)
+        try:
+            return await batcher.submit(delivery)
+        except ClaimBusy:
+            pass

@@ -1,0 +1,123 @@
+"""One runtime per event loop: what the app keeps for a loop, created and closed together.
+
+An asyncio object belongs to the loop it was made on (a server process has
+one loop; a test, or each `async_to_sync` call, has its own). The runtime of
+a loop holds its gateway (the loop's database connections), its batcher (the
+pipeline's queue), its Redis clients, and what the layers above attach to it
+(the transport's fan-out hub), and closes all of it when the loop closes:
+`loop.close` is wrapped, as channels_redis does for its layers, so nothing
+of a loop that is gone stays open.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import types
+import weakref
+from typing import Any, Awaitable, Callable, TypeVar
+
+import redis.asyncio as aioredis
+
+from .gateway import Gateway
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class Runtime:
+    """One event loop's gateway, Redis clients and attached parts, closed together by `close`."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.gateway = Gateway()
+        self.redis: dict[tuple[str, float], aioredis.Redis] = {}
+        self.parts: dict[str, Any] = {}
+        # Called at close, newest first: each part's `(close)` coroutine function or function.
+        self.closers: list[Callable[[], Any]] = []
+
+    def part(self, name: str, make: Callable[[], T], close: Callable[[T], Any] | None = None) -> T:
+        """The loop's `name` part, made by `make()` the first time; `close(part)` runs when the runtime closes."""
+        try:
+            return self.parts[name]
+        except KeyError:
+            part = self.parts[name] = make()
+            if close is not None:
+                self.closers.append(lambda: close(part))
+            return part
+
+    def redis_client(self, url: str, timeout: float) -> aioredis.Redis:
+        """This loop's client of `url`, giving up on a call after `timeout` seconds.
+
+        The claim store and the per-user window talk to the same Redis with
+        the same timeout, so they share one client and its connection pool.
+        """
+        client = self.redis.get((url, timeout))
+        if client is None:
+            client = self.redis[(url, timeout)] = aioredis.Redis.from_url(
+                url, socket_timeout=timeout, socket_connect_timeout=timeout
+            )
+        return client
+
+    async def aclose(self) -> None:
+        """Close the attached parts (newest first), the Redis clients, then the gateway."""
+        closers, self.closers = self.closers[::-1], []
+        for close in closers:
+            try:
+                result = close()
+                if isinstance(result, Awaitable):
+                    await result
+            except Exception:
+                log.warning("closing a part of an event loop's runtime failed", exc_info=True)
+        clients, self.redis = list(self.redis.values()), {}
+        for client in clients:
+            try:
+                await client.aclose()
+            except Exception:
+                log.warning("closing a Redis client failed", exc_info=True)
+        self.parts.clear()
+        self.gateway.close()
+
+
+_runtimes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Runtime] = weakref.WeakKeyDictionary()
+
+
+def runtime() -> Runtime:
+    """The running event loop's runtime, made on first use and closed with the loop."""
+    loop = asyncio.get_running_loop()
+    found = _runtimes.get(loop)
+    if found is None:
+        found = _runtimes[loop] = Runtime(loop)
+        _close_with(loop)
+    return found
+
+
+def _close_with(loop: asyncio.AbstractEventLoop) -> None:
+    """Have `loop.close()` close the loop's runtime first, while the loop can still run it."""
+    original = loop.close
+
+    def close(self: asyncio.AbstractEventLoop) -> None:
+        self.close = original  # type: ignore[method-assign]
+        found = _runtimes.pop(self, None)
+        if found is not None and not self.is_closed():
+            try:
+                self.run_until_complete(found.aclose())
+            except Exception:
+                log.warning("closing an event loop's runtime failed", exc_info=True)
+                found.gateway.close()
+        original()
+
+    loop.close = types.MethodType(close, loop)  # type: ignore[method-assign]
+
+
+async def close_runtime() -> None:
+    """Close the running loop's runtime now (a server's shutdown, a test); the next use makes a new one."""
+    found = _runtimes.pop(asyncio.get_running_loop(), None)
+    if found is not None:
+        await found.aclose()
+
+
+def close_all_runtimes() -> None:
+    """Close what every loop's runtime holds that needs no loop (its database connections)."""
+    for found in list(_runtimes.values()):
+        found.gateway.close()

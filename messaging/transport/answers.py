@@ -1,0 +1,92 @@
+"""A socket's answers: the pipeline's results for its commands, written back as acks, replies and broadcasts, in order."""
+from __future__ import annotations
+
+import logging
+import time
+
+from ..conf import get_settings
+from ..core import handlers, pipeline
+from ..core.exceptions import CommandError, Unavailable
+from ..core.outcomes import Delivery, Outcome
+from ..core.protocol import Command, ack_error, ack_ok
+from ..ops import metrics
+from ..ops.logcontext import command_scope
+
+log = logging.getLogger("messaging.transport.consumers")
+
+
+class Answers:
+    """The consumer's answering half (a mixin of `ChatConsumer`)."""
+
+    async def join(self, delivery: Delivery) -> None:
+        """A command that subscribes the socket to a room (`room.join`), alone:
+        subscribed before it runs, its room's live frames held until its ack and backlog are sent."""
+        command, handler = delivery.command, delivery.handler
+        with command_scope(command.id, command.t, self.user.pk):
+            room = handler.subscribes_to(delivery.data)
+            self.held[room] = []
+            subscribed = await self.subscribe(room)
+            [result] = await self.results([delivery])
+            if not isinstance(result, Outcome):
+                await self.unsubscribe(subscribed)
+                await self.refuse(command, handler, result, delivery.received)
+                await self.release_held(room)
+                return
+            await self.ack(command, handler, result, delivery.received)
+            last_seq = result.data.get("last_seq")
+            if isinstance(last_seq, int):
+                self.live_after[room] = last_seq
+            await self.release_held(room)
+            self.publish(result)
+
+    async def results(self, deliveries: list[Delivery]) -> list[Outcome | CommandError]:
+        """The pipeline's answers to `deliveries`; an unexpected failure, logged, is `unavailable`."""
+        try:
+            results = await pipeline.run(deliveries)
+        except Exception:
+            log.exception("a batch of %d commands by user %s failed", len(deliveries), self.user.pk)
+            return [Unavailable()] * len(deliveries)
+        return [result if isinstance(result, (Outcome, CommandError)) else self.unavailable(d.command, result)
+                for d, result in zip(deliveries, results)]
+
+    async def run_together(self, deliveries: list[Delivery]) -> None:
+        """Deliveries that take effect in their order (or one alone), answered in it."""
+        results = await self.results(deliveries)
+        for delivery, result in zip(deliveries, results):
+            command, handler = delivery.command, delivery.handler
+            with command_scope(command.id, command.t, self.user.pk):
+                if isinstance(result, Outcome):
+                    await self.ack(command, handler, result, delivery.received)
+                    self.publish(result)
+                else:
+                    await self.refuse(command, handler, result, delivery.received)
+
+    async def ack(self, command: Command, handler: handlers.Handler, outcome: Outcome, started: float) -> None:
+        """The command's ack, then its replies (a join's backlog), which cost the socket's rate by their size."""
+        await self.send_frame(ack_ok(command.id, outcome.data, dup=outcome.dup), command.id)
+        self.answered(handler, "dup" if outcome.dup else "ok", started, source=outcome.source)
+        sent = 0
+        for frame in outcome.replies:
+            # As fast as the client reads them: a backlog may be larger than MAX_SEND_BUFFER.
+            await self.outgoing.room()
+            if self.closed:  # closing (or overflowed): the rest would be dropped
+                break
+            sent += await self.send_frame(frame, command.id)
+        if sent:
+            self.bucket.charge(sent / get_settings().REPLY_BYTES_PER_TOKEN)
+
+    async def refuse(self, command: Command, handler: handlers.Handler | None, error: CommandError,
+                     started: float) -> None:
+        await self.send_frame(ack_error(command.id, error.as_error()), command.id)
+        self.answered(handler, error.code, started)
+
+    def answered(self, handler: handlers.Handler | None, outcome: str, started: float, *, source: str | None = None) -> None:
+        """Count and log one ack, the one place where every command's outcome is known."""
+        seconds = time.perf_counter() - started
+        metrics.command_answered(handler.type if handler else metrics.UNKNOWN_TYPE, outcome, seconds, source=source)
+        # Refusals at INFO; successes at DEBUG, since a line per command costs
+        # more than a cheap command itself under load.
+        log.log(
+            logging.DEBUG if outcome in ("ok", "dup") else logging.INFO,
+            "answered %s%s in %.1f ms", outcome, f" from {source}" if source else "", seconds * 1000,
+        )

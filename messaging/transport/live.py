@@ -1,0 +1,107 @@
+"""A socket's rooms: its subscriptions to the hub, and a room's live frames held back while the socket joins it.
+
+A join's ack and backlog go first; the room's frames published meanwhile are
+held (`held`), then sent after them, without those the backlog already had
+(`live_after`).
+"""
+from __future__ import annotations
+
+import logging
+
+from ..core.outcomes import Outcome
+from ..core.protocol import encode
+from .sendbuffer import payload_length
+
+log = logging.getLogger("messaging.transport.consumers")
+
+
+class LiveRooms:
+    """The consumer's rooms (a mixin of `ChatConsumer`, which makes `hub`, `rooms`, `held` and `live_after` on connect)."""
+
+    def publish(self, outcome: Outcome) -> None:
+        for room, frame in outcome.broadcasts:
+            self.broadcast(room, frame)
+        for user_id, room, frame in outcome.to_users:
+            self.hub.publish_to_user(user_id, room, encode(frame))
+
+    async def attach(self) -> None:
+        """Have the hub deliver the user's own frames to this socket (`personal`).
+
+        Best effort like a room's live frames: a failure (Redis away) is tried
+        again at the socket's next join, before that room's frames can come.
+        """
+        try:
+            await self.hub.attach(self.user.pk, self)
+        except Exception:
+            log.exception("attaching a socket of user %s failed", self.user.pk)
+            return
+        self.attached = True
+
+    async def subscribe(self, room: str) -> str | None:
+        """Add this socket to the room's live frames; returns the room if this call added it."""
+        if not self.attached:
+            await self.attach()
+        if room in self.rooms:
+            return None
+        try:
+            await self.hub.join(room, self)
+        except Exception:
+            # Live fan-out is best effort; the join itself (membership and
+            # backlog) does not depend on it. A later join tries again.
+            log.exception("subscribing to room %s failed", room)
+            return None
+        self.rooms.add(room)
+        return room
+
+    async def unsubscribe(self, room: str | None) -> None:
+        if room is not None:
+            self.rooms.discard(room)
+            self.live_after.pop(room, None)
+            try:
+                await self.hub.leave(room, self)
+            except Exception:
+                log.exception("unsubscribing from room %s failed", room)
+
+    def broadcast(self, room: str, frame: dict) -> None:
+        """Queue a committed and acked effect's frame for everyone in the room.
+
+        The socket's next command does not wait for it; the hub publishes
+        frames in the order they were queued (messaging/transport/fanout.py).
+        """
+        seq = frame["d"].get("seq") if frame.get("t") == "msg" else None
+        self.hub.publish(room, seq, encode(frame))
+
+    async def live(self, room: str, seq: int | None, text: str) -> None:
+        """One live frame of a joined room, from the hub."""
+        held = self.held.get(room)
+        if held is not None:
+            # A join of this room is running: its ack and backlog go first.
+            # What is held waits for the client as much as what is queued.
+            held.append((seq, text))
+            self.held_bytes += payload_length(text)
+            if self.held_bytes + self.outgoing.waiting > self.outgoing.limit and not self.outgoing.overflowed:
+                frames = sum(len(frames) for frames in self.held.values())
+                self.held.clear()
+                self.outgoing.overflow(frames, self.held_bytes)
+                self.held_bytes = 0
+        elif seq is None or seq > self.live_after.get(room, 0):
+            # A message at or below the join's last seq was in its backlog
+            # (or beyond its replay limit, for the client to fetch by seq).
+            await self.send_text(text)
+
+    async def personal(self, room: str | None, text: str) -> None:
+        """A frame for this socket's user, from the hub; one for a room only
+        while this socket is joined to it, after a running join's backlog."""
+        if room is None:
+            await self.send_text(text)
+        elif room in self.held or room in self.rooms:
+            await self.live(room, None, text)
+
+    async def release_held(self, room: str | None) -> None:
+        """After a join's ack and backlog: send what the room published meanwhile."""
+        held = self.held.pop(room, None) if room is not None else None
+        if held:
+            self.held_bytes -= sum(payload_length(text) for _, text in held)
+        if held and room in self.rooms:
+            for seq, text in held:
+                await self.live(room, seq, text)
