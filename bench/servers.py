@@ -25,8 +25,10 @@ def free_port() -> int:
 class Server:
     """A daphne or uvicorn process of `bench.asgi:application` on a port of its own."""
 
-    def __init__(self, kind: str, env: dict[str, str], log_dir: Path) -> None:
+    def __init__(self, kind: str, env: dict[str, str], log_dir: Path, app: str = "bench.asgi:application") -> None:
         self.kind = kind
+        # Another app for a study of the deployed stack (bench/http_vs_socket.py: `project.asgi`).
+        self.app = app
         self.env = env
         self.port = free_port()
         self.log_path = log_dir / f"{kind}-{self.port}.log"
@@ -46,10 +48,10 @@ class Server:
 
     def start(self) -> "Server":
         if self.kind == "daphne":
-            argv = ["-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "bench.asgi:application"]
+            argv = ["-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), self.app]
         else:
             argv = ["-m", "uvicorn", "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
-                    "--no-access-log", "--ws", "websockets", "bench.asgi:application"]
+                    "--no-access-log", "--ws", "websockets", self.app]
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env=self.env,
                                             stdout=log, stderr=subprocess.STDOUT)

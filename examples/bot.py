@@ -2,12 +2,15 @@
 
     pip install "messaging[client]"    # or, in this repository: export PYTHONPATH=.
     python examples/bot.py http://127.0.0.1:8000 --room lobby --state bot-state
+    MESSAGING_TOKEN=msg_... python examples/bot.py http://127.0.0.1:8000 --room lobby   # as a real user
 
 "Once" holds through dropped sockets, server restarts and restarts of the bot
 itself, with no bookkeeping of its own beyond two files in `--state`:
 
 - the session, so that a restarted bot is the same user (command ids are
-  scoped per user: a new guest's ids are new commands);
+  scoped per user: a new guest's ids are new commands), unless it signs in
+  with an API token (`MESSAGING_TOKEN`, from `manage.py messaging_token
+  USERNAME`), which is the same user every time;
 - the outbox (`FileStore`), so that a reply whose ack was lost is resent with
   its id after the restart;
 - and the reply's id is derived from the message it answers
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 from pathlib import Path
 
 from messaging.client import Client, FileStore, Unauthorized, asign_in
@@ -41,16 +45,21 @@ async def session_for(url: str, name: str, state: Path) -> str:
     return session
 
 
-async def run(url: str, name: str, rooms: list[str], state: Path) -> None:
-    session = await session_for(url, name, state)
-    client = Client(url, session=session, store=FileStore(state / "outbox.json"))
-    try:
+async def run(url: str, name: str, rooms: list[str], state: Path, token: str | None = None) -> None:
+    state.mkdir(parents=True, exist_ok=True)
+    if token:
+        client = Client(url, token=token, store=FileStore(state / "outbox.json"))
+        # A token that signs nobody in (revoked) ends the bot: Unauthorized.
         await client.start()
-    except Unauthorized:
-        # The saved session has ended (signed out, expired): a new guest, with a fresh outbox.
-        (state / "session").unlink(missing_ok=True)
-        (state / "outbox.json").unlink(missing_ok=True)
-        return await run(url, name, rooms, state)
+    else:
+        client = Client(url, session=await session_for(url, name, state), store=FileStore(state / "outbox.json"))
+        try:
+            await client.start()
+        except Unauthorized:
+            # The saved session has ended (signed out, expired): a new guest, with a fresh outbox.
+            (state / "session").unlink(missing_ok=True)
+            (state / "outbox.json").unlink(missing_ok=True)
+            return await run(url, name, rooms, state)
     replies: set[asyncio.Task] = set()
     try:
         events = client.events()
@@ -78,7 +87,7 @@ def main() -> None:
     parser.add_argument("--state", type=Path, default=Path("bot-state"), help="where the session and outbox live")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO)
-    asyncio.run(run(args.url, args.name, args.room, args.state))
+    asyncio.run(run(args.url, args.name, args.room, args.state, os.environ.get("MESSAGING_TOKEN")))
 
 
 if __name__ == "__main__":

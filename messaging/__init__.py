@@ -7,7 +7,9 @@ the fan-out hub), `messaging.ops` (metrics, checks, health, logs, retention).
 
 What a host project uses is importable from here: `messaging.command`, the
 decorator that registers a host's own command types (docs/INTEGRATION.md),
-its refusals, and the pieces of an ASGI application. Each is loaded on first
+its refusals, the pieces of an ASGI application, and `messaging.submit`
+(sync) and `messaging.asubmit`, which run one command from a view, a task or
+a script, exactly once, and return its ack. Each is loaded on first
 use, so importing this package never needs configured Django settings.
 """
 from __future__ import annotations
@@ -39,6 +41,8 @@ _PUBLIC = {
     "allow_protocol_close_codes": "messaging.transport.daphne_compat",
     "defer_autobahn_log_formatting": "messaging.transport.daphne_compat",
     "limit_posts_per_address": "messaging.transport.addresses",
+    "submit": "messaging.transport.submitting",
+    "asubmit": "messaging.transport.submitting",
 }
 __all__ = ["__version__", *_PUBLIC]
 

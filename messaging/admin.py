@@ -187,3 +187,7 @@ class CommandRecordAdmin(InspectionAdmin):
     @admin.display(description="stored ack")
     def stored_ack(self, record: CommandRecord) -> str:
         return pretty_json(record.result)
+
+
+# API tokens are managed, not only inspected: their admin has its own module.
+from .transport.http import admin as _api_tokens  # noqa: E402,F401

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class Room(models.Model):
@@ -188,3 +189,30 @@ class MessageVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.message} v{self.version}"
+class ApiToken(models.Model):
+    """A user's credential for the HTTP API and for sockets of bots (messaging/transport/tokens.py).
+
+    Only the token's SHA-256 is kept, with its first characters to tell it
+    from the user's others.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=64, blank=True)
+    prefix = models.CharField(max_length=12, editable=False)
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Written at most once a minute (`TOKEN_TOUCH_INTERVAL`): requests stay reads.
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name or 'unnamed'})"
+
+    def revoke(self) -> None:
+        if self.revoked_at is None:
+            self.revoked_at = timezone.now()
+            self.save(update_fields=["revoked_at"])

@@ -11,16 +11,19 @@
 
 No Django here: it speaks the wire protocol (docs/PROTOCOL.md) over a
 WebSocket (the `websockets` package: install `messaging[client]`), so it runs
-in any program. `examples/bot.py` is a complete bot.
+in any program. `examples/bot.py` is a complete bot. A client may sign in with an API token
+(`Client(url, token=...)`, from `manage.py messaging_token USERNAME`) instead
+of a session; `http_command` sends one command over HTTP with one.
 """
 from __future__ import annotations
 
 from .auth import SignInFailed, asign_in, sign_in
 from .client import Client, Refused, Unauthorized
+from .http import ahttp_command, http_command
 from .outbox import FileStore, MemoryStore, Outbox, OutboxFull
 from .rooms import RoomView
 
 __all__ = [
     "Client", "FileStore", "MemoryStore", "Outbox", "OutboxFull", "Refused", "RoomView", "SignInFailed",
-    "Unauthorized", "asign_in", "sign_in",
+    "Unauthorized", "ahttp_command", "asign_in", "http_command", "sign_in",
 ]

@@ -144,6 +144,11 @@ def command(
     return decorate
 
 
+def registered() -> list[str]:
+    """The command types registered now."""
+    return list(_registry)
+
+
 def lookup(command_type: Any) -> Handler:
     if not isinstance(command_type, str):
         raise Invalid("t must be a string")

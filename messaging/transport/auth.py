@@ -22,12 +22,25 @@ from __future__ import annotations
 from typing import Any
 
 from channels.auth import AuthMiddleware, get_user
+from django.contrib.auth.models import AnonymousUser
 from channels.db import database_sync_to_async
 from channels.sessions import CookieMiddleware, SessionMiddleware
 from django.db import InterfaceError, OperationalError, connections
 
 # Channels' own lookup (session, backend, user, session hash), as a plain function.
-_user_of_scope = get_user.__wrapped__
+_user_of_session = get_user.__wrapped__
+
+
+def _user_of_scope(scope: dict) -> Any:
+    """The user of the handshake's API token (`Authorization: Bearer`, a bot's or
+    a backend's client) if it offers one, else of its session."""
+    from .tokens import bearer_token, user_of_token
+
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            token = bearer_token(value.decode("latin-1"))
+            return (user_of_token(token) if token else None) or AnonymousUser()
+    return _user_of_session(scope)
 
 
 def drop_dead_connections() -> bool:

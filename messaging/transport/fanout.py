@@ -203,6 +203,11 @@ class RedisHub(Hub):
         self.confirmations: dict[bytes, asyncio.Future] = {}
         self.lock = asyncio.Lock()
 
+    async def aclose(self) -> None:
+        await self.stop_listening()
+        await self.client.aclose()
+        await self.listen_client.aclose()
+
     def channel(self, room: str) -> bytes:
         return (self.prefix + room).encode()
 

@@ -23,7 +23,7 @@ def revs_for_what_exists(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('messaging', '0010_reactioncount_moves_to_contrib'),
+        ('messaging', '0011_api_token'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -1,0 +1,59 @@
+"""Commands over HTTP (`POST /api/commands`) with an API token, for scripts that keep no socket.
+
+    from messaging.client import http_command
+
+    status, ack = http_command("http://127.0.0.1:8000", "room.post", {"room": "lobby", "body": "hi"},
+                               id="deploy-42", token=token)
+
+The id is the command's `Idempotency-Key`: the request is retried with it,
+unchanged, after a connection failure, a timeout, `409`, `429` or `503`
+(waiting `Retry-After`, else backing off with full jitter), so it takes
+effect once. The standard library only.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+import urllib.error
+import urllib.request
+import uuid
+from typing import Any, Callable
+
+RETRIED = frozenset({409, 429, 502, 503, 504})
+
+
+def http_command(base_url: str, t: str, d: Any, *, id: str | None = None, token: str | None = None,
+                 retries: int = 5, timeout: float = 10.0, backoff_base: float = 0.5, backoff_cap: float = 10.0,
+                 rand: Callable[[], float] = random.random) -> tuple[int, dict]:
+    """POST one command; its final status and body (the ack, or an error frame)."""
+    key = id or uuid.uuid4().hex
+    headers = {"Content-Type": "application/json", "Idempotency-Key": key}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    body = json.dumps({"t": t, "d": d}).encode()
+    attempt = 0
+    while True:
+        wait: float | None = None
+        try:
+            request = urllib.request.Request(base_url.rstrip("/") + "/api/commands", body, headers, method="POST")
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            answer = exc.read()
+            if exc.code not in RETRIED or attempt >= retries:
+                return exc.code, json.loads(answer) if answer else {}
+            retry_after = exc.headers.get("Retry-After")
+            wait = float(retry_after) if retry_after and retry_after.isdigit() else None
+        except (OSError, TimeoutError):
+            # Sent or not, the same key again is safe: the server applies it once.
+            if attempt >= retries:
+                raise
+        attempt += 1
+        time.sleep(wait if wait is not None else rand() * min(backoff_cap, backoff_base * 2 ** attempt))
+
+
+async def ahttp_command(base_url: str, t: str, d: Any, **kwargs: Any) -> tuple[int, dict]:
+    """`http_command` from async code, on a thread."""
+    return await asyncio.to_thread(http_command, base_url, t, d, **kwargs)
