@@ -30,6 +30,7 @@ _PUBLIC = {
     "Invalid": "messaging.core.exceptions",
     "Forbidden": "messaging.core.exceptions",
     "joined_room_id": "messaging.chat.rooms",
+    "RoomPolicy": "messaging.chat.policy",
     "on_join": "messaging.chat.hooks",
     "on_page": "messaging.chat.hooks",
     "on_replay": "messaging.chat.hooks",

@@ -20,7 +20,7 @@ from django.utils.html import format_html, format_html_join
 
 from .chat.receipts import recipient_receipts
 from .core.protocol import format_time
-from .models import CommandRecord, Membership, Message, MessageVersion, Room
+from .models import CommandRecord, Membership, Message, MessageVersion, ModerationAction, Room
 
 
 class ReadOnly:
@@ -82,9 +82,11 @@ class MembershipInline(ReadOnly, admin.TabularInline):
 
 @admin.register(Room)
 class RoomAdmin(InspectionAdmin):
-    list_display = ("slug", "last_seq", "member_count", "created_at")
+    list_display = ("slug", "private", "owner", "last_seq", "member_count", "created_at")
+    list_filter = ("private",)
+    list_select_related = ("owner",)
     search_fields = ("slug",)
-    fields = ("slug", "last_seq", "created_at")
+    fields = ("slug", "private", "owner", "last_seq", "created_at")
     readonly_fields = fields
     inlines = (MembershipInline,)
 
@@ -187,6 +189,20 @@ class CommandRecordAdmin(InspectionAdmin):
     @admin.display(description="stored ack")
     def stored_ack(self, record: CommandRecord) -> str:
         return pretty_json(record.result)
+
+
+
+@admin.register(ModerationAction)
+class ModerationActionAdmin(InspectionAdmin):
+    """The moderation audit: who invited, removed or deleted what, where and when."""
+
+    list_display = ("at", "actor", "kind", "target", "room_slug", "seq")
+    list_filter = ("kind", "at")
+    search_fields = ("room_slug",)
+    date_hierarchy = "at"
+    list_select_related = ("actor", "target")
+    fields = ("at", "actor", "kind", "target", "room", "room_slug", "seq")
+    readonly_fields = fields
 
 
 # API tokens are managed, not only inspected: their admin has its own module.

@@ -36,6 +36,12 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `ROOMS_PER_SOCKET` | 200 | rooms one socket may have joined at once; a join of one more is `invalid` and changes nothing; 0 turns it off |
 | `EDIT_HISTORY_RETENTION` | 0 | seconds the body an edit replaced is kept in the message's version history (the admin shows it); 0 keeps none. A delete clears them at once; `prune_edit_history` clears older ones |
 | `ROOMS_LIST_LIMIT` | 500 | most rooms one `rooms.list` answer lists (the most recently active; `more` says whether there are others) |
+| `ROOM_POLICY` | `"messaging.chat.policy.RoomPolicy"` | dotted path of the class every command asks who may join, post, invite, moderate, edit and delete (docs/INTEGRATION.md) |
+| `INVITES_PER_HOUR` | 200 | members one user may add with `room.invite` in any hour, counted in the database; past it `rate_limited`; 0 turns it off |
+| `TYPING_STATES` | 10000 | users typing in a room that one process keeps a lapse timer for; a `typing: true` past it is `rate_limited` |
+| `PRESENCE_TTL` | 30 | seconds within which a process that dies takes its users offline (its heartbeat's entries expire `PRESENCE_TTL - 1.5 * PRESENCE_BEAT` after its last beat) |
+| `PRESENCE_BEAT` | 10 | seconds between a process's heartbeats (one pipelined round trip for all its users); below `PRESENCE_TTL` / 2.5 |
+| `PRESENCE_ROOMS` | 200 | most rooms a user's `presence` frame goes to (its most recently joined ones) |
 | `API_TOKENS_PER_USER` | 20 | active API tokens one user may have (`messaging_token`, the admin); one more is refused until one is revoked |
 | `LOOP_DATABASE` | True | on PostgreSQL with psycopg 3, a batch's statement (`room.post`'s) and a receipt's run on the event loop's own connections (`messaging/core/gateway.py`), one per statement running at once and at most `max(2, DB_THREADS)`, instead of on a database thread; False: on a thread |
 
@@ -89,6 +95,12 @@ class MessagingSettings:
     LOOP_DATABASE: bool = True
     EDIT_HISTORY_RETENTION: int = 0
     ROOMS_LIST_LIMIT: int = 500
+    ROOM_POLICY: str = "messaging.chat.policy.RoomPolicy"
+    INVITES_PER_HOUR: int = 200
+    TYPING_STATES: int = 10_000
+    PRESENCE_TTL: float = 30.0
+    PRESENCE_BEAT: float = 10.0
+    PRESENCE_ROOMS: int = 200
     API_TOKENS_PER_USER: int = 20
 
     def __post_init__(self) -> None:
@@ -104,6 +116,14 @@ class MessagingSettings:
         for name in ("CONNECT_RATE", "ROOMS_CREATED_PER_HOUR", "ROOMS_PER_SOCKET", "EDIT_HISTORY_RETENTION"):
             if getattr(self, name) < 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be 0 (off) or positive")
+        if self.INVITES_PER_HOUR < 0:
+            raise ImproperlyConfigured("MESSAGING['INVITES_PER_HOUR'] must be 0 (off) or positive")
+        for name in ("TYPING_STATES", "PRESENCE_ROOMS"):
+            if getattr(self, name) < 1:
+                raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be at least 1")
+        # An entry lives PRESENCE_TTL - 1.5 * PRESENCE_BEAT past its beat: more than one beat.
+        if not 0 < 2.5 * self.PRESENCE_BEAT < self.PRESENCE_TTL:
+            raise ImproperlyConfigured("MESSAGING['PRESENCE_BEAT'] must be positive and below PRESENCE_TTL / 2.5")
         if self.RATE_WINDOW_KEYS < 2:
             raise ImproperlyConfigured("MESSAGING['RATE_WINDOW_KEYS'] must be at least 2")
         if self.SESSION_CHECK_INTERVAL < 0:

@@ -24,6 +24,12 @@ class Room(models.Model):
     # made otherwise, or before it was recorded. Its index is the composite one.
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
                                    related_name="rooms_created", db_index=False)
+    # A private room (PROTOCOL.md 1.1) is seen, joined and used by its members only.
+    private = models.BooleanField(default=False, db_default=False)
+    # Who made it with `room.create`: it moderates the room (messaging/chat/policy.py).
+    # A room made by `room.join` has none. Not `created_by`, which counts joins too.
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                              related_name="rooms_owned")
 
     class Meta:
         ordering = ["slug"]
@@ -189,6 +195,54 @@ class MessageVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.message} v{self.version}"
+
+
+class DirectRoom(models.Model):
+    """The private room of two users (`dm.open`): one per pair, whoever opens it.
+
+    The pair is stored in a fixed order (`low` < `high` by the id's text), so
+    the unique constraint makes two concurrent first `dm.open`s of the same
+    pair, from either side, on any process, end in one room.
+    """
+
+    room = models.OneToOneField(Room, on_delete=models.CASCADE, primary_key=True, related_name="direct")
+    low = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False)
+    high = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["low", "high"], name="messaging_direct_pair")]
+
+    def __str__(self) -> str:
+        return f"{self.low_id} and {self.high_id}"
+
+
+class ModerationAction(models.Model):
+    """One moderation action, for the admin's audit: who did what to whom, where.
+
+    It outlives what it names: the room's slug and the users' ids are kept
+    as text when the rows are deleted.
+    """
+
+    class Kind(models.TextChoices):
+        REMOVE = "remove", "removed a member"
+        INVITE = "invite", "invited a member"
+        DELETE = "delete", "deleted a message"
+
+    room = models.ForeignKey(Room, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    room_slug = models.CharField(max_length=64)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                              related_name="+")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    target = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                               related_name="+")
+    # The message's seq, for a delete.
+    seq = models.PositiveBigIntegerField(null=True, blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.actor_id} {self.kind} in {self.room_slug}"
+
+
 class ApiToken(models.Model):
     """A user's credential for the HTTP API and for sockets of bots (messaging/transport/tokens.py).
 

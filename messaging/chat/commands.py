@@ -23,6 +23,7 @@ from ..core.protocol import format_time, message_body, optional_seq, room_slug
 from ..models import CommandRecord, Membership, Message, MessageState, Room
 from .hooks import join_hooks
 from .messages import display_name, msg_frame, stored_msg_frame
+from .policy import get_policy, overrides
 from .receipts import Move, move_watermarks_by_function, move_watermarks_portably
 from .replay import changes_since
 from .rooms import joined_room_id, room_to_join
@@ -91,7 +92,10 @@ def validate_join(d: dict) -> Join:
 def join_room(ctx: CommandContext, join: Join) -> dict:
     room = room_to_join(ctx.user, join.room, get_settings().ROOMS_CREATED_PER_HOUR)
     read = Membership.objects.filter(room=room, user=ctx.user).values_list("read", flat=True).first()
-    if read is None:
+    member = read is not None
+    if not get_policy().can_join(ctx.user, room, member=member):
+        raise Forbidden("this room is private: join it by invitation")
+    if not member:
         # `joined_seq` decides which messages the new member must receive
         # before they count as delivered. Under the room's row lock, which
         # posts take for their seq, it is exact: every seq up to it is
@@ -104,8 +108,10 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
     conf = get_settings()
     # `room` was read before the backlog: every change after its last_rev
     # is in the backlog or arrives live (the socket subscribed first).
+    # `private` and `owner` (extensions): a client shows a private room's owner its invite control.
     ack = {"room": room.slug, "last_seq": room.last_seq, "last_rev": room.last_rev, "members": members,
-           "members_total": members_total, **unread_in(room.pk, ctx.user, read)}
+           "members_total": members_total, "private": room.private, "owner": room.owner_id,
+           **unread_in(room.pk, ctx.user, read)}
     if join.since_rev is not None:
         frames, ack["rev_upto"] = changes_since(room, join.since_rev, ctx.user, limit=conf.REPLAY_LIMIT)
         ctx.replies.extend(frames)
@@ -287,13 +293,18 @@ async def posts_and_records(gateway: Gateway, entries: list[tuple[CommandContext
     """`room.post`'s batch form on PostgreSQL: the posts and their `CommandRecord`s in one statement.
 
     Posts by non-members are refused with `Forbidden`; the others are stored.
+    A host policy's own `can_post` is asked by the portable path only.
     """
+    if overrides("can_post"):
+        return None
     return posts_results(entries, await gateway.fetch(*posts_statement(entries)))
 
 
 @command("room.post", validate=validate_post, batch={"postgresql": posts_and_records})
 def post_message(ctx: CommandContext, post: Post) -> dict:
     room_id = joined_room_id(ctx.user, post.room)
+    if overrides("can_post") and not get_policy().can_post(ctx.user, Room.objects.get(pk=room_id)):
+        raise Forbidden("you may not post in this room")
     seq, rev = next_seq(room_id)
     sent_at = timezone.now()
     Message.objects.create(

@@ -18,7 +18,8 @@ of a session; `http_command` sends one command over HTTP with one.
 from __future__ import annotations
 
 from .auth import SignInFailed, asign_in, sign_in
-from .client import Client, Refused, Unauthorized
+from .client import Client, Refused
+from .connection import Unauthorized
 from .http import ahttp_command, http_command
 from .outbox import FileStore, MemoryStore, Outbox, OutboxFull
 from .rooms import RoomView

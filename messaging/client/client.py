@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import logging
 import random
 import time
@@ -30,10 +29,7 @@ import uuid
 from collections import Counter
 from typing import Any, AsyncIterator, Callable, Sequence
 
-import websockets
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
-
-from .auth import handshake_headers
+from .connection import Connection
 from .outbox import MemoryStore, Outbox, backoff_delay, final
 from .rooms import RoomView
 
@@ -42,7 +38,6 @@ log = logging.getLogger(__name__)
 # Commands whose effect is idempotent by nature: they are asked, never kept in the outbox.
 REQUEST_TYPES = frozenset({"room.join", "receipt", "room.history", "room.members", "rooms.list", "typing",
                            "room.invite", "dm.open"})
-CLOSE_UNAUTHENTICATED = 4401
 
 
 class Refused(Exception):
@@ -52,10 +47,6 @@ class Refused(Exception):
         self.error = error
         self.code = error.get("code")
         super().__init__(f"{self.code}: {error.get('message', '')}")
-
-
-class Unauthorized(Exception):
-    """The server closed the socket with 4401: this session or token signs nobody in."""
 
 
 class _Request:
@@ -72,7 +63,7 @@ class _Request:
         self.attempts = 0
 
 
-class Client:
+class Client(Connection):
     """One user's connection to one deployment of `messaging` (any of its `urls`)."""
 
     def __init__(
@@ -241,115 +232,6 @@ class Client:
         if self._wake is not None:
             self._wake.set()
 
-    def _url(self) -> tuple[str, str]:
-        base = self.urls[self._server % len(self.urls)].rstrip("/")
-        return base, base.replace("http", "ws", 1) + "/ws/"
-
-    async def _run(self) -> None:
-        failures = 0
-        while not self._closing:
-            base, url = self._url()
-            self.state = "connecting"
-            try:
-                ws = await websockets.connect(
-                    url, additional_headers=handshake_headers(base, session=self.session, token=self.token,
-                                                              origin=self.origin),
-                    open_timeout=self.open_timeout, max_size=None, compression=None, ping_interval=20,
-                )
-            except (OSError, InvalidHandshake, asyncio.TimeoutError) as exc:
-                self.stats["handshake_failures"] += 1
-                if isinstance(exc, InvalidStatus):
-                    self.stats[f"handshake_status:{exc.response.status_code}"] += 1
-                log.debug("connecting to %s failed: %s", url, exc)
-                self._server += 1  # that one failed: the next one
-                await asyncio.sleep(backoff_delay(failures, base=self.backoff_base, cap=self.backoff_cap,
-                                                  rand=self.rand))
-                failures += 1
-                continue
-            self._ws, failures = ws, 0
-            self.stats["connects"] += 1
-            self.state = "open"
-            code = await self._serve(ws)
-            self._ws, self._ready = None, False
-            self.outbox.disconnected()
-            for request in self._requests.values():
-                request.sent = False
-            self.stats[f"close:{code}"] += 1
-            if code == CLOSE_UNAUTHENTICATED:
-                self.state = "closed"
-                self._failure = Unauthorized("the server closed the socket with 4401: sign in again")
-                for future in [*self._waiters.values(), *(r.future for r in self._requests.values())]:
-                    if not future.done():
-                        future.set_exception(self._failure)
-                return
-            self._server = int(self.rand() * len(self.urls))
-            await asyncio.sleep(backoff_delay(0, base=self.backoff_base, cap=self.backoff_cap, rand=self.rand))
-
-    async def _serve(self, ws: Any) -> int | None:
-        """Run one socket: rejoin, then send what is due while reading; its close code when it ends."""
-        reader = asyncio.create_task(self._read(ws))
-        sender = asyncio.create_task(self._send_due(ws))
-        try:
-            await asyncio.wait([reader, sender], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (reader, sender):
-                task.cancel()
-            await asyncio.gather(reader, sender, return_exceptions=True)
-            ws.transport.abort()
-        for task in (reader, sender):
-            if not task.cancelled() and isinstance(task.exception(), Exception) and not isinstance(
-                    task.exception(), ConnectionClosed):
-                log.warning("client socket task failed", exc_info=task.exception())
-        received = ws.protocol.close_rcvd
-        return received.code if received is not None else None
-
-    async def _send_due(self, ws: Any) -> None:
-        # Rejoin first, every room from where it stopped, then let the outbox go:
-        # a post needs the membership its join makes. A join that takes longer
-        # than the ack timeout holds nothing up.
-        joins = [self._start_join(view)[1] for view in self.rooms.values()]
-        for frame in self._frames_due(joins_only=True):
-            await ws.send(frame)
-        if joins:
-            await asyncio.wait([asyncio.shield(j) for j in joins], timeout=self.ack_timeout)
-        self._ready = True
-        while True:
-            for frame in self._frames_due():
-                await ws.send(frame)
-            wakeup = self._next_wakeup()
-            self._wake.clear()
-            timeout = None if wakeup is None else max(0.0, wakeup - time.monotonic())
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout)
-            except asyncio.TimeoutError:
-                pass
-
-    def _frames_due(self, *, joins_only: bool = False) -> list[str]:
-        now = time.monotonic()
-        frames = []
-        for request in self._requests.values():
-            if joins_only and request.frame["t"] != "room.join":
-                continue
-            overdue = request.sent and now - request.due > self.ack_timeout
-            if (not request.sent and now >= request.due) or overdue:
-                request.sent, request.due = True, now
-                request.attempts += 1
-                frames.append(json.dumps(request.frame))
-        if self._ready and not joins_only:
-            for entry in self.outbox.due():
-                self.outbox.sent(entry)
-                if entry.attempts > 1:
-                    self.stats["resends"] += 1
-                frames.append(json.dumps(entry.frame()))
-        return frames
-
-    def _next_wakeup(self) -> float | None:
-        times = [r.due + (self.ack_timeout if r.sent else 0.0) for r in self._requests.values()]
-        wakeup = self.outbox.next_wakeup()
-        if wakeup is not None:
-            times.append(wakeup)
-        return min(times, default=None)
-
     def _ask(self, t: str, d: dict, on_ack: Callable[[dict], None] | None = None) -> tuple[str, asyncio.Future]:
         id = uuid.uuid4().hex
         future = asyncio.get_running_loop().create_future()
@@ -379,15 +261,6 @@ class Client:
         id, future = self._ask("room.join", view.join_data(), on_ack=joined)
         view.joining = id
         return id, future
-
-    async def _read(self, ws: Any) -> None:
-        async for text in ws:
-            try:
-                frame = json.loads(text)
-            except ValueError:
-                continue
-            if isinstance(frame, dict):
-                await self._handle(frame)
 
     async def _handle(self, frame: dict) -> None:
         kind = frame.get("t")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import time
 
+from ..chat.online import MEMBER_LISTS
 from ..conf import get_settings
 from ..core import handlers, pipeline
 from ..core.exceptions import CommandError, Unavailable
@@ -11,6 +12,8 @@ from ..core.outcomes import Delivery, Outcome
 from ..core.protocol import Command, ack_error, ack_ok
 from ..ops import metrics
 from ..ops.logcontext import command_scope
+from .presence import add_online
+from .typing import posted as typing_posted
 
 log = logging.getLogger("messaging.transport.consumers")
 
@@ -58,11 +61,15 @@ class Answers:
                 if isinstance(result, Outcome):
                     await self.ack(command, handler, result, delivery.received)
                     self.publish(result)
+                    if handler.type == "room.post" and not result.dup:
+                        typing_posted(result.data["room"], self.user)
                 else:
                     await self.refuse(command, handler, result, delivery.received)
 
     async def ack(self, command: Command, handler: handlers.Handler, outcome: Outcome, started: float) -> None:
         """The command's ack, then its replies (a join's backlog), which cost the socket's rate by their size."""
+        if handler.type in MEMBER_LISTS:
+            await add_online(outcome.data.get("members"))
         await self.send_frame(ack_ok(command.id, outcome.data, dup=outcome.dup), command.id)
         self.answered(handler, "dup" if outcome.dup else "ok", started, source=outcome.source)
         sent = 0

@@ -40,7 +40,9 @@ from .live import LiveRooms
 from .outgoing import Outgoing
 from .ratelimit import TokenBucket, user_limiter
 from .sendbuffer import SendBuffer, send_buffer
+from .presence import get_presence
 from .sessions import SessionWatch
+from .typing import own_prefix
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +155,9 @@ class ChatConsumer(Answers, LiveRooms, Outgoing, AsyncWebsocketConsumer):
         # Whether the hub delivers the user's own frames (`personal`) here.
         self.attached = False
         self.signed_in = self.user is not None and self.user.is_authenticated
+        # A user's own `typing` (PROTOCOL.md 1.1) and `presence` frames are not sent back to them.
+        self.own_frames = ((own_prefix("typing", self.user.pk), own_prefix("presence", self.user.pk))
+                           if self.signed_in else ())
         conf = get_settings()
         self.inbox_limit = conf.INBOX_LIMIT
         await self.accept()
@@ -171,6 +176,8 @@ class ChatConsumer(Answers, LiveRooms, Outgoing, AsyncWebsocketConsumer):
         if session_key and conf.SESSION_CHECK_INTERVAL > 0:
             self.session_watch = SessionWatch.join(self, session_key, conf.SESSION_CHECK_INTERVAL)
         await self.attach()
+        self.present = True
+        get_presence().opened(self.user.pk)
 
     async def disconnect(self, code: int) -> None:
         # The command being answered finishes (a join's subscription must
@@ -188,6 +195,9 @@ class ChatConsumer(Answers, LiveRooms, Outgoing, AsyncWebsocketConsumer):
             self.session_watch = None
         for room in list(getattr(self, "rooms", ())):
             await self.unsubscribe(room)
+        if getattr(self, "present", False):
+            self.present = False
+            get_presence().closed(self.user.pk)
         if getattr(self, "attached", False):
             self.attached = False
             try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+from ..chat.private import left_room
 from ..core.outcomes import Outcome
 from ..core.protocol import encode
 from .sendbuffer import payload_length
@@ -73,6 +74,8 @@ class LiveRooms:
 
     async def live(self, room: str, seq: int | None, text: str) -> None:
         """One live frame of a joined room, from the hub."""
+        if seq is None and text.startswith(self.own_frames):
+            return
         held = self.held.get(room)
         if held is not None:
             # A join of this room is running: its ack and backlog go first.
@@ -93,6 +96,10 @@ class LiveRooms:
         """A frame for this socket's user, from the hub; one for a room only
         while this socket is joined to it, after a running join's backlog."""
         if room is None:
+            left = left_room(text)
+            if left is not None and left in self.rooms:
+                # Removed or left: no more of the room's frames, from now on.
+                await self.unsubscribe(left)
             await self.send_text(text)
         elif room in self.held or room in self.rooms:
             await self.live(room, None, text)

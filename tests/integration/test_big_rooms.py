@@ -56,7 +56,7 @@ async def test_a_join_of_a_room_of_8000_members_fits_in_one_small_frame(big_room
     # The first page of room.members' order, but its last entry gives way to
     # the joining user's own (a newcomer, so the highest id).
     assert [m["user"] for m in members] == big_room[:99] + [ana.user.pk]
-    assert members[-1] == {"user": ana.user.pk, "name": "ana", "delivered": 0, "read": 0, "joined_seq": 0}
+    assert members[-1] == {"user": ana.user.pk, "name": "ana", "delivered": 0, "read": 0, "joined_seq": 0, "online": True}
 
 
 async def test_a_member_on_the_first_page_gets_that_page_as_it_is(big_room, django_user_model, open_clients):
@@ -95,7 +95,7 @@ async def test_room_members_pages_through_every_member_once_in_order(big_room, m
     assert seen == big_room + [ana.user.pk], "every member once, in order"
     assert pages == 81
     entry = page[-1]
-    assert entry == {"user": ana.user.pk, "name": "ana", "delivered": 0, "read": 0, "joined_seq": 0}
+    assert entry == {"user": ana.user.pk, "name": "ana", "delivered": 0, "read": 0, "joined_seq": 0, "online": True}
 
 
 async def test_a_page_follows_from_a_member_who_has_left_since(make_user, open_clients):

@@ -99,7 +99,7 @@ def over_hostile_sequences(max_examples: int):
 
 
 # Frames a socket may get at any time, besides the answers to its own frames.
-BROADCASTS = {"msg", "status"}
+BROADCASTS = {"msg", "status", "typing", "presence"}
 
 # The refusals a fuzzed command may get; anything else (unavailable, in_progress) means trouble.
 REFUSALS = {"invalid", "unknown_type", "forbidden", "id_reused"}

@@ -42,7 +42,7 @@ def sign_out(request: HttpRequest) -> HttpResponse:
 # modules never mix with another's from a cache.
 CHAT_MODULES = (
     "messaging/outbox.js", "messaging/store.js", "messaging/changes.js", "messaging/edits.js",
-    "messaging/history.js", "messaging/unread.js",
+    "messaging/history.js", "messaging/unread.js", "messaging/people.js",
 )
 
 

@@ -75,7 +75,12 @@ CHANNEL_LAYERS = {
 }
 
 # 4. the app's settings
-MESSAGING = {"REDIS_URL": REDIS_URL, "METRICS_TOKEN": "host-metrics-token"}
+MESSAGING = {
+    "REDIS_URL": REDIS_URL,
+    "METRICS_TOKEN": "host-metrics-token",
+    # The host's own room policy (docs/INTEGRATION.md): team rooms are its groups'.
+    "ROOM_POLICY": "wallet.policy.TeamPolicy",
+}
 
 LOGIN_URL = "/login/"  # where the chat page sends a visitor who is not signed in
 STATIC_URL = "static/"

@@ -17,6 +17,7 @@ import { GAP_WAIT_MS, RevCursor } from "./changes.js";
 import { addControls, DELETE, EDIT, settle, showPending, showVersion } from "./edits.js";
 import { History } from "./history.js";
 import { ACK_TIMEOUT_MS, backoffDelay, Connection, Outbox } from "./outbox.js";
+import { People } from "./people.js";
 import { IdbStore } from "./store.js";
 import { badge, placeDivider, showBadge, Unread } from "./unread.js";
 
@@ -38,6 +39,8 @@ const ui = {
   roomInput: $("[data-testid=room-input]"),
   roomHint: $("#room-hint"),
   roomList: $("[data-testid=room-list]"),
+  dmList: $("[data-testid=dm-list]"),
+  roomPrivate: $("[data-testid=room-private]"),
   title: $("#room-title"),
   empty: $("[data-testid=empty]"),
   messages: $("[data-testid=messages]"),
@@ -54,6 +57,8 @@ let store;
 let outbox;
 let connection;
 let history;
+let people;
+const ROOM_HINT = ui.roomHint.textContent;
 
 function el(tag, className, text) {
   const node = document.createElement(tag);
@@ -153,7 +158,7 @@ function select(room) {
     if (other === room) other.button.setAttribute("aria-current", "true");
     else other.button.removeAttribute("aria-current");
   }
-  ui.title.textContent = `# ${room.slug}`;
+  ui.title.textContent = room.direct ?? `# ${room.slug}`;
   ui.empty.hidden = true;
   ui.composer.disabled = false;
   ui.send.disabled = false;
@@ -162,6 +167,7 @@ function select(room) {
   room.dividerPending = true;
   placeDividerOnceIn(room);
   history?.show(room);
+  people.show(room.slug);
   scrollToEnd();
   markRead();
 }
@@ -172,11 +178,38 @@ function placeDividerOnceIn(room) {
   placeDivider(room.list, room.unread.firstUnread(room.bySeq, room.readMark, isUnread));
 }
 
-async function joinRoom(slug) {
+/** A direct room, listed apart under the other person's name. */
+function labelDirect(slug, name) {
+  const room = rooms.get(slug);
+  if (!room || room.direct === name) return;
+  room.direct = name;
+  room.button.textContent = name;
+  ui.dmList.append(room.button.parentNode);
+  if (room === current) ui.title.textContent = name;
+}
+
+/** A room the user left or was removed from: off the page, not rejoined. */
+function dropRoom(slug) {
+  const room = rooms.get(slug);
+  if (!room) return;
+  rooms.delete(slug);
+  room.list.remove();
+  room.button.parentNode.remove();
+  store.dropRoom(slug);
+  if (current === room) {
+    current = null;
+    ui.title.textContent = "No room yet";
+    ui.empty.hidden = false;
+    ui.composer.disabled = ui.send.disabled = true;
+  }
+}
+
+async function joinRoom(slug, { select: show = true } = {}) {
   if (!rooms.has(slug)) {
     await store.addRoom(slug);
     join(roomFor(slug));
   }
+  if (!show) return;
   select(rooms.get(slug));
   ui.composer.focus();
 }
@@ -492,6 +525,7 @@ function storedBubble(room, d) {
   }
   bubble.stored(d.seq, d.at);
   showVersion(bubble, d);
+  people.posted(room.slug, d.sender.id);
   // A backlog `msg` of an own message carries its state (an extension of the server's).
   if (own && RANK[d.state] !== undefined) bubble.confirm(d.state);
   bubble.place();
@@ -544,6 +578,7 @@ function onJoined(room, ack) {
   refreshStates(room, newcomers);
   scheduleReceipts();
   checkCursor(room);
+  people.joined(room.slug, ack.d);
 }
 
 function catchUp(room, seq) {
@@ -653,6 +688,8 @@ function onOpen() {
   // Rejoin first, then resend: a post needs the membership its join makes.
   resumeTimer = setTimeout(resume, ACK_TIMEOUT_MS);
   if (pendingJoins.size === 0) resume();
+  // Rooms the user was invited to, or whose direct conversations started, while away.
+  people.listRooms();
 }
 
 function resume() {
@@ -675,6 +712,7 @@ function onClose() {
 
 async function onAck(frame) {
   if (await outbox.handleAck(frame)) return;
+  if (people.onAck(frame)) return;
   if (history.answered(frame, insertOlder)) return;
   if (frame.id === unreadAsked) return onRoomsList(frame);
   const room = [...rooms.values()].find((r) => r.joining === frame.id);
@@ -749,6 +787,10 @@ const handlers = {
   reaction: (frame) => onReaction(frame.d),
   "msg.edit": onChanged,
   "msg.delete": onChanged,
+  presence: (frame) => people.onFrame(frame),
+  typing: (frame) => people.onFrame(frame),
+  invited: (frame) => people.onFrame(frame),
+  "room.left": (frame) => people.onFrame(frame),
   error: (frame) => console.warn("server refused a frame:", frame.error),
 };
 
@@ -847,6 +889,7 @@ function sendComposed() {
   if (!body || !current) return;
   ui.composer.value = "";
   fitComposer();
+  people.stopped();
   outbox.submit("room.post", { room: current.slug, body });
 }
 
@@ -866,7 +909,10 @@ ui.composer.addEventListener("keydown", (event) => {
     sendComposed();
   }
 });
-ui.composer.addEventListener("input", fitComposer);
+ui.composer.addEventListener("input", () => {
+  fitComposer();
+  people.typed(current?.slug, ui.composer.value);
+});
 
 ui.roomForm.addEventListener("submit", (event) => {
   event.preventDefault();
@@ -878,9 +924,24 @@ ui.roomForm.addEventListener("submit", (event) => {
     return;
   }
   ui.roomInput.removeAttribute("aria-invalid");
+  ui.roomHint.textContent = ROOM_HINT;
   ui.roomHint.classList.remove("invalid");
   ui.roomInput.value = "";
-  joinRoom(slug);
+  if (!ui.roomPrivate.checked) {
+    joinRoom(slug);
+    return;
+  }
+  people.createPrivate(slug, (ack) => {
+    if (ack.ok) {
+      ui.roomPrivate.checked = false;
+      joinRoom(slug);
+      return;
+    }
+    ui.roomInput.value = slug;
+    ui.roomInput.setAttribute("aria-invalid", "true");
+    ui.roomHint.textContent = `Not created: ${ack.error.message || ack.error.code}`;
+    ui.roomHint.classList.add("invalid");
+  });
 });
 
 window.addEventListener("focus", markRead);
@@ -905,6 +966,7 @@ async function start() {
     onUnauthorized: () => location.assign(document.body.dataset.loginUrl),
   });
   outbox = new Outbox({ store, transmit: (frame) => connection.send(frame), onChange: onOutboxChange });
+  people = new People({ me, send: (frame) => connection.send(frame), openRoom: joinRoom, labelDirect, dropRoom });
   for (const slug of await store.rooms()) roomFor(slug);
   history = new History({ container: ui.messages, button: ui.loadOlder, send: (frame) => connection.send(frame) });
   for (const entry of await store.failed()) {

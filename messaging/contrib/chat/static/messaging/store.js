@@ -86,4 +86,9 @@ export class IdbStore {
   addRoom(room) {
     return this.write(["rooms"], (tx) => tx.objectStore("rooms").put({ room, order: Date.now() }));
   }
+
+  /** A room the user left or was removed from: not rejoined any more. */
+  dropRoom(room) {
+    return this.write(["rooms"], (tx) => tx.objectStore("rooms").delete(room));
+  }
 }

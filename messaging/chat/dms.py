@@ -1,0 +1,87 @@
+"""Direct conversations: `dm.open` (PROTOCOL.md 1.1).
+
+A direct room is a private room of two users with a `DirectRoom` row naming
+the pair in a fixed order. The pair's unique constraint is what makes every
+`dm.open` of the two, from either side, concurrently, on any process, end
+in the same room: a second insert would wait for the first to commit, fail,
+and read the first's room. Openers queue on the two users' rows before that
+(`direct_room`), so the second finds the first's room without trying. Its slug is random, so it says nothing of the two.
+"""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+
+from ..conf import get_settings
+from ..core.exceptions import Invalid
+from ..core.handlers import CommandContext, command
+from ..models import DirectRoom, Room
+from .private import add_member, invited_frame, person, required_user, target_user
+from .rooms import check_rooms_created
+
+
+@dataclass(frozen=True)
+class Open:
+    user: Any
+
+
+def validate_open(d: dict) -> Open:
+    return Open(user=required_user(d))
+
+
+def ordered(a: Any, b: Any) -> tuple[Any, Any]:
+    """The pair in the order it is stored: by the id's text, which every key type has."""
+    return (a, b) if str(a.pk) < str(b.pk) else (b, a)
+
+
+def direct_room(user: Any, other: Any) -> Room:
+    """The two users' direct room, made now if they have none."""
+    low, high = ordered(user, other)
+    found = DirectRoom.objects.filter(low=low, high=high).select_related("room").first()
+    if found is not None:
+        return found.room
+    # Both users' rows, in one order for every caller: the pair's insert takes
+    # a key-share lock on each, and the room count below locks the opener's,
+    # so two openers from either side would otherwise deadlock. The second
+    # waits here and then finds the first one's room.
+    list(get_user_model().objects.select_for_update().filter(pk__in=[low.pk, high.pk]).order_by("pk").values_list("pk"))
+    found = DirectRoom.objects.filter(low=low, high=high).select_related("room").first()
+    if found is not None:
+        return found.room
+    per_hour = get_settings().ROOMS_CREATED_PER_HOUR
+    if per_hour:
+        check_rooms_created(user, per_hour)
+    try:
+        with transaction.atomic():
+            room = Room.objects.create(slug=f"dm-{secrets.token_hex(12)}", private=True, created_by=user)
+            DirectRoom.objects.create(room=room, low=low, high=high)
+    except IntegrityError:
+        # The other side's (or this user's other socket's) first open committed first.
+        return DirectRoom.objects.select_related("room").get(low=low, high=high).room
+    return room
+
+
+@command("dm.open", validate=validate_open, exactly_once=False)
+def open_direct(ctx: CommandContext, open: Open) -> dict:
+    """The room of the sender and `user`; both are members after it. Whoever is
+    made a member by it, other than the sender, hears `invited`."""
+    if open.user == ctx.user.pk:
+        raise Invalid("a direct conversation needs another user")
+    other = target_user(open.user)
+    room = direct_room(ctx.user, other)
+    for member in (ctx.user, other):
+        if add_member(room, member) and member is other:
+            ctx.send_to_user(other.pk, invited_frame(room.slug, ctx.user))
+    return {"room": room.slug, "with": person(other)}
+
+
+def partners(user: Any, room_ids: list[int]) -> dict[int, dict]:
+    """Per direct room among `room_ids`, the other user as `{id, name}` (rooms.list's `with`)."""
+    pairs = DirectRoom.objects.filter(room_id__in=room_ids).select_related("low", "high")
+    return {pair.room_id: person(pair.high if pair.low_id == user.pk else pair.low) for pair in pairs}
+
+

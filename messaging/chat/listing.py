@@ -1,0 +1,62 @@
+"""`rooms.list` (PROTOCOL.md 1.1), for a sidebar: the user's rooms, the most
+recently active first, with their unread counts (messaging/chat/unread.py's
+rule), `private`, and `with` for a direct conversation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Count, DateTimeField, F, IntegerField, OuterRef, Subquery
+from django.db.models.functions import Coalesce
+
+from ..conf import get_settings
+from ..core.handlers import CommandContext, command
+from ..models import Membership, Message
+from .dms import partners
+
+
+def private_and_with(user: Any, rooms: list[dict], ids: list[int], private: list[bool]) -> list[dict]:
+    """`rooms.list` entries with `private`, and `with: {id, name}` for the direct
+    rooms among them (`ids` their room ids, in the same order): one query."""
+    others = partners(user, [room_id for room_id, is_private in zip(ids, private) if is_private])
+    for entry, room_id, is_private in zip(rooms, ids, private):
+        entry["private"] = is_private
+        if room_id in others:
+            entry["with"] = others[room_id]
+    return rooms
+
+
+@dataclass(frozen=True)
+class RoomsList:
+    pass
+
+
+def validate_rooms_list(d: dict) -> RoomsList:
+    return RoomsList()
+
+
+def rooms_of(user: Any, limit: int) -> tuple[list[dict], bool]:
+    """The user's rooms, the most recently active first (its newest message's
+    time, else when the room was made), at most `limit`, and whether there
+    are more. Two queries (the second names the other of each direct room)."""
+    unread = (Message.objects.filter(room_id=OuterRef("room_id"), seq__gt=OuterRef("read"), deleted_at__isnull=True)
+              .exclude(sender_id=user.pk).order_by().values("room_id").annotate(n=Count("pk")).values("n"))
+    newest = Message.objects.filter(room_id=OuterRef("room_id"), seq=OuterRef("room__last_seq")).values("sent_at")
+    rows = (
+        Membership.objects.filter(user=user)
+        .annotate(unread=Coalesce(Subquery(unread, output_field=IntegerField()), 0),
+                  active=Coalesce(Subquery(newest, output_field=DateTimeField()), F("room__created_at")))
+        .order_by("-active", "room_id")
+        .values_list("room_id", "room__slug", "room__private", "room__last_seq", "read", "unread")[: limit + 1]
+    )
+    more = len(rows) > limit
+    rows = list(rows[:limit])
+    rooms = [{"room": slug, "last_seq": last_seq, "read": read, "unread": n} for _, slug, _, last_seq, read, n in rows]
+    return private_and_with(user, rooms, [r[0] for r in rows], [r[2] for r in rows]), more
+
+
+@command("rooms.list", validate=validate_rooms_list, exactly_once=False)
+def list_rooms(ctx: CommandContext, _: RoomsList) -> dict:
+    rooms, more = rooms_of(ctx.user, get_settings().ROOMS_LIST_LIMIT)
+    return {"rooms": rooms, "more": more}

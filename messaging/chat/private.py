@@ -1,0 +1,230 @@
+"""Private rooms and their members: `room.create`, `room.invite` (PROTOCOL.md 1.1),
+and the extensions `room.leave` and `room.remove` (docs/PROTOCOL.md).
+
+Who may do each is the room policy's to say (messaging/chat/policy.py).
+A member who leaves or is removed is told with a `room.left` frame on every
+socket of theirs, on every process; each of those sockets stops hearing the
+room when that frame reaches it (`left_room`), before the client reads it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+
+from ..conf import get_settings
+from ..core.exceptions import Forbidden, Invalid, RateLimited
+from ..core.handlers import CommandContext, command
+from ..core.protocol import room_slug
+from ..models import Membership, ModerationAction, Room
+from .commands import display_name, optional_user_id
+from .policy import get_policy
+from .rooms import check_rooms_created
+
+# The span `INVITES_PER_HOUR` counts over: any hour.
+INVITE_SPAN = timedelta(hours=1)
+# What every socket's hook looks for before it reads a user's frame as JSON
+# (orjson keeps the keys in the order written, `t` first).
+LEFT_PREFIX = '{"t":"room.left","d":{"room":"'
+
+
+def room_and_membership(user: Any, slug: str) -> tuple[Room | None, bool]:
+    """The room `slug` (None if there is none) and whether `user` is a member, in one query."""
+    room = (Room.objects.filter(slug=slug)
+            .annotate(member=Exists(Membership.objects.filter(room=OuterRef("pk"), user=user))).first())
+    return room, bool(room is not None and room.member)
+
+
+def visible_room(user: Any, slug: str, *, moderating: bool = False) -> tuple[Room, bool]:
+    """The room `slug` and whether `user` is a member; `Forbidden` if it does not
+    exist or is hidden from `user`, so a private room's existence is not told.
+    A moderating command also finds a room its sender moderates (staff are
+    not members of every private room)."""
+    room, member = room_and_membership(user, slug)
+    policy = get_policy()
+    if room is None or not (policy.can_see(user, room, member=member)
+                            or moderating and policy.can_moderate(user, room)):
+        raise Forbidden("no such room, or it is private")
+    return room, member
+
+
+def add_member(room: Room, user: Any) -> bool:
+    """Make `user` a member of `room`; whether it was not one yet.
+
+    Under the room's row lock, which posts take for their seq, so the new
+    member's `joined_seq` is exact (see `room.join`).
+    """
+    locked = Room.objects.select_for_update().get(pk=room.pk)
+    _, created = Membership.objects.get_or_create(room=locked, user=user, defaults={"joined_seq": locked.last_seq})
+    return created
+
+
+def person(user: Any) -> dict:
+    return {"id": user.pk, "name": display_name(user)}
+
+
+def invited_frame(room: str, by: Any) -> dict:
+    return {"t": "invited", "d": {"room": room, "by": person(by)}}
+
+
+def left_frame(room: str, user: Any, by: Any | None) -> dict:
+    """`room.left` (an extension): `user` is no longer a member of `room`; `by`
+    the moderator who removed them, or None when they left."""
+    return {"t": "room.left", "d": {"room": room, "user": user.pk, "by": None if by is None else person(by)}}
+
+
+def left_room(text: str) -> str | None:
+    """The room a user's encoded frame says they left, or None for any other frame."""
+    if not text.startswith(LEFT_PREFIX):
+        return None
+    end = text.find('"', len(LEFT_PREFIX))
+    return text[len(LEFT_PREFIX):end] if end > 0 else None
+
+
+# room.create ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Create:
+    room: str
+    private: bool
+
+
+def validate_create(d: dict) -> Create:
+    private = d.get("private", False)
+    if not isinstance(private, bool):
+        raise Invalid("private must be true or false")
+    return Create(room=room_slug(d), private=private)
+
+
+@command("room.create", validate=validate_create)
+def create_room(ctx: CommandContext, create: Create) -> dict:
+    """A new room owned by the sender, its first member. Exactly once: a retry gets the first ack."""
+    if not get_policy().can_create(ctx.user, create.room, private=create.private):
+        raise Forbidden("you may not create rooms")
+    if Room.objects.filter(slug=create.room).exists():
+        raise Invalid("a room with this slug exists")
+    per_hour = get_settings().ROOMS_CREATED_PER_HOUR
+    if per_hour:
+        check_rooms_created(ctx.user, per_hour)
+    try:
+        with transaction.atomic():
+            room = Room.objects.create(slug=create.room, private=create.private, owner=ctx.user, created_by=ctx.user)
+    except IntegrityError:
+        # Another user's create or join of the slug committed first.
+        raise Invalid("a room with this slug exists") from None
+    Membership.objects.create(room=room, user=ctx.user, joined_seq=0)
+    return {"room": room.slug, "private": room.private}
+
+
+# room.invite ----------------------------------------------------------------
+
+
+def required_user(d: dict) -> Any:
+    """`d`'s `user`, a user id of the host's key type; `Invalid` if absent or not one."""
+    user = optional_user_id(d, "user")
+    if user is None:
+        raise Invalid("user must be a user id")
+    return user
+
+
+@dataclass(frozen=True)
+class RoomAndUser:
+    """`room.invite`'s and `room.remove`'s data."""
+
+    room: str
+    user: Any
+
+
+def validate_room_and_user(d: dict) -> RoomAndUser:
+    return RoomAndUser(room=room_slug(d), user=required_user(d))
+
+
+def check_invites(user: Any, per_hour: int) -> None:
+    """Refuse with `RateLimited` once `user` added `per_hour` members in the last
+    hour; counted in the database under the user's row lock (as `check_rooms_created`)."""
+    list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk"))
+    since = timezone.now() - INVITE_SPAN
+    recent = ModerationAction.objects.filter(actor=user, kind=ModerationAction.Kind.INVITE, at__gt=since)
+    if recent[:per_hour].count() >= per_hour:
+        raise RateLimited(f"you invited {per_hour} members in the last hour", retry_after=60)
+
+
+def target_user(user_id: Any) -> Any:
+    target = get_user_model().objects.filter(pk=user_id, is_active=True).first()
+    if target is None:
+        raise Invalid("no such user")
+    return target
+
+
+@command("room.invite", validate=validate_room_and_user, exactly_once=False)
+def invite(ctx: CommandContext, invite: RoomAndUser) -> dict:
+    """Make a user a member; they hear `invited` on every socket. Repeating it changes nothing."""
+    room, member = visible_room(ctx.user, invite.room, moderating=True)
+    if not get_policy().can_invite(ctx.user, room, member=member):
+        raise Forbidden("only the room's owner or a moderator invites")
+    target = target_user(invite.user)
+    if Membership.objects.filter(room=room, user=target).exists():
+        return {"room": room.slug, "user": target.pk}
+    per_hour = get_settings().INVITES_PER_HOUR
+    if per_hour:
+        check_invites(ctx.user, per_hour)
+    if add_member(room, target):
+        ModerationAction.objects.create(room=room, room_slug=room.slug, actor=ctx.user,
+                                        kind=ModerationAction.Kind.INVITE, target=target)
+        ctx.send_to_user(target.pk, invited_frame(room.slug, ctx.user))
+    return {"room": room.slug, "user": target.pk}
+
+
+# room.leave and room.remove -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Leave:
+    room: str
+
+
+def validate_leave(d: dict) -> Leave:
+    return Leave(room=room_slug(d))
+
+
+def end_membership(ctx: CommandContext, room: Room, user: Any, by: Any | None) -> None:
+    """Delete `user`'s membership of `room` and tell every socket of theirs, which stop hearing the room."""
+    Membership.objects.filter(room=room, user=user).delete()
+    ctx.send_to_user(user.pk, left_frame(room.slug, user, by))
+
+
+@command("room.leave", validate=validate_leave, exactly_once=False)
+def leave(ctx: CommandContext, leave: Leave) -> dict:
+    """The sender stops being a member; an owner who leaves gives up the room (staff moderate it then)."""
+    room, member = visible_room(ctx.user, leave.room)
+    if not member:
+        raise Forbidden("you are not a member of this room")
+    if room.owner_id == ctx.user.pk:
+        Room.objects.filter(pk=room.pk).update(owner=None)
+    end_membership(ctx, room, ctx.user, None)
+    return {"room": room.slug}
+
+
+@command("room.remove", validate=validate_room_and_user, exactly_once=False)
+def remove(ctx: CommandContext, remove: RoomAndUser) -> dict:
+    """A moderator ends another member's membership, recorded for the admin's audit."""
+    room, _ = visible_room(ctx.user, remove.room, moderating=True)
+    if not get_policy().can_moderate(ctx.user, room):
+        raise Forbidden("only the room's owner or a moderator removes members")
+    if remove.user == ctx.user.pk:
+        raise Invalid("use room.leave to leave a room")
+    target = get_user_model().objects.filter(pk=remove.user).first()
+    if target is None or not Membership.objects.filter(room=room, user=target).exists():
+        raise Invalid("no such member")
+    if room.owner_id == target.pk:
+        raise Forbidden("the room's owner cannot be removed")
+    end_membership(ctx, room, target, ctx.user)
+    ModerationAction.objects.create(room=room, room_slug=room.slug, actor=ctx.user,
+                                    kind=ModerationAction.Kind.REMOVE, target=target)
+    return {"room": room.slug, "user": target.pk}

@@ -1,0 +1,275 @@
+"""Presence (PROTOCOL.md 1.1): a user is online while a socket of theirs is open on any process.
+
+Each process counts its own sockets per user. With Redis it also keeps, per
+user, a sorted set of the processes holding one (`messaging:<db>:presence:
+<user>`, each process scored with when its heartbeat expires) and, per
+process, the set of its users. The first socket of a user on a process adds
+the process to the user's set; the last one's close removes it; each write
+is followed in the same pipeline by a count of the processes left, so of
+two processes opening and closing at once, the one that acts last sees the
+other (online stays true, or the last frame says false). A user's
+`presence` frame goes to their rooms when the count goes from none to some
+(`online: true`) or back (`false`), not for every socket.
+
+Every `PRESENCE_BEAT` seconds a process renews its entries, for all its
+users in one pipelined round trip, and looks for processes whose heartbeat
+expired (killed, frozen): the first process to claim one (`ZREM` answers 1
+to one caller) takes its users out and announces those who are offline
+everywhere. Entries expire `PRESENCE_TTL - 1.5 * PRESENCE_BEAT` seconds
+after their last beat (15 s by default), so a process that dies takes its
+users offline within `PRESENCE_TTL` while another process lives
+(docs/RELIABILITY.md).
+
+Without Redis (`make run`) the process's own counts are the whole truth.
+Presence is best effort like live fan-out: a Redis error is logged and the
+process's own counts answer. `online` in member lists is added here, on
+the event loop, to the results the chat names (`MEMBER_LISTS`), so the
+database thread that built the list does not wait on Redis.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+import uuid
+from datetime import datetime
+from typing import Any, Awaitable, Callable
+
+import redis
+import redis.asyncio as aioredis
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from ..conf import get_settings
+from ..core.protocol import encode
+from ..core.runtime import runtime
+from ..models import Membership, Room
+from .fanout import get_hub, user_key
+
+log = logging.getLogger(__name__)
+
+
+def presence_frame(room: str, user_id: Any, online: bool) -> dict:
+    # `user` first: the user's own sockets skip it (messaging/transport/typing.py's `own_prefix`).
+    return {"t": "presence", "d": {"user": user_id, "room": room, "online": online}}
+
+
+ROOMS_SQL = """
+SELECT r.slug FROM {membership} m JOIN {room} r ON r.id = m.room_id
+WHERE m.user_id = %(user)s AND m.joined_at <= %(at)s ORDER BY m.joined_at DESC LIMIT %(limit)s
+"""
+
+
+async def rooms_of(user_id: Any, limit: int, at: datetime) -> list[str]:
+    """The rooms a presence frame of the user goes to: the newest `limit` they
+    had joined `at` the open or close it tells (a room joined after a socket
+    opened has the user `online` in its join ack). One statement through the
+    gateway, on the event loop's connection where it has one: a storm of
+    reconnects does not queue its announcements behind the commands' thread."""
+    sql = ROOMS_SQL.format(membership=Membership._meta.db_table, room=Room._meta.db_table)
+    return [slug for (slug,) in await runtime().gateway.fetch(sql, {"user": user_id, "limit": limit, "at": at})]
+
+
+class Presence:
+    """One event loop's presence: its sockets per user, its heartbeat, its announcements."""
+
+    def __init__(self, url: str | None, *, timeout: float, ttl: float, beat: float, rooms: int) -> None:
+        self.ttl = ttl
+        self.beat = beat
+        self.rooms = rooms
+        self.process = uuid.uuid4().hex
+        self.sockets: dict[str, int] = {}
+        self.client: aioredis.Redis | None = None
+        self.beating: asyncio.Task | None = None
+        # Per user, the last of their writes and announcements not yet done (`in_turn`).
+        self.turns: dict[str, asyncio.Task] = {}
+        if url:
+            # The loop's client the claim store and the rate window share: no pool of its own.
+            self.client = runtime().redis_client(url, timeout)
+            db = self.client.connection_pool.connection_kwargs.get("db", 0)
+            self.prefix = f"messaging:{db}:presence:"
+
+    def user_set(self, key: str) -> str:
+        return f"{self.prefix}user:{key}"
+
+    def process_set(self, process: str) -> str:
+        return f"{self.prefix}process:{process}"
+
+    @property
+    def processes(self) -> str:
+        return f"{self.prefix}processes"
+
+    def expiry(self) -> float:
+        # Renewed every beat, an entry outlives one late beat by half a beat;
+        # and its expiry plus the next beat of a living process, which finds
+        # it, is half a beat within the TTL (for the announcement's own time).
+        return time.time() + self.ttl - 1.5 * self.beat
+
+    def opened(self, user_id: Any) -> Awaitable[None]:
+        """A socket of `user_id` opened here: if it is their first here, the
+        write to Redis and, if it is their first anywhere, the announcement,
+        in a task (the socket does not wait for them); returns it."""
+        key = user_key(user_id)
+        count = self.sockets.get(key, 0)
+        self.sockets[key] = count + 1
+        if count:
+            return done()
+        self.start_beating()
+        return self.in_turn(key, functools.partial(self.changed, user_id, key, timezone.now(), online=True))
+
+    def closed(self, user_id: Any) -> Awaitable[None]:
+        """A socket of `user_id` closed here: `opened`'s counterpart for their last one."""
+        key = user_key(user_id)
+        count = self.sockets.get(key, 0) - 1
+        if count > 0:
+            self.sockets[key] = count
+            return done()
+        self.sockets.pop(key, None)
+        return self.in_turn(key, functools.partial(self.changed, user_id, key, timezone.now(), online=False))
+
+    async def changed(self, user_id: Any, key: str, at: datetime, *, online: bool) -> None:
+        if not await self.write(key, add=online):
+            await self.send_presence(user_id, online, at)
+
+    def in_turn(self, key: str, step: Callable[[], Awaitable[None]]) -> asyncio.Task:
+        """Run `step()` in a task once the user's steps before it are done: a
+        quick open and close write and announce in that order, so the last
+        frame the rooms hear is the user's state."""
+        previous = self.turns.get(key)
+
+        async def run() -> None:
+            if previous is not None:
+                await asyncio.wait([previous])
+            await step()
+
+        task = asyncio.ensure_future(run())
+        # Held here until done (the loop keeps only weak references to tasks).
+        self.turns[key] = task
+        task.add_done_callback(lambda t: self.turns.pop(key) if self.turns.get(key) is t else None)
+        return task
+
+    async def write(self, key: str, *, add: bool) -> int:
+        """Add (or remove) this process in the user's set; how many other processes hold a socket of theirs."""
+        if self.client is None:
+            return 0
+        now = time.time()
+        pipe = self.client.pipeline(transaction=False)
+        if add:
+            pipe.zadd(self.user_set(key), {self.process: self.expiry()})
+            pipe.expire(self.user_set(key), int(self.ttl) + 1)
+            pipe.sadd(self.process_set(self.process), key)
+            # Listed from its first user on, so it is reaped if it dies before its first beat.
+            pipe.zadd(self.processes, {self.process: self.expiry()})
+        else:
+            pipe.zrem(self.user_set(key), self.process)
+            pipe.srem(self.process_set(self.process), key)
+        pipe.zcount(self.user_set(key), now, "+inf")
+        try:
+            replies = await pipe.execute()
+        except (OSError, redis.RedisError) as exc:
+            log.warning("presence of user %s not written to Redis: %s", key, exc)
+            return 0
+        return replies[-1] - (1 if add else 0)
+
+    async def send_presence(self, user_id: Any, online: bool, at: datetime) -> None:
+        """The user's `presence` frame to the rooms they were a member of `at` the change."""
+        try:
+            rooms = await rooms_of(user_id, self.rooms, at)
+        except Exception:
+            log.warning("presence of user %s not announced: their rooms could not be read", user_id, exc_info=True)
+            return
+        hub = get_hub()
+        for room in rooms:
+            hub.publish(room, None, encode(presence_frame(room, user_id, online)))
+
+    async def online(self, user_ids: list[Any]) -> set[str]:
+        """Of `user_ids`, the `user_key`s of those online: here, or anywhere by
+        Redis (one pipeline); with Redis failing, those here."""
+        keys = [user_key(u) for u in user_ids]
+        found = {key for key in keys if self.sockets.get(key)}
+        rest = [key for key in keys if key not in found]
+        if self.client is None or not rest:
+            return found
+        now = time.time()
+        pipe = self.client.pipeline(transaction=False)
+        for key in rest:
+            pipe.zcount(self.user_set(key), now, "+inf")
+        try:
+            counts = await pipe.execute()
+        except (OSError, redis.RedisError) as exc:
+            log.warning("presence not read from Redis, this process's own sockets answer: %s", exc)
+            return found
+        return found | {key for key, count in zip(rest, counts) if count}
+
+    def close(self) -> None:
+        if self.beating is not None:
+            self.beating.cancel()
+
+    def start_beating(self) -> None:
+        if self.client is not None and (self.beating is None or self.beating.done()):
+            self.beating = asyncio.ensure_future(self.beat_forever())
+
+    async def beat_forever(self) -> None:
+        while self.sockets:
+            await asyncio.sleep(self.beat)
+            try:
+                await self.heartbeat()
+                await self.reap()
+            except (OSError, redis.RedisError) as exc:
+                log.warning("presence heartbeat failed: %s", exc)
+
+    async def heartbeat(self) -> None:
+        """Renew this process's entries, all its users in one round trip."""
+        assert self.client is not None
+        expiry = self.expiry()
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zadd(self.processes, {self.process: expiry})
+        pipe.expire(self.process_set(self.process), int(self.ttl) + 1)
+        for key in self.sockets:
+            pipe.zadd(self.user_set(key), {self.process: expiry})
+            pipe.expire(self.user_set(key), int(self.ttl) + 1)
+        await pipe.execute()
+
+    async def reap(self) -> None:
+        """Take the users of processes whose heartbeat expired offline, announcing those offline everywhere."""
+        assert self.client is not None
+        now = time.time()
+        for dead in await self.client.zrangebyscore(self.processes, "-inf", now):
+            if not await self.client.zrem(self.processes, dead):
+                continue  # another process reaps it
+            dead = dead.decode()
+            keys = [k.decode() for k in await self.client.smembers(self.process_set(dead))]
+            pipe = self.client.pipeline(transaction=False)
+            for key in keys:
+                pipe.zrem(self.user_set(key), dead)
+                pipe.zcount(self.user_set(key), now, "+inf")
+            pipe.delete(self.process_set(dead))
+            replies = await pipe.execute()
+            for n, key in enumerate(keys):
+                if not replies[2 * n + 1] and key not in self.sockets:
+                    user_id = get_user_model()._meta.pk.to_python(key)
+                    self.in_turn(key, functools.partial(self.send_presence, user_id, False, timezone.now()))
+
+
+def done() -> asyncio.Future:
+    future = asyncio.get_running_loop().create_future()
+    future.set_result(None)
+    return future
+
+
+def get_presence() -> Presence:
+    """This event loop's presence (a server process has one loop; tests have one per test), closed with the loop."""
+    conf = get_settings()
+    return runtime().part("presence", lambda: Presence(conf.REDIS_URL, timeout=conf.REDIS_TIMEOUT, ttl=conf.PRESENCE_TTL,
+                                                       beat=conf.PRESENCE_BEAT, rooms=conf.PRESENCE_ROOMS),
+                          close=lambda presence: presence.close())
+
+
+async def add_online(entries: list[dict]) -> None:
+    """Member entries (with their `user` ids) with `online` added: one Redis round trip for the lot."""
+    if not entries:
+        return
+    online = await get_presence().online([entry["user"] for entry in entries])
+    for entry in entries:
+        entry["online"] = user_key(entry["user"]) in online
