@@ -331,7 +331,7 @@ def _receipts(socket: Socket, count: int) -> list[tuple[str, dict]]:
     return [(uuid.uuid4().hex, {"room": socket.room, "delivered": i + 1, "read": i + 1}) for i in range(count)]
 
 
-async def hold_idle(target: Target, session: str, count: int, connect_concurrency: int = 50) -> list:
+async def hold_idle(target: Target, session: str, count: int, connect_concurrency: int = 10) -> list:
     """Open `count` idle sockets (signed in, nothing sent) and return them, still open."""
     gate = asyncio.Semaphore(connect_concurrency)
 

@@ -63,6 +63,35 @@ def table(headings: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+BIG_ROOM_ROWS = [
+    ("sockets in the room (half on each process)", "sockets"),
+    ("posts (senders x per second each)", None),
+    ("posts that reached every socket", "posts_reaching_all"),
+    ("`msg` frames/s delivered", "msg_frames_per_s"),
+    ("ack to last delivery, p50 / p99 / max ms", None),
+    ("receipts/s (every member at once)", "receipts_per_s"),
+    ("receipt ack p50 / p99 ms", None),
+    ("frames to all sockets per receipt", "frames_per_receipt"),
+    ("load generator CPU (cores)", "client_cpu_cores"),
+]
+
+FRACTIONAL = {"frames_per_receipt", "client_cpu_cores", "receipts_per_s"}
+
+
+def big_room_table(big: dict) -> str:
+    """The big room's one run (bench/bigroom.py)."""
+    composed = {
+        "posts (senders x per second each)": f"{big['posts']} ({big['senders']} x {big['per_second']}/s)",
+        "ack to last delivery, p50 / p99 / max ms": " / ".join(
+            cell(big[k], 1) for k in ("ack_to_last_delivery_p50_ms", "ack_to_last_delivery_p99_ms",
+                                      "ack_to_last_delivery_max_ms")),
+        "receipt ack p50 / p99 ms": " / ".join(cell(big[k], 1) for k in ("receipt_ack_p50_ms", "receipt_ack_p99_ms")),
+    }
+    return table(["big room", "measured"],
+                 [[name, composed[name] if key is None else cell(big.get(key), 2 if key in FRACTIONAL else None)]
+                  for name, key in BIG_ROOM_ROWS])
+
+
 def markdown(report: dict) -> str:
     """The peak table (medians of the rounds, each column on its own, with each
     round's acks/s), the full path's batches, the latency curve and the targets."""
@@ -99,6 +128,8 @@ def markdown(report: dict) -> str:
         idle = report["idle"]
         parts.append(f"{idle['sockets']:,} idle signed-in sockets: the process grew from "
                      f"{idle['rss_before_mb']:.0f} MB to {idle['rss_mb']:.0f} MB.")
+    if report.get("big_room"):
+        parts.append(big_room_table(report["big_room"]))
     if report["targets"]:
         parts.append(table(
             ["target", "measured", "met"],

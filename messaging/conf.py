@@ -18,6 +18,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `INBOX_LIMIT` | 200 | frames one socket may have received and not yet answered; a command past it is refused at once with `rate_limited` |
 | `REPLY_BYTES_PER_TOKEN` | 32768 | bytes of a command's replies (a join's backlog) that cost one more token of the socket's `RATE_BURST` |
 | `REDIS_URL` | None | Redis for the dedup window; None keeps only the durable record |
+| `REDIS_CLUSTER` | False | `REDIS_URL` names a node of a Redis Cluster (7 or later): claims and results hash per user, fan-out goes over sharded Pub/Sub (docs/OPERATIONS.md) |
 | `REDIS_TIMEOUT` | 0.5 | seconds before a Redis call counts as failed and the database path takes over |
 | `METRICS_TOKEN` | None | bearer token a scraper must send to `/metrics`; None turns `/metrics` off (404) |
 | `RECORD_RETENTION` | 2592000 | seconds (30 days) `prune_command_records` keeps the durable records of custom command types |
@@ -76,6 +77,7 @@ class MessagingSettings:
     INBOX_LIMIT: int = 200
     REPLY_BYTES_PER_TOKEN: int = 32 * 1024
     REDIS_URL: str | None = None
+    REDIS_CLUSTER: bool = False
     REDIS_TIMEOUT: float = 0.5
     METRICS_TOKEN: str | None = None
     RECORD_RETENTION: int = 30 * 24 * 3600

@@ -67,6 +67,14 @@ class Membership(models.Model):
             models.UniqueConstraint(fields=["room", "user"], name="messaging_membership_unique"),
             models.CheckConstraint(condition=models.Q(read__lte=models.F("delivered")), name="messaging_read_lte_delivered"),
         ]
+        # The receipt's state UPDATEs ask, per message, whether any recipient
+        # is still behind it (migration 0008's `NOT EXISTS`): by these, only
+        # the members behind are read, not every member of the room
+        # (docs/PERFORMANCE.md, "Big rooms").
+        indexes = [
+            models.Index(fields=["room", "delivered"], name="messaging_membership_delivered"),
+            models.Index(fields=["room", "read"], name="messaging_membership_read"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.user} in {self.room}"

@@ -147,8 +147,12 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     )
 
 REDIS_URL = env.str("REDIS_URL", default="")
+# REDIS_URL names a node of a Redis Cluster (MESSAGING_REDIS_CLUSTER=1): the
+# app's own parts speak cluster; channels-redis and django-redis do not, and
+# the app needs neither (its hub carries the live frames), so they stay local.
+REDIS_CLUSTER = env.bool("MESSAGING_REDIS_CLUSTER", default=False)
 
-if REDIS_URL:
+if REDIS_URL and not REDIS_CLUSTER:
     # `CHANNEL_LAYER=pubsub` picks channels-redis' Pub/Sub layer, measured in
     # docs/PERFORMANCE.md: 2.5x the fan-out frames. Not the default: Redis
     # Pub/Sub ignores the db number (apps sharing a server hear each other),

@@ -71,7 +71,10 @@ class Stored:
 
 
 def claim_key(user_id: Any, command_id: str) -> str:
-    return f"messaging:cmd:{user_id}:{command_id}"
+    # The user in braces is the key's hash tag: in a Redis Cluster all of one
+    # user's claims live in one slot, so a batch of one sender's commands is
+    # one script call (messaging/core/cluster_claims.py).
+    return f"messaging:cmd:{{{user_id}}}:{command_id}"
 
 
 class ClaimStore:
@@ -194,7 +197,9 @@ def get_claim_store() -> ClaimStore:
     if _store is None:
         conf = get_settings()
         if conf.REDIS_URL:
-            _store = RedisClaimStore(
+            from .cluster_claims import ClusterClaimStore  # it extends RedisClaimStore
+
+            _store = (ClusterClaimStore if conf.REDIS_CLUSTER else RedisClaimStore)(
                 conf.REDIS_URL, lease=conf.CLAIM_LEASE, window=conf.DEDUP_WINDOW, timeout=conf.REDIS_TIMEOUT
             )
         else:

@@ -7,6 +7,10 @@ pipeline's queue), its Redis clients, and what the layers above attach to it
 (the transport's fan-out hub), and closes all of it when the loop closes:
 `loop.close` is wrapped, as channels_redis does for its layers, so nothing
 of a loop that is gone stays open.
+
+With `REDIS_CLUSTER` the URL names one node of a Redis Cluster and the
+clients are cluster clients: they learn the slots from that node and send
+each command to the master of its key's slot (docs/OPERATIONS.md).
 """
 from __future__ import annotations
 
@@ -17,12 +21,44 @@ import weakref
 from typing import Any, Awaitable, Callable, TypeVar
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster as AsyncCluster
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import NoBackoff
+from redis.crc import key_slot
 
+from ..conf import get_settings
 from .gateway import Gateway
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+def clustered() -> bool:
+    return get_settings().REDIS_CLUSTER
+
+
+def async_client(url: str, *, timeout: float | None, connect_timeout: float) -> aioredis.Redis:
+    """A new asyncio client of `url` (a cluster client with `REDIS_CLUSTER`)."""
+    if clustered():
+        # One retry, no backoff: a call fails over to the database path within
+        # about two timeouts instead of waiting out a failover, and the retry
+        # is what makes the client learn the slots anew after one. (A claim
+        # script whose reply was lost and that runs again finds its own claim:
+        # that command is answered `in_progress`, retry true, until its lease
+        # ends; nothing is applied twice.)
+        return AsyncCluster.from_url(url, socket_timeout=timeout, socket_connect_timeout=connect_timeout,
+                                     retry=AsyncRetry(NoBackoff(), 1))
+    return aioredis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=connect_timeout)
+
+
+def by_slot(keys: list[str]) -> dict[int, list[int]]:
+    """The indexes of `keys` grouped by their cluster slot, in order: a
+    script may touch only keys of one slot."""
+    groups: dict[int, list[int]] = {}
+    for i, key in enumerate(keys):
+        groups.setdefault(key_slot(key.encode()), []).append(i)
+    return groups
 
 
 class Runtime:
@@ -31,7 +67,7 @@ class Runtime:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.gateway = Gateway()
-        self.redis: dict[tuple[str, float], aioredis.Redis] = {}
+        self.redis: dict[tuple[str, float, bool], aioredis.Redis] = {}
         self.parts: dict[str, Any] = {}
         # Called at close, newest first: each part's `(close)` coroutine function or function.
         self.closers: list[Callable[[], Any]] = []
@@ -52,11 +88,10 @@ class Runtime:
         The claim store and the per-user window talk to the same Redis with
         the same timeout, so they share one client and its connection pool.
         """
-        client = self.redis.get((url, timeout))
+        key = (url, timeout, clustered())
+        client = self.redis.get(key)
         if client is None:
-            client = self.redis[(url, timeout)] = aioredis.Redis.from_url(
-                url, socket_timeout=timeout, socket_connect_timeout=timeout
-            )
+            client = self.redis[key] = async_client(url, timeout=timeout, connect_timeout=timeout)
         return client
 
     async def aclose(self) -> None:

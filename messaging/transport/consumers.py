@@ -148,7 +148,8 @@ class ChatConsumer(Answers, LiveRooms, Outgoing, AsyncWebsocketConsumer):
         # Frames received and not yet answered, with when each came; the task
         # that answers them while there are any (`receive`), and how many of
         # them it has taken from the inbox and not yet answered.
-        self.inbox: deque[tuple[str | None, float]] = deque()
+        # (An empty tuple until the first frame: an empty deque is 0.6 kB a socket.)
+        self.inbox: deque[tuple[str | None, float]] | tuple = ()
         self.worker: asyncio.Task | None = None
         self.answering = 0
         self.closed = False
@@ -218,6 +219,8 @@ class ChatConsumer(Answers, LiveRooms, Outgoing, AsyncWebsocketConsumer):
         if len(self.inbox) + self.answering >= self.inbox_limit:
             await self.refuse_past_inbox(text_data)
             return
+        if not self.inbox:
+            self.inbox = deque()
         self.inbox.append((text_data, time.perf_counter()))
         if self.worker is None:
             self.worker = asyncio.create_task(self.answer_inbox())
@@ -226,7 +229,7 @@ class ChatConsumer(Answers, LiveRooms, Outgoing, AsyncWebsocketConsumer):
         try:
             while self.inbox and not self.closed:
                 frames = list(self.inbox)
-                self.inbox.clear()
+                self.inbox = ()
                 self.answering = len(frames)
                 await self.answer_frames(frames)
                 self.answering = 0

@@ -37,12 +37,12 @@ from collections import deque
 from typing import Any, Protocol, Sequence
 
 import redis
-import redis.asyncio as aioredis
 
 from ..conf import get_settings
-from ..core.runtime import runtime
+from ..core.runtime import async_client, runtime
 from ..ops import metrics
 from .packing import pack, pack_for_user, unpack, unpack_for_user
+from .subscriptions import Subscriptions
 
 log = logging.getLogger(__name__)
 
@@ -178,35 +178,29 @@ def take(outbox: deque) -> list:
 
 
 class RedisHub(Hub):
-    """Fan-out across processes through Redis Pub/Sub.
+    """Fan-out across processes through Redis Pub/Sub (sharded Pub/Sub on a
+    Redis Cluster: `SPUBLISH`, `SSUBSCRIBE`).
 
     Pub/Sub channels ignore the Redis db number, so the channel names carry
     it: two projects (or test runs) on different dbs of one server never hear
     each other.
     """
 
-    def __init__(self, url: str, *, timeout: float) -> None:
+    def __init__(self, url: str, *, timeout: float, sharded: bool = False) -> None:
         super().__init__()
         self.timeout = timeout
-        # Publishing gives up after `timeout`, like the claim store; the
-        # subscription waits forever for its next frame, so no socket timeout.
-        self.client = aioredis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
-        self.listen_client = aioredis.Redis.from_url(url, socket_timeout=None, socket_connect_timeout=timeout)
-        db = self.client.connection_pool.connection_kwargs.get("db", 0)
+        self.sharded = sharded
+        # Publishing gives up after `timeout`, like the claim store.
+        self.client = async_client(url, timeout=timeout, connect_timeout=timeout)
+        db = 0 if sharded else self.client.connection_pool.connection_kwargs.get("db", 0)
         # `live`, not the `room` of versions that published one frame per
         # message: processes of the two formats do not hear each other.
         self.prefix = f"messaging:{db}:live:"
         # Versions before per-user frames never subscribe to these.
         self.user_prefix = f"messaging:{db}:user:"
-        self.pubsub: aioredis.client.PubSub | None = None
-        self.listener: asyncio.Task | None = None
-        self.confirmations: dict[bytes, asyncio.Future] = {}
+        # Subscribed again after every failure (messaging/transport/subscriptions.py).
+        self.subscriptions = Subscriptions(url, self.heard, timeout=timeout, sharded=sharded)
         self.lock = asyncio.Lock()
-
-    async def aclose(self) -> None:
-        await self.stop_listening()
-        await self.client.aclose()
-        await self.listen_client.aclose()
 
     def channel(self, room: str) -> bytes:
         return (self.prefix + room).encode()
@@ -224,23 +218,24 @@ class RedisHub(Hub):
 
         Subscribed before the caller reads a room's backlog (or joins a room,
         for a user's frames), and confirmed by Redis, so a frame published
-        after that is heard. A failure raises: the caller goes without these
-        live frames, and its next join tries again.
+        after that is heard. While Redis does not answer, the member is still
+        added and the channel stays wanted: its live frames start once the
+        subscription is back (`Subscriptions`), without another join.
         """
         async with self.lock:
             if key in sockets:
                 sockets[key].add(member)
                 return
-            await self.subscribe(channel)
             sockets[key] = {member}
+            if not await self.subscriptions.add(channel):
+                log.warning("live frames of %s wait for Redis: subscribed once it answers", channel.decode())
 
     async def detach(self, user_id: Any, member: Member) -> None:
         key = user_key(user_id)
         async with self.lock:
             await super().detach(user_id, member)
-            if key in self.users:
-                return
-            await self.unsubscribe_or_stop(self.user_channel(key), f"user {key}")
+            if key not in self.users:
+                await self.subscriptions.remove(self.user_channel(key))
 
     async def join(self, room: str, member: Member) -> None:
         await self.add_subscribed(self.members, room, self.channel(room), member)
@@ -248,79 +243,16 @@ class RedisHub(Hub):
     async def leave(self, room: str, member: Member) -> None:
         async with self.lock:
             await super().leave(room, member)
-            if room in self.members:
-                return
-            await self.unsubscribe_or_stop(self.channel(room), f"room {room}")
-
-    async def unsubscribe_or_stop(self, channel: bytes, what: str) -> None:
-        """Leave a channel no socket here needs any more; with none left at all, the subscription."""
-        if self.pubsub is None:
-            return
-        if not self.members and not self.users:
-            await self.stop_listening()
-            return
-        try:
-            await self.pubsub.unsubscribe(channel)
-        except (OSError, redis.RedisError) as exc:
-            log.warning("unsubscribing from %s failed: %s", what, exc)
-
-    async def subscribe(self, channel: bytes) -> None:
-        if self.pubsub is None:
-            self.pubsub = self.listen_client.pubsub()
-        confirmed = asyncio.get_running_loop().create_future()
-        self.confirmations[channel] = confirmed
-        try:
-            await self.pubsub.subscribe(channel)
-            if self.listener is None or self.listener.done():
-                self.listener = asyncio.create_task(self.listen(self.pubsub))
-            await asyncio.wait_for(confirmed, self.timeout * 4)
-        finally:
-            self.confirmations.pop(channel, None)
+            if room not in self.members:
+                await self.subscriptions.remove(self.channel(room))
 
     async def aclose(self) -> None:
         await super().aclose()
-        await self.stop_listening()
-        for client in (self.client, self.listen_client):
-            try:
-                await client.aclose()
-            except (OSError, redis.RedisError):
-                pass
-
-    async def stop_listening(self) -> None:
-        pubsub, listener = self.pubsub, self.listener
-        self.pubsub = self.listener = None
-        if listener is not None:
-            listener.cancel()
-            await asyncio.gather(listener, return_exceptions=True)
-        if pubsub is not None:
-            try:
-                await pubsub.aclose()
-            except (OSError, redis.RedisError):
-                pass
-
-    async def listen(self, pubsub: aioredis.client.PubSub) -> None:
-        pause = 0.1
-        while True:
-            try:
-                message = await pubsub.get_message(timeout=None)
-            except asyncio.CancelledError:
-                raise
-            except (OSError, redis.RedisError) as exc:
-                # redis-py reconnects and subscribes again on the next read.
-                log.warning("live frames paused, Redis subscription failed: %s", exc)
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 2.0)
-                continue
-            pause = 0.1
-            if message is None:
-                continue
-            kind = message["type"]
-            if kind == "message":
-                await self.heard(message["channel"], message["data"])
-            elif kind == "subscribe":
-                confirmed = self.confirmations.get(message["channel"])
-                if confirmed is not None and not confirmed.done():
-                    confirmed.set_result(None)
+        await self.subscriptions.close()
+        try:
+            await self.client.aclose()
+        except (OSError, redis.RedisError):
+            pass
 
     async def heard(self, channel: bytes, data: bytes) -> None:
         name = channel.decode()
@@ -356,10 +288,11 @@ class RedisHub(Hub):
         frames = len(batch) + len(to_users)
         try:
             pipe = self.client.pipeline(transaction=False)
+            publish = pipe.spublish if self.sharded else pipe.publish
             for room, room_frames in by_room.items():
-                pipe.publish(self.channel(room), pack(room_frames))
+                publish(self.channel(room), pack(room_frames))
             for key, user_frames in by_user.items():
-                pipe.publish(self.user_channel(key), pack_for_user(user_frames))
+                publish(self.user_channel(key), pack_for_user(user_frames))
             await pipe.execute()
         except (OSError, redis.RedisError) as exc:
             metrics.FANOUT_FRAMES.labels("lost").inc(frames)
@@ -370,7 +303,9 @@ class RedisHub(Hub):
 
 def make_hub() -> Hub:
     conf = get_settings()
-    return RedisHub(conf.REDIS_URL, timeout=conf.REDIS_TIMEOUT) if conf.REDIS_URL else Hub()
+    if not conf.REDIS_URL:
+        return Hub()
+    return RedisHub(conf.REDIS_URL, timeout=conf.REDIS_TIMEOUT, sharded=conf.REDIS_CLUSTER)
 
 
 def get_hub() -> Hub:

@@ -43,7 +43,7 @@ from django.utils import timezone
 
 from ..conf import get_settings
 from ..core.protocol import encode
-from ..core.runtime import runtime
+from ..core.runtime import clustered, runtime
 from ..models import Membership, Room
 from .fanout import get_hub, user_key
 
@@ -87,7 +87,8 @@ class Presence:
         if url:
             # The loop's client the claim store and the rate window share: no pool of its own.
             self.client = runtime().redis_client(url, timeout)
-            db = self.client.connection_pool.connection_kwargs.get("db", 0)
+            # A cluster has db 0 only (and its client no single pool).
+            db = 0 if clustered() else self.client.connection_pool.connection_kwargs.get("db", 0)
             self.prefix = f"messaging:{db}:presence:"
 
     def user_set(self, key: str) -> str:

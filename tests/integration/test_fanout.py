@@ -66,7 +66,7 @@ async def test_a_room_costs_one_subscription_per_process_however_many_sockets(ma
     for client in clients:
         await client.close()
     await wait_for(lambda: redis_client.pubsub_numsub(channel) == [(channel, 0)], timeout=10, what="the subscription to end")
-    assert hub.pubsub is None and hub.listener is None
+    assert hub.subscriptions.listeners == {}
 
 
 async def test_frames_published_during_a_join_follow_its_ack_and_backlog(make_user, open_clients, monkeypatch):
@@ -327,7 +327,7 @@ async def test_a_users_frames_reach_its_sockets_in_every_process_once_and_no_one
         await elsewhere.detach(7, other_db_socket)
     channel = a.user_channel("7")
     await wait_for(lambda: redis_client.pubsub_numsub(channel) == [(channel, 0)], timeout=10, what="the subscription to end")
-    assert a.pubsub is None and b.pubsub is None, "no socket left, no subscription"
+    assert a.subscriptions.listeners == b.subscriptions.listeners == {}, "no socket left, no subscription"
 
 
 async def test_a_user_keeps_its_subscription_while_its_rooms_come_and_go(redis_client):
@@ -336,12 +336,12 @@ async def test_a_user_keeps_its_subscription_while_its_rooms_come_and_go(redis_c
     await hub.join("lobby", socket)
     await hub.leave("lobby", socket)
     try:
-        assert hub.pubsub is not None
+        assert hub.subscriptions.listeners
         hub.publish_to_user(7, None, "still here")
         await wait_for(lambda: socket.personal_frames == [(None, "still here")], timeout=10, what="the frame")
     finally:
         await hub.detach(7, socket)
-    assert hub.pubsub is None
+    assert hub.subscriptions.listeners == {}
 
 
 async def test_a_users_frames_queued_together_go_as_one_publish(redis_client):

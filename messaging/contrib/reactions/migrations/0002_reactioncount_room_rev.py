@@ -1,6 +1,6 @@
 """Reaction counts get their room and the room's rev of their latest change
 (issue 24). Counts stored before revs take the next revs of their room after
-`messaging.0013` gave the room's messages theirs, in seq order."""
+`messaging.0014` gave the room's messages theirs, in seq order."""
 import django.db.models.deletion
 from django.db import migrations, models
 
@@ -24,7 +24,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ("messaging_reactions", "0001_initial"),
-        ("messaging", "0013_message_versions_and_revs"),
+        ("messaging", "0014_message_versions_and_revs"),
     ]
 
     operations = [

@@ -23,7 +23,7 @@ def revs_for_what_exists(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('messaging', '0012_rooms_and_people'),
+        ('messaging', '0013_membership_watermark_indexes'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -1,0 +1,115 @@
+"""Two daphne processes on a real Redis Cluster, and a master killed mid-burst:
+commands keep exactly-once through the database path while the cluster fails
+over, and live frames resume on the replica that took over."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import sync_to_async
+from redis.cluster import RedisCluster as ClusterClient
+
+from messaging.client import sign_in
+from messaging.testing import SocketClient
+
+from ..support.cluster import RedisCluster
+from .conftest import FAULT_SETTINGS, sign_in_many
+from .outbox import settle, verify
+from .test_resubscribe import post_until_heard, then_every_post_arrives_once_in_order
+
+pytestmark = [pytest.mark.e2e]
+
+ROOMS = ["alpha", "beta"]
+
+
+@pytest.fixture
+def redis_cluster(tmp_path):
+    cluster = RedisCluster(tmp_path / "cluster").start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def on_cluster(start_daphne, redis_cluster):
+    def start(count: int = 2):
+        return [start_daphne(REDIS_URL=redis_cluster.url, MESSAGING_REDIS_CLUSTER="1", **FAULT_SETTINGS)
+                for _ in range(count)]
+
+    return start
+
+
+async def burst(fleet, count: int, label: str) -> None:
+    await asyncio.gather(*(o.post_many(count, label) for o in fleet))
+
+
+async def test_a_master_killed_mid_burst_loses_nothing_and_doubles_nothing(on_cluster, redis_cluster, outboxes):
+    servers = on_cluster(2)
+    urls = [server.url for server in servers]
+    sessions = await sign_in_many(urls[0], 4)
+    fleet = [await outboxes(session, urls, ROOMS[n % 2], first=tab)
+             for n, session in enumerate(sessions) for tab in range(2)]
+    await burst(fleet, 5, "before")
+    await settle(fleet)
+    client = ClusterClient.from_url(redis_cluster.url)
+    claims = list(client.scan_iter(match="messaging:cmd:*", target_nodes=ClusterClient.PRIMARIES))
+    assert len({redis_cluster.master_of(key.decode()).port for key in claims}) >= 2, "claims live on several masters"
+    client.close()
+
+    # The master of room alpha's channel (and of some users' claims) dies
+    # while a burst is in flight; the sockets drop too, so the retries come
+    # while the cluster fails over.
+    doomed = redis_cluster.master_of("messaging:0:live:alpha")
+    sending = asyncio.create_task(burst(fleet, 20, "during"))
+    for _ in range(6000):  # until some of it is acked: the rest is in flight
+        if sum(len(o.acks) for o in fleet) >= 60:
+            break
+        await asyncio.sleep(0.005)
+    failing_over = asyncio.create_task(sync_to_async(redis_cluster.fail_over, thread_sensitive=False)(
+        "messaging:0:live:alpha"))
+    for outbox in fleet:
+        outbox.drop()
+    await burst(fleet, 5, "failing-over")
+    await sending
+    killed = await failing_over
+    assert killed.port == doomed.port
+    await burst(fleet, 5, "after")
+    await settle(fleet)
+    report = await sync_to_async(verify)(fleet)
+    print(report)
+    assert report["commands"] == len(fleet) * 35
+
+
+async def test_live_frames_cross_processes_and_resume_after_a_failover(on_cluster, redis_cluster):
+    a, b = on_cluster(2)
+    ana = await SocketClient(a.url, await sync_to_async(sign_in)(a.url, "ana")).connect()
+    bob = await SocketClient(b.url, await sync_to_async(sign_in)(b.url, "bob")).connect()
+    try:
+        for ws in (ana, bob):
+            assert (await ws.call("room.join", {"room": "alpha"}))["ok"]
+        await post_until_heard(ana, bob, "alpha", attempts=1)
+        await post_until_heard(bob, ana, "alpha", attempts=1)
+        await sync_to_async(redis_cluster.fail_over, thread_sensitive=False)("messaging:0:live:alpha")
+        # Both processes find the replica that took over the channel's slot.
+        await post_until_heard(ana, bob, "alpha")
+        await then_every_post_arrives_once_in_order(ana, bob, "alpha")
+        await post_until_heard(bob, ana, "alpha")
+        # The duplicate of a command acked before the failover is still refused a second effect.
+        first = await ana.call("room.post", {"room": "alpha", "body": "once"}, id="after-failover")
+        again = await ana.call("room.post", {"room": "alpha", "body": "once"}, id="after-failover")
+        assert first["ok"] and again["ok"] and again["dup"] and again["d"] == first["d"], (first, again)
+    finally:
+        await ana.close()
+        await bob.close()
+
+
+
+async def test_the_handshake_window_and_health_use_the_cluster(start_daphne, redis_cluster):
+    from ..e2e.test_address_limits import NO_ROLLOVER, handshake
+
+    env = {"REDIS_URL": redis_cluster.url, "MESSAGING_REDIS_CLUSTER": "1", "CONNECT_RATE": "5",
+           "MESSAGING_CONNECT_RATE_WINDOW": NO_ROLLOVER}
+    a, b = start_daphne(**env), start_daphne(**env)
+    statuses = await asyncio.gather(*(handshake(server.url) for server in [a, b] * 4))
+    assert sorted(statuses) == [101] * 5 + [403] * 3, "one window over both processes, counted in the cluster"
+    status, _, body = a.request("GET", "/healthz")
+    assert status == 200 and b'"redis": "ok"' in body.replace(b'":"', b'": "'), body
