@@ -32,6 +32,8 @@ _PUBLIC = {
     "joined_room_id": "messaging.chat.rooms",
     "RoomPolicy": "messaging.chat.policy",
     "on_join": "messaging.chat.hooks",
+    "on_page": "messaging.chat.hooks",
+    "on_replay": "messaging.chat.hooks",
     "websocket_urlpatterns": "messaging.transport.routing",
     "AuthMiddlewareStack": "messaging.transport.auth",
     "HandshakeThrottle": "messaging.transport.handshakes",

@@ -20,7 +20,7 @@ from django.utils.html import format_html, format_html_join
 
 from .chat.receipts import recipient_receipts
 from .core.protocol import format_time
-from .models import CommandRecord, Membership, Message, ModerationAction, Room
+from .models import CommandRecord, Membership, Message, MessageVersion, ModerationAction, Room
 
 
 class ReadOnly:
@@ -98,9 +98,27 @@ class RoomAdmin(InspectionAdmin):
         return room.members
 
 
+class VersionInline(ReadOnly, admin.TabularInline):
+    """Each edit and delete of a message: when, by whom, and the body it
+    replaced while `EDIT_HISTORY_RETENTION` keeps it."""
+
+    model = MessageVersion
+    fields = ("version", "kind", "by", "at", "replaced_body")
+    readonly_fields = fields
+    extra = 0
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[MessageVersion]:
+        return super().get_queryset(request).select_related("by")
+
+    @admin.display(description="body it replaced")
+    def replaced_body(self, version: MessageVersion) -> str:
+        return "not kept" if version.previous_body is None else version.previous_body
+
+
 @admin.register(Message)
 class MessageAdmin(InspectionAdmin):
-    list_display = ("room", "seq", "sender", "client_msg_id", "state", "sent_at", "delivered_at", "read_at")
+    list_display = ("room", "seq", "sender", "client_msg_id", "shown_body", "version", "state", "sent_at",
+                    "delivered_at", "read_at")
     list_display_links = ("room", "seq")
     # Senders: only users who posted, not every guest account ever made.
     list_filter = ("room", "state", ("sender", admin.RelatedOnlyFieldListFilter), "sent_at")
@@ -108,9 +126,16 @@ class MessageAdmin(InspectionAdmin):
     date_hierarchy = "sent_at"
     list_select_related = ("room", "sender")
     fields = (
-        "room", "seq", "sender", "client_msg_id", "body", "state", "times", "recipients", "stored_ack",
+        "room", "seq", "sender", "client_msg_id", "shown_body", "version", "rev", "edited_at", "deleted_at", "state",
+        "times", "recipients", "stored_ack",
     )
     readonly_fields = fields
+    inlines = (VersionInline,)
+
+    @admin.display(description="body")
+    def shown_body(self, message: Message) -> str:
+        # A tombstone's body is gone from the database: say so, not "".
+        return "(message deleted)" if message.deleted_at is not None else message.body
 
     @admin.display(description="sent, delivered, read")
     def times(self, message: Message) -> str:

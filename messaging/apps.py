@@ -8,7 +8,7 @@ class MessagingConfig(AppConfig):
 
     def ready(self) -> None:
         # Built-in command types and the system checks register themselves on import.
-        from .chat import commands, dms, listing, private  # noqa: F401
+        from .chat import commands, deletes, dms, edits, history, listing, private, unread  # noqa: F401
         from .ops import checks  # noqa: F401
         # Typing, and presence, which tells the chat's member lists who is online.
         from .transport import presence, typing  # noqa: F401

@@ -35,6 +35,8 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `CONNECT_RATE_WINDOW` | 60.0 | seconds of the handshake window |
 | `ROOMS_CREATED_PER_HOUR` | 50 | rooms one user may create (by joining a slug that does not exist) in any hour, counted in the database; past it such a join is `rate_limited` and creates nothing; 0 turns it off |
 | `ROOMS_PER_SOCKET` | 200 | rooms one socket may have joined at once; a join of one more is `invalid` and changes nothing; 0 turns it off |
+| `EDIT_HISTORY_RETENTION` | 0 | seconds the body an edit replaced is kept in the message's version history (the admin shows it); 0 keeps none. A delete clears them at once; `prune_edit_history` clears older ones |
+| `ROOMS_LIST_LIMIT` | 500 | most rooms one `rooms.list` answer lists (the most recently active; `more` says whether there are others) |
 | `ROOM_POLICY` | `"messaging.chat.policy.RoomPolicy"` | dotted path of the class every command asks who may join, post, invite, moderate, edit and delete (docs/INTEGRATION.md) |
 | `INVITES_PER_HOUR` | 200 | members one user may add with `room.invite` in any hour, counted in the database; past it `rate_limited`; 0 turns it off |
 | `TYPING_STATES` | 10000 | users typing in a room that one process keeps a lapse timer for; a `typing: true` past it is `rate_limited` |
@@ -109,6 +111,8 @@ class MessagingSettings:
     ROOMS_CREATED_PER_HOUR: int = 50
     ROOMS_PER_SOCKET: int = 200
     LOOP_DATABASE: bool = True
+    EDIT_HISTORY_RETENTION: int = 0
+    ROOMS_LIST_LIMIT: int = 500
     ROOM_POLICY: str = "messaging.chat.policy.RoomPolicy"
     INVITES_PER_HOUR: int = 200
     TYPING_STATES: int = 10_000
@@ -143,10 +147,10 @@ class MessagingSettings:
             if getattr(self, name) <= 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be positive")
         # A join ack always lists the joining member itself.
-        for name in ("MEMBERS_ON_JOIN", "STATES_PER_RECEIPT", "API_TOKENS_PER_USER"):
+        for name in ("MEMBERS_ON_JOIN", "STATES_PER_RECEIPT", "ROOMS_LIST_LIMIT", "API_TOKENS_PER_USER"):
             if getattr(self, name) < 1:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be at least 1")
-        for name in ("CONNECT_RATE", "ROOMS_CREATED_PER_HOUR", "ROOMS_PER_SOCKET"):
+        for name in ("CONNECT_RATE", "ROOMS_CREATED_PER_HOUR", "ROOMS_PER_SOCKET", "EDIT_HISTORY_RETENTION"):
             if getattr(self, name) < 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be 0 (off) or positive")
         if self.INVITES_PER_HOUR < 0:

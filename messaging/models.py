@@ -15,6 +15,12 @@ class Room(models.Model):
     # The last event position handed out (messaging/events/outbox.py), under
     # the same row lock: gapless per room, like last_seq.
     last_event = models.PositiveBigIntegerField(default=0, db_default=0)
+    # The last rev handed out: one counter for every change of the room
+    # (posts, edits, deletes, reaction changes), taken under the same row
+    # lock in the change's transaction, so revs are gapless and in commit
+    # order (messaging/chat/revs.py). Defaults in the database too, for a
+    # process of the version before it during a rolling deploy.
+    last_rev = models.PositiveBigIntegerField(default=0, db_default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     # Who created it by joining its slug first: the rooms a user may create
     # per hour are counted here (`ROOMS_CREATED_PER_HOUR`). None for rooms
@@ -119,9 +125,29 @@ class Message(models.Model):
     sent_at = models.DateTimeField()
     delivered_at = models.DateTimeField(null=True, blank=True)
     read_at = models.DateTimeField(null=True, blank=True)
+    # 1 when posted, one more per edit or delete: a client never lets an
+    # older change overwrite a newer one, however its frames are ordered.
+    version = models.PositiveIntegerField(default=1, db_default=1)
+    # The rev of the post, and of the message's latest change: `room.join`
+    # with `since_rev` sends a message once, in its current state, as the
+    # frame of its post if that is after `since_rev`, else of its latest
+    # change (messaging/chat/replay.py). Null for messages stored before revs.
+    posted_rev = models.PositiveBigIntegerField(null=True, blank=True)
+    rev = models.PositiveBigIntegerField(null=True, blank=True)
+    edited_at = models.DateTimeField(null=True, blank=True)
+    # A deleted message is a tombstone: same seq, body "" (really removed), this time.
+    deleted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["room", "seq"]
+        indexes = [
+            # The two halves of a `since_rev` replay, each a range scan. The
+            # second holds only messages changed after their post: a post
+            # writes no entry in it (a post's WAL is the hot path's).
+            models.Index(fields=["room", "posted_rev"], name="messaging_message_posted_rev"),
+            models.Index(fields=["room", "rev"], name="messaging_message_rev",
+                         condition=models.Q(rev__gt=models.F("posted_rev"))),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["room", "seq"], name="messaging_message_room_seq"),
             # The backstop of exactly-once for posts: even with Redis gone, a
@@ -152,6 +178,34 @@ class CommandRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} {self.command_id}"
+
+
+class MessageVersion(models.Model):
+    """One edit or delete of a message: when, and, while `EDIT_HISTORY_RETENTION`
+    says, the body it replaced. A delete removes every body kept here too."""
+
+    class Kind(models.TextChoices):
+        EDIT = "edit"
+        DELETE = "delete"
+
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="versions", db_index=False)
+    # The version this change made (2, 3, ...).
+    version = models.PositiveIntegerField()
+    kind = models.CharField(max_length=6, choices=Kind.choices)
+    # Who made the change (a moderator's delete is not the sender's).
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                           related_name="+")
+    at = models.DateTimeField()
+    # The body before this edit; None when history is off, once pruned, and after a delete.
+    previous_body = models.TextField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["message", "version"]
+        constraints = [models.UniqueConstraint(fields=["message", "version"], name="messaging_version_unique")]
+        indexes = [models.Index(fields=["at"], name="messaging_version_at")]
+
+    def __str__(self) -> str:
+        return f"{self.message} v{self.version}"
 
 
 class DirectRoom(models.Model):

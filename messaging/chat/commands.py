@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import re
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -23,33 +23,12 @@ from ..core.protocol import format_time, message_body, optional_seq, room_slug
 from ..events.outbox import emit, event_table, posted_events_sql
 from ..models import CommandRecord, Membership, Message, MessageState, Room
 from .hooks import join_hooks
+from .messages import display_name, msg_frame, stored_msg_frame
 from .policy import get_policy, overrides
 from .receipts import Move, move_watermarks_by_function, move_watermarks_portably
+from .replay import changes_since
 from .rooms import joined_room_id, room_to_join
-
-
-def display_name(user: Any) -> str:
-    return user.get_full_name() or user.get_username()
-
-
-def msg_frame(room: str, seq: int, id: str, sender: Any, body: str, at: str) -> dict:
-    """A `msg` frame; `at` is the time as the protocol writes it (`format_time`)."""
-    return {
-        "t": "msg",
-        "d": {"room": room, "seq": seq, "id": id, "sender": {"id": sender.pk, "name": display_name(sender)},
-              "body": body, "at": at},
-    }
-
-
-def stored_msg_frame(message: Message, room: str, viewer: Any) -> dict:
-    """A stored message's `msg` frame for `viewer`'s socket. Of the viewer's own
-    messages it carries the stored `state` (an extension): in a room too big for
-    `status` frames a client cannot work it out from the members' watermarks."""
-    frame = msg_frame(room, message.seq, message.client_msg_id, message.sender, message.body,
-                      format_time(message.sent_at))
-    if message.sender_id == viewer.pk:
-        frame["d"]["state"] = message.state
-    return frame
+from .unread import unread_in
 
 
 # Members, as the join ack and room.members list them ------------------------
@@ -97,19 +76,24 @@ def members_on_join(room: Room, user: Any) -> tuple[list[dict], int]:
 class Join:
     room: str
     since: int | None
+    # PROTOCOL 1.1: every change after this rev instead of the messages after `since`.
+    since_rev: int | None = None
     # Per join hook (messaging/chat/hooks.py), in order, what it made of `d`.
     options: tuple[Any, ...] = ()
 
 
 def validate_join(d: dict) -> Join:
-    options = tuple(hook.validate(d) for hook in join_hooks())
-    return Join(room=room_slug(d), since=optional_seq(d, "since"), options=options)
+    join = Join(room=room_slug(d), since=optional_seq(d, "since"), since_rev=optional_seq(d, "since_rev"))
+    if join.since is not None and join.since_rev is not None:
+        raise Invalid("give since or since_rev, not both")
+    return replace(join, options=tuple(hook.validate(d) for hook in join_hooks()))
 
 
 @command("room.join", validate=validate_join, exactly_once=False, subscribes_to=lambda join: join.room)
 def join_room(ctx: CommandContext, join: Join) -> dict:
     room = room_to_join(ctx.user, join.room, get_settings().ROOMS_CREATED_PER_HOUR)
-    member = Membership.objects.filter(room=room, user=ctx.user).exists()
+    read = Membership.objects.filter(room=room, user=ctx.user).values_list("read", flat=True).first()
+    member = read is not None
     if not get_policy().can_join(ctx.user, room, member=member):
         raise Forbidden("this room is private: join it by invitation")
     if not member:
@@ -120,8 +104,20 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
         # no receipt can move a message on without counting the newcomer.
         room = Room.objects.select_for_update().get(pk=room.pk)
         Membership.objects.get_or_create(room=room, user=ctx.user, defaults={"joined_seq": room.last_seq})
+        read = 0
     members, members_total = members_on_join(room, ctx.user)
     conf = get_settings()
+    # `room` was read before the backlog: every change after its last_rev
+    # is in the backlog or arrives live (the socket subscribed first).
+    # `private` and `owner` (extensions): a client shows a private room's owner its invite control.
+    ack = {"room": room.slug, "last_seq": room.last_seq, "last_rev": room.last_rev, "members": members,
+           "members_total": members_total, "private": room.private, "owner": room.owner_id,
+           **unread_in(room.pk, ctx.user, read)}
+    if join.since_rev is not None:
+        frames, ack["rev_upto"] = changes_since(room, join.since_rev, ctx.user, limit=conf.REPLAY_LIMIT)
+        ctx.replies.extend(frames)
+        # No backlog: a hook sends what it has for the messages the client holds.
+        return replayed(ack, ctx, join_hook_replies(ctx, room, join, []))
     messages = Message.objects.filter(room=room).select_related("sender")
     if join.since is None:
         backlog = list(messages.order_by("-seq")[: conf.RECENT_ON_JOIN])[::-1]
@@ -129,11 +125,27 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
         backlog = list(messages.filter(seq__gt=join.since).order_by("seq")[: conf.REPLAY_LIMIT])
     for message in backlog:
         ctx.reply(stored_msg_frame(message, room.slug, ctx.user))
+    if join.since is None:
+        # The newest messages and their counts, each in its current state.
+        ack["rev_upto"] = room.last_rev
+    return replayed(ack, ctx, join_hook_replies(ctx, room, join, backlog))
+
+
+def join_hook_replies(ctx: CommandContext, room: Room, join: Join, backlog: list[Message]) -> list[dict]:
+    """What the join hooks (messaging/chat/hooks.py) send after the backlog."""
+    replies: list[dict] = []
     for hook, options in zip(join_hooks(), join.options):
-        ctx.replies.extend(hook.replies(ctx, room, options, backlog))
-    # `private` and `owner` (extensions): a client shows a private room's owner its invite control.
-    return {"room": room.slug, "last_seq": room.last_seq, "members": members, "members_total": members_total,
-            "private": room.private, "owner": room.owner_id}
+        replies.extend(hook.replies(ctx, room, options, backlog))
+    return replies
+
+
+def replayed(ack: dict, ctx: CommandContext, more: list[dict]) -> dict:
+    """The join ack with `replayed` (an extension): how many of the room's
+    frames follow it as this join's backlog, before any live frame, so a
+    client knows when it is at `rev_upto`."""
+    ctx.replies.extend(more)
+    ack["replayed"] = len(ctx.replies)
+    return ack
 
 
 # room.members ---------------------------------------------------------------
@@ -201,20 +213,20 @@ def validate_post(d: dict) -> Post:
     return Post(room=room_slug(d), body=message_body(d, get_settings().BODY_MAX_CHARS))
 
 
-def next_seq(room_id: int) -> tuple[int, int]:
-    """Take the room's next seq and its next event position (messaging/events/outbox.py).
+def next_seq(room_id: int) -> tuple[int, int, int]:
+    """Take the room's next seq, rev and event position (messaging/events/outbox.py).
     Holds the room's row lock until commit."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {Room._meta.db_table} SET last_seq = last_seq + 1, last_event = last_event + 1 WHERE id = %s "
-            "RETURNING last_seq, last_event", [room_id]
+            f"UPDATE {Room._meta.db_table} SET last_seq = last_seq + 1, last_rev = last_rev + 1,"
+            " last_event = last_event + 1 WHERE id = %s RETURNING last_seq, last_rev, last_event", [room_id]
         )
         return cursor.fetchone()
 
 
-def posted(ctx: CommandContext, post: Post, seq: int, at: str) -> dict:
+def posted(ctx: CommandContext, post: Post, seq: int, at: str, rev: int) -> dict:
     """A stored post's result (its ack's data), after queueing its `msg` frame for the room."""
-    ctx.broadcast(post.room, msg_frame(post.room, seq, ctx.command_id, ctx.user, post.body, at))
+    ctx.broadcast(post.room, msg_frame(post.room, seq, ctx.command_id, ctx.user, post.body, at, rev))
     return {"room": post.room, "seq": seq, "at": at}
 
 
@@ -273,7 +285,7 @@ def posts_statement(entries: list[tuple[CommandContext, Post, str]]) -> tuple[st
 def posts_results(entries: list[tuple[CommandContext, Post, str]], rows: list[tuple]) -> list[dict | Forbidden]:
     """Per entry its ack data, from the statement's rows (`n`, seq, time as the
     protocol's text); posts by non-members, which have no row, are refused."""
-    stored = {n: (seq, at) for n, seq, at in rows}
+    stored = {n: (seq, at, rev) for n, seq, at, rev in rows}
     results: list[dict | Forbidden] = []
     for n, (ctx, post, _) in enumerate(entries, start=1):
         if n not in stored:
@@ -299,15 +311,16 @@ def post_message(ctx: CommandContext, post: Post) -> dict:
     room_id = joined_room_id(ctx.user, post.room)
     if overrides("can_post") and not get_policy().can_post(ctx.user, Room.objects.get(pk=room_id)):
         raise Forbidden("you may not post in this room")
-    seq, position = next_seq(room_id)
+    seq, rev, position = next_seq(room_id)
     sent_at = timezone.now()
     Message.objects.create(
-        room_id=room_id, seq=seq, sender=ctx.user, client_msg_id=ctx.command_id, body=post.body, sent_at=sent_at
+        room_id=room_id, seq=seq, sender=ctx.user, client_msg_id=ctx.command_id, body=post.body, sent_at=sent_at,
+        posted_rev=rev, rev=rev,
     )
     at = format_time(sent_at)
-    emit(ctx, "message.posted", post.room, msg_frame(post.room, seq, ctx.command_id, ctx.user, post.body, at)["d"],
-         at=(room_id, position))
-    return posted(ctx, post, seq, at)
+    emit(ctx, "message.posted", post.room,
+         msg_frame(post.room, seq, ctx.command_id, ctx.user, post.body, at, rev)["d"], at=(room_id, position))
+    return posted(ctx, post, seq, at, rev)
 
 
 # receipt --------------------------------------------------------------------

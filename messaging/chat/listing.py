@@ -1,9 +1,6 @@
-"""`rooms.list` (PROTOCOL.md 1.1), for a sidebar: the user's rooms with `private`,
-and `with` for a direct conversation.
-
-Minimal until the lifecycle issue's `rooms.list` lands (issue 24 owns it):
-that one replaces this module's command and keeps `private_and_with`, which
-is this issue's part of it.
+"""`rooms.list` (PROTOCOL.md 1.1), for a sidebar: the user's rooms, the most
+recently active first, with their unread counts (messaging/chat/unread.py's
+rule), `private`, and `with` for a direct conversation.
 """
 from __future__ import annotations
 
@@ -19,15 +16,6 @@ from ..models import Membership, Message
 from .dms import partners
 
 
-@dataclass(frozen=True)
-class RoomsList:
-    pass
-
-
-def validate_rooms_list(d: dict) -> RoomsList:
-    return RoomsList()
-
-
 def private_and_with(user: Any, rooms: list[dict], ids: list[int], private: list[bool]) -> list[dict]:
     """`rooms.list` entries with `private`, and `with: {id, name}` for the direct
     rooms among them (`ids` their room ids, in the same order): one query."""
@@ -39,13 +27,23 @@ def private_and_with(user: Any, rooms: list[dict], ids: list[int], private: list
     return rooms
 
 
+@dataclass(frozen=True)
+class RoomsList:
+    pass
+
+
+def validate_rooms_list(d: dict) -> RoomsList:
+    return RoomsList()
+
+
 def rooms_of(user: Any, limit: int) -> tuple[list[dict], bool]:
     """The user's rooms, the most recently active first (its newest message's
-    time, else when the room was made), at most `limit`, and whether there are more."""
-    unread = (Message.objects.filter(room_id=OuterRef("room_id"), seq__gt=OuterRef("read"))
+    time, else when the room was made), at most `limit`, and whether there
+    are more. Two queries (the second names the other of each direct room)."""
+    unread = (Message.objects.filter(room_id=OuterRef("room_id"), seq__gt=OuterRef("read"), deleted_at__isnull=True)
               .exclude(sender_id=user.pk).order_by().values("room_id").annotate(n=Count("pk")).values("n"))
     newest = Message.objects.filter(room_id=OuterRef("room_id"), seq=OuterRef("room__last_seq")).values("sent_at")
-    rows = list(
+    rows = (
         Membership.objects.filter(user=user)
         .annotate(unread=Coalesce(Subquery(unread, output_field=IntegerField()), 0),
                   active=Coalesce(Subquery(newest, output_field=DateTimeField()), F("room__created_at")))
@@ -53,13 +51,12 @@ def rooms_of(user: Any, limit: int) -> tuple[list[dict], bool]:
         .values_list("room_id", "room__slug", "room__private", "room__last_seq", "read", "unread")[: limit + 1]
     )
     more = len(rows) > limit
-    rows = rows[:limit]
+    rows = list(rows[:limit])
     rooms = [{"room": slug, "last_seq": last_seq, "read": read, "unread": n} for _, slug, _, last_seq, read, n in rows]
     return private_and_with(user, rooms, [r[0] for r in rows], [r[2] for r in rows]), more
 
 
 @command("rooms.list", validate=validate_rooms_list, exactly_once=False)
 def list_rooms(ctx: CommandContext, _: RoomsList) -> dict:
-    """At most `ROOMS_PER_SOCKET` rooms (as many as one socket may join), with `more`."""
-    rooms, more = rooms_of(ctx.user, get_settings().ROOMS_PER_SOCKET or 500)
+    rooms, more = rooms_of(ctx.user, get_settings().ROOMS_LIST_LIMIT)
     return {"rooms": rooms, "more": more}

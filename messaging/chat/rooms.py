@@ -23,6 +23,14 @@ def joined_room_id(user: Any, room: str) -> int:
     return room_id
 
 
+def joined_room(user: Any, slug: str) -> Room:
+    """`joined_room_id`'s room itself, for a command that needs more of it than its id (who owns it). One query."""
+    membership = Membership.objects.filter(room__slug=slug, user=user).select_related("room").first()
+    if membership is None:
+        raise Forbidden("join the room first")
+    return membership.room
+
+
 def room_to_join(user: Any, slug: str, per_hour: int) -> Room:
     """The room `slug`, created by `user` if there is none yet, in the caller's transaction.
 

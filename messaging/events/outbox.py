@@ -77,7 +77,8 @@ POSTED_EVENTS = """, event AS (
     SELECT gen_random_uuid(), 'message.posted', p.room_id, i.room, t.events_before + (p.seq - t.before),
            jsonb_build_object('room', i.room, 'seq', p.seq, 'id', i.command_id,
                               'sender', jsonb_build_object('id', i.user_json, 'name', i.name),
-                              'body', i.body, 'at', s.at_text, 'command_id', i.command_id, 'user', i.user_json),
+                              'body', i.body, 'at', s.at_text, 'version', 1, 'rev', p.rev,
+                              'command_id', i.command_id, 'user', i.user_json),
            s.at
     FROM post p JOIN item i USING (n) JOIN taken t ON t.id = p.room_id, stamp s
     ORDER BY p.room_id, p.seq

@@ -238,3 +238,19 @@ def test_pages_run_a_bounded_number_of_queries_however_many_rows(staff, django_u
     many = query_counts(staff)
     assert many == few, (few, many)
     assert max(many.values()) <= 12, many
+
+
+def test_a_message_shows_its_versions_and_a_tombstone_as_such(staff, people, settings):
+    ana = people["ana"]
+    apply_command(ana, "room.join", {"room": "lobby"})
+    seq = post(ana, "lobby", "first draft")
+    settings.MESSAGING = {**settings.MESSAGING, "EDIT_HISTORY_RETENTION": 3600}
+    apply_command(ana, "message.edit", {"room": "lobby", "seq": seq, "body": "second draft"})
+    message = Message.objects.get(room__slug="lobby", seq=seq)
+    page = staff.get(reverse("admin:messaging_message_change", args=[message.pk])).content.decode()
+    assert "second draft" in page and "first draft" in page and "edit" in page
+    apply_command(ana, "message.delete", {"room": "lobby", "seq": seq})
+    page = staff.get(reverse("admin:messaging_message_change", args=[message.pk])).content.decode()
+    assert "(message deleted)" in page and "draft" not in page and "not kept" in page
+    listing = staff.get(MESSAGES).content.decode()
+    assert "(message deleted)" in listing and "draft" not in listing

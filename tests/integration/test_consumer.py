@@ -144,7 +144,7 @@ async def test_post_reaches_every_socket_in_the_room_including_the_senders_other
         (msg,) = await client.frames("msg", 1)
         assert msg["d"] == {
             "room": "lobby", "seq": 1, "id": "m1", "sender": {"id": ana.pk, "name": "ana"},
-            "body": "hi all", "at": ack["d"]["at"],
+            "body": "hi all", "at": ack["d"]["at"], "version": 1, "rev": 1,
         }
     assert await outsider.nothing_more()
 

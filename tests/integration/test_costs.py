@@ -290,3 +290,40 @@ def test_the_portable_receipt_path_stays_within_its_ceiling(django_user_model):
         move = move_watermarks_portably(reader, "lobby", 2, 2)
     assert move.moved and Message.objects.get(seq=2).state == "read"
     assert len(queries) <= PORTABLE_RECEIPT_QUERIES, [q["sql"] for q in queries]
+
+
+# An edit (PROTOCOL 1.1), one hop to its transaction: BEGIN, the membership
+# with its room, the message's row lock, the room's next rev, the new body
+# and version, the version's record, the command record, COMMIT; the claim
+# and the result in Redis, as for a post.
+EDIT_HOPS, EDIT_QUERIES, EDIT_REDIS = 1, 8, 2
+# A join with since_rev, as a reconnect sends it, one hop: BEGIN, the room,
+# the membership's watermark, the members' page, the unread count, the three
+# range scans of the replay (posted, changed, the reactions app's counts),
+# COMMIT. No Redis: a join is not exactly-once.
+SINCE_REV_JOIN_HOPS, SINCE_REV_JOIN_QUERIES, SINCE_REV_JOIN_REDIS = 1, 9, 0
+
+
+async def test_an_edit_costs_one_hop_to_a_transaction_of_a_few_statements_and_two_redis_round_trips(
+    member, counted
+):
+    outcome = await submit(member, "message.edit", {"room": "lobby", "seq": 1, "body": "warmed up"}, id="e1")
+    assert outcome.data["version"] == 2 and not outcome.dup
+    assert await sync_to_async(lambda: Message.objects.get(seq=1).body)() == "warmed up"
+    assert counted.of() <= (EDIT_HOPS, EDIT_QUERIES, EDIT_REDIS), (counted.hops, counted.queries, counted.calls)
+
+
+async def test_a_resume_by_since_rev_costs_a_few_bounded_queries_whatever_changed(member, counted):
+    for n in range(5):
+        await submit(member, "room.post", {"room": "lobby", "body": f"m{n}"})
+    await submit(member, "message.edit", {"room": "lobby", "seq": 1, "body": "edited"})
+    await submit(member, "message.delete", {"room": "lobby", "seq": 2})
+    await submit(member, "reaction.add", {"room": "lobby", "seq": 3})
+    counted.reset()
+    outcome = await submit(member, "room.join", {"room": "lobby", "since_rev": 1})
+    assert outcome.data["last_rev"] == 9
+    # The warm-up post is seq 1 (rev 1); seq 2, deleted, comes as its tombstone.
+    assert [f["t"] for f in outcome.replies] == ["msg"] * 5 + ["msg.edit", "reaction"]
+    assert outcome.replies[0]["d"]["deleted"] is True
+    assert counted.of() <= (SINCE_REV_JOIN_HOPS, SINCE_REV_JOIN_QUERIES, SINCE_REV_JOIN_REDIS), (
+        counted.hops, counted.queries, counted.calls)

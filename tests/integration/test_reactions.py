@@ -42,7 +42,7 @@ async def test_same_reaction_from_several_sockets_at_once_counts_once(make_user,
     assert await count_of(1) == 1
     # One broadcast, so every socket sees the count move once.
     for client in clients:
-        assert await client.frames("reaction", 1) == [{"t": "reaction", "d": {"room": "lobby", "seq": 1, "count": 1}}]
+        assert await client.frames("reaction", 1) == [{"t": "reaction", "d": {"room": "lobby", "seq": 1, "count": 1, "rev": 2}}]
         assert await client.nothing_more()
 
 
@@ -119,7 +119,7 @@ async def test_join_backlog_carries_the_counts(make_user, open_clients):
     bob = await open_clients(await make_user("bob"))
     await bob.join("lobby")
     assert [f["d"]["seq"] for f in await bob.frames("msg", 2)] == [1, 2]
-    assert await bob.frames("reaction", 1) == [{"t": "reaction", "d": {"room": "lobby", "seq": 1, "count": 2}}]
+    assert await bob.frames("reaction", 1) == [{"t": "reaction", "d": {"room": "lobby", "seq": 1, "count": 2, "rev": 4}}]
     assert await bob.nothing_more()
 
 

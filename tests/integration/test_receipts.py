@@ -186,11 +186,15 @@ async def test_join_ack_lists_members_with_their_watermarks_after_a_reconnect(ma
     assert ack["d"] == {
         "room": "lobby",
         "last_seq": 3,
+        "last_rev": 3,
+        "unread": 1,
+        "first_unread": 3,
         "members": [
             {"user": ana.user.pk, "name": "ana", "delivered": 1, "read": 1, "joined_seq": 0, "online": True},
             {"user": bob.user.pk, "name": "bob", "delivered": 3, "read": 2, "joined_seq": 0, "online": True},
         ],
         "members_total": 2,
+        "replayed": 0,
         "private": False,
         "owner": None,
     }

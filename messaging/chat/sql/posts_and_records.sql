@@ -11,22 +11,27 @@ WITH item AS (
     JOIN (SELECT room_id, count(*) AS posts FROM member GROUP BY room_id) c ON c.room_id = r.id
     ORDER BY r.id FOR UPDATE OF r
 ), taken AS (
-    UPDATE {room} r SET last_seq = r.last_seq + l.posts, last_event = r.last_event + l.posts
+    UPDATE {room} r SET last_seq = r.last_seq + l.posts, last_rev = r.last_rev + l.posts,
+           last_event = r.last_event + l.posts
     FROM locked l WHERE r.id = l.id
-    RETURNING r.id, r.last_seq - l.posts AS before, r.last_event - l.posts AS events_before
+    RETURNING r.id, r.last_seq - l.posts AS before, r.last_rev - l.posts AS rev_before,
+              r.last_event - l.posts AS events_before
 ), stamp AS MATERIALIZED (
     SELECT at, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at_text
     FROM (SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM taken) t) now
 ), post AS (
-    SELECT m.n, m.room_id, t.before + row_number() OVER (PARTITION BY m.room_id ORDER BY m.n) AS seq
-    FROM member m JOIN taken t ON t.id = m.room_id
+    SELECT n, room_id, before + k AS seq, rev_before + k AS rev FROM (
+        SELECT m.n, m.room_id, t.before, t.rev_before, row_number() OVER (PARTITION BY m.room_id ORDER BY m.n) AS k
+        FROM member m JOIN taken t ON t.id = m.room_id
+    ) numbered
 ), message AS (
-    INSERT INTO {message} (room_id, seq, sender_id, client_msg_id, body, state, sent_at)
-    SELECT p.room_id, p.seq, i.user_id, i.command_id, i.body, %(state)s, s.at FROM post p JOIN item i USING (n), stamp s
+    INSERT INTO {message} (room_id, seq, sender_id, client_msg_id, body, state, sent_at, version, posted_rev, rev)
+    SELECT p.room_id, p.seq, i.user_id, i.command_id, i.body, %(state)s, s.at, 1, p.rev, p.rev
+    FROM post p JOIN item i USING (n), stamp s
 ), record AS (
     INSERT INTO {record} (user_id, command_id, type, fingerprint, result, created_at)
     SELECT i.user_id, i.command_id, %(type)s, i.fingerprint,
            jsonb_build_object('room', i.room, 'seq', p.seq, 'at', s.at_text), s.at
     FROM post p JOIN item i USING (n), stamp s
 ){events}
-SELECT p.n, p.seq, s.at_text FROM post p, stamp s
+SELECT p.n, p.seq, s.at_text, p.rev FROM post p, stamp s

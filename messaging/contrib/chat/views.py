@@ -40,7 +40,10 @@ def sign_out(request: HttpRequest) -> HttpResponse:
 # storage (DEBUG off) each file is served under a hashed name; the import map
 # sends those relative imports to the hashed files, so one deployment's
 # modules never mix with another's from a cache.
-CHAT_MODULES = ("messaging/outbox.js", "messaging/store.js", "messaging/people.js")
+CHAT_MODULES = (
+    "messaging/outbox.js", "messaging/store.js", "messaging/changes.js", "messaging/edits.js",
+    "messaging/history.js", "messaging/unread.js", "messaging/people.js",
+)
 
 
 def import_map() -> str:

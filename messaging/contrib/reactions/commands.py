@@ -11,12 +11,18 @@ Frames (an extension of protocol v1, docs/PROTOCOL.md):
 
 - command `{"t": "reaction.add", "d": {"room": slug, "seq": n}}`, ack `d`:
   `{"room", "seq", "count"}`, the count right after this reaction was applied;
-- broadcast `{"t": "reaction", "d": {"room", "seq", "count"}}` to the room;
+- broadcast `{"t": "reaction", "d": {"room", "seq", "count", "rev"}}` to the
+  room, `rev` the room's rev of this change (PROTOCOL 1.1), taken before the
+  count's upsert in the same transaction; a reaction to a deleted message is
+  `invalid`;
 - after a `room.join` backlog, one `reaction` frame per backlog message that
   has reactions; with `reactions_from` in the join, first one per message
   from that seq up to the backlog that has reactions (the newest
   `REPLAY_LIMIT`), so a client that was away learns the counts of the
-  messages it already shows.
+  messages it already shows;
+- in a `room.join` with `since_rev`, one `reaction` frame per count changed
+  after it (`on_replay`), and after a `room.history` page, the page's counts
+  (`on_page`).
 """
 from __future__ import annotations
 
@@ -25,7 +31,9 @@ from typing import Iterable
 
 from django.db import connection
 
-from ...chat.hooks import on_join
+from ...chat.edits import message_seq
+from ...chat.hooks import on_join, on_page, on_replay
+from ...chat.revs import next_rev
 from ...chat.rooms import joined_room_id
 from ...conf import get_settings
 from ...core.exceptions import Invalid
@@ -44,40 +52,42 @@ class Reaction:
 
 
 def validate_reaction(d: dict) -> Reaction:
-    seq = optional_seq(d, "seq")
-    if seq is None or seq < 1:
-        raise Invalid("seq must be an integer >= 1")
-    return Reaction(room=room_slug(d), seq=seq)
+    return Reaction(room=room_slug(d), seq=message_seq(d))
 
 
-def reaction_frame(room: str, seq: int, count: int) -> dict:
-    return {"t": "reaction", "d": {"room": room, "seq": seq, "count": count}}
+def reaction_frame(room: str, seq: int, count: int, rev: int | None = None) -> dict:
+    return {"t": "reaction", "d": {"room": room, "seq": seq, "count": count, "rev": rev}}
 
 
 # PostgreSQL's and SQLite's upsert alike.
 INCREMENT = statement(__package__, "increment")
 
 
-def increment(message_id: int) -> int:
-    """Add one to the message's count in one statement, creating the row on first use.
+def increment(message_id: int, room_id: int, rev: int) -> int:
+    """Add one to the message's count in one statement, creating the row on first use,
+    and mark it with the room's `rev` of this change.
 
     An upsert, so two first reactions racing cannot both insert; the row lock
     it takes is held until commit, so concurrent reactions queue on it.
     """
     with connection.cursor() as cursor:
-        cursor.execute(INCREMENT.format(table=ReactionCount._meta.db_table), [message_id])
+        cursor.execute(INCREMENT.format(table=ReactionCount._meta.db_table), [message_id, room_id, rev])
         return cursor.fetchone()[0]
 
 
 @command("reaction.add", validate=validate_reaction)
 def add_reaction(ctx: CommandContext, reaction: Reaction) -> dict:
     room_id = joined_room_id(ctx.user, reaction.room)
-    message_id = Message.objects.filter(room_id=room_id, seq=reaction.seq).values_list("id", flat=True).first()
-    if message_id is None:
+    found = Message.objects.filter(room_id=room_id, seq=reaction.seq).values_list("id", "deleted_at").first()
+    if found is None:
         raise Invalid(f"no message {reaction.seq} in room {reaction.room}")
-    count = increment(message_id)
-    frame = reaction_frame(reaction.room, reaction.seq, count)
-    # After the count's row: the room's row, which the event takes, is an effect's last lock.
+    message_id, deleted_at = found
+    if deleted_at is not None:
+        raise Invalid(f"message {reaction.seq} is deleted")
+    # The room's row lock (the rev) before the count's, as posts and edits take it.
+    rev = next_rev(room_id)
+    count = increment(message_id, room_id, rev)
+    frame = reaction_frame(reaction.room, reaction.seq, count, rev)
     emit(ctx, "reaction.changed", reaction.room, frame["d"])
     ctx.broadcast(reaction.room, frame)
     return {"room": reaction.room, "seq": reaction.seq, "count": count}
@@ -91,15 +101,16 @@ def range_reactions(room: Room, first: int, last: int, *, limit: int) -> list[di
     counts = (
         ReactionCount.objects.filter(message__room=room, message__seq__gte=first, message__seq__lte=last, count__gt=0)
         .order_by("-message__seq")
-        .values_list("message__seq", "count")[:limit]
+        .values_list("message__seq", "count", "rev")[:limit]
     )
-    return [reaction_frame(room.slug, seq, count) for seq, count in reversed(list(counts))]
+    return [reaction_frame(room.slug, seq, count, rev) for seq, count, rev in reversed(list(counts))]
 
 
 def backlog_reactions(room: str, messages: Iterable[Message]) -> list[dict]:
     """`reaction` frames for the messages of a backlog that have any, in seq order."""
     counts = ReactionCount.objects.filter(message__in=[m.pk for m in messages], count__gt=0)
-    return [reaction_frame(room, seq, count) for seq, count in counts.order_by("message__seq").values_list("message__seq", "count")]
+    rows = counts.order_by("message__seq").values_list("message__seq", "count", "rev")
+    return [reaction_frame(room, seq, count, rev) for seq, count, rev in rows]
 
 
 def reactions_from(d: dict) -> int | None:
@@ -121,3 +132,15 @@ def join_replies(ctx: CommandContext, room: Room, since: int | None, backlog: li
 
 
 on_join("reactions", join_replies, validate=reactions_from)
+
+
+def changed_counts(room: Room, since_rev: int, upto: int, limit: int) -> list[tuple[int, int, dict]]:
+    """A `since_rev` replay's counts (messaging/chat/replay.py): each count
+    changed in (since_rev, upto], one `reaction` frame at its latest change."""
+    counts = (ReactionCount.objects.filter(room=room, rev__gt=since_rev, rev__lte=upto).order_by("rev")
+              .values_list("message__seq", "count", "rev")[:limit])
+    return [(rev, rev, reaction_frame(room.slug, seq, count, rev)) for seq, count, rev in counts]
+
+
+on_replay("reactions", changed_counts)
+on_page("reactions", backlog_reactions)

@@ -8,10 +8,18 @@
 // members the page knows all of, also from the members' watermarks. A stored
 // message carries a "+1" button whose count is the highest the server has
 // told (acks and `reaction` frames); a click is an outbox entry like a post.
+// A room is resumed by its change cursor (`rev`, changes.js): a rejoin with
+// `since_rev` brings every post, edit, delete and count it missed. Edits and
+// deletes (edits.js), unread badges and the divider (unread.js) and
+// scroll-back (history.js) have modules of their own.
 // User text only ever goes through textContent.
+import { GAP_WAIT_MS, RevCursor } from "./changes.js";
+import { addControls, DELETE, EDIT, settle, showPending, showVersion } from "./edits.js";
+import { History } from "./history.js";
 import { ACK_TIMEOUT_MS, backoffDelay, Connection, Outbox } from "./outbox.js";
 import { People } from "./people.js";
 import { IdbStore } from "./store.js";
+import { badge, placeDivider, showBadge, Unread } from "./unread.js";
 
 const RECEIPT_BATCH_MS = 300;
 const REACTION = "reaction.add";
@@ -39,6 +47,7 @@ const ui = {
   composerForm: $("[data-testid=composer-form]"),
   composer: $("[data-testid=composer]"),
   send: $("[data-testid=send]"),
+  loadOlder: $("[data-testid=load-older]"),
 };
 
 const rooms = new Map();
@@ -47,6 +56,7 @@ let current = null;
 let store;
 let outbox;
 let connection;
+let history;
 let people;
 const ROOM_HINT = ui.roomHint.textContent;
 
@@ -78,16 +88,36 @@ class Room {
     this.joining = null; // id of the join in flight
     this.readMark = 0;
     this.reported = { delivered: 0, read: 0 };
+    this.cursor = new RevCursor();
+    this.gapTimer = null;
+    this.unread = new Unread();
+    this.dividerPending = false;
+    this.noOlder = false;
+    this.loadingOlder = false;
     this.list = el("ol", "message-list");
     this.list.setAttribute("aria-label", `Messages in ${slug}`);
     this.list.hidden = true;
     ui.messages.append(this.list);
     const item = el("li");
+    item.dataset.testid = "room-item";
+    item.dataset.room = slug;
     this.button = el("button", "room-button", `# ${slug}`);
     this.button.type = "button";
     this.button.addEventListener("click", () => select(this));
+    this.badge = badge();
+    this.button.append(this.badge);
     item.append(this.button);
     ui.roomList.append(item);
+  }
+
+  oldestSeq() {
+    let oldest = null;
+    for (const seq of this.bySeq.keys()) if (oldest === null || seq < oldest) oldest = seq;
+    return oldest;
+  }
+
+  showUnread() {
+    showBadge(this.badge, this.unread.count(this.bySeq, this.readMark, isUnread));
   }
 
   /**
@@ -108,6 +138,9 @@ class Room {
     return [...this.members].filter(([id, m]) => id !== sender && m.read >= seq).map(([id, m]) => (id === me ? "you" : m.name));
   }
 }
+
+/** Unread to this user: someone else's message, not deleted. */
+const isUnread = (bubble) => !bubble.own && !bubble.deleted;
 
 function roomFor(slug) {
   let room = rooms.get(slug);
@@ -130,9 +163,19 @@ function select(room) {
   ui.composer.disabled = false;
   ui.send.disabled = false;
   localStorage.setItem(`messaging:${me}:room`, room.slug);
+  // The divider marks what was unread as the room opens; before its backlog is in, once it is.
+  room.dividerPending = true;
+  placeDividerOnceIn(room);
+  history?.show(room);
   people.show(room.slug);
   scrollToEnd();
   markRead();
+}
+
+function placeDividerOnceIn(room) {
+  if (!room.dividerPending || room !== current || !room.unread.known || room.cursor.replayLeft > 0) return;
+  room.dividerPending = false;
+  placeDivider(room.list, room.unread.firstUnread(room.bySeq, room.readMark, isUnread));
 }
 
 /** A direct room, listed apart under the other person's name. */
@@ -172,23 +215,32 @@ async function joinRoom(slug, { select: show = true } = {}) {
 }
 
 /**
- * (Re)join with `since` when anything is shown, so the backlog is exactly what
- * is missing. `refresh` (after a reconnect) also asks for the reaction counts
- * of every message shown (`reactions_from` its lowest seq): they may have
- * moved while the socket was away, and the server otherwise tells counts only
- * for a join's backlog.
+ * (Re)join with `since_rev` once the room's cursor has started, so the
+ * backlog is exactly what changed since: posts, edits, deletes and reaction
+ * counts (which once needed `reactions_from`).
  */
-function join(room, { refresh = false } = {}) {
+function join(room) {
   const id = crypto.randomUUID();
-  const d = { room: room.slug };
-  if (room.shown !== null) d.since = room.shown;
-  if (refresh && room.bySeq.size > 0) {
-    let lowest = Infinity;
-    for (const seq of room.bySeq.keys()) lowest = Math.min(lowest, seq);
-    d.reactions_from = lowest;
-  }
+  clearTimeout(room.gapTimer);
+  room.gapTimer = null;
+  const d = { room: room.slug, ...room.cursor.joinData() };
   if (connection.send({ id, t: "room.join", d })) room.joining = id;
   return id;
+}
+
+/** After a frame with a rev: rejoin if the room is behind, or if a skipped rev stays missing. */
+function checkCursor(room) {
+  placeDividerOnceIn(room);
+  if (room === current) history.update();
+  const missing = room.cursor.missing();
+  if (missing === null || room.joining || connection.state !== "open") return;
+  if (missing === "behind") join(room);
+  else if (room.gapTimer === null) {
+    room.gapTimer = setTimeout(() => {
+      room.gapTimer = null;
+      if (room.cursor.missing() !== null && !room.joining && connection.state === "open") join(room);
+    }, GAP_WAIT_MS);
+  }
 }
 
 // Bubbles ----------------------------------------------------------------
@@ -221,14 +273,19 @@ class Bubble {
   constructor({ room, id, own, body, senderId, senderName }) {
     // `confirmed`: the highest state the server itself has told (`state` frames, a backlog `msg`).
     Object.assign(this, { room, id, own, senderId, seq: null, state: null, confirmed: null });
+    // What the server stores: its version (0 until stored), body, tombstone (edits.js).
+    Object.assign(this, { version: 0, storedBody: body, deleted: false, editing: false, controls: null });
     this.node = el("li", own ? "msg own" : "msg");
     this.node.dataset.msgId = id;
     const meta = el("div", "meta");
     meta.append(el("span", "sender", own ? "You" : senderName));
     this.time = el("time");
+    this.editedMark = null; // "(edited)", once it is (edits.js)
     meta.append(this.time);
-    this.node.append(meta, el("p", "body", body));
+    this.body = el("p", "body", body);
+    this.node.append(meta, this.body);
     const foot = el("div", "foot");
+    this.foot = foot;
     // "+1", shown once the message has a seq to react to.
     this.reactButton = el("button", "react", "+1");
     this.reactButton.type = "button";
@@ -291,6 +348,11 @@ class Bubble {
     const room = rooms.get(this.room);
     room.bySeq.set(seq, this);
     this.showReactions();
+    addControls(this, {
+      edit: (body) => outbox.submit(EDIT, { room: this.room, seq, body }),
+      remove: () => outbox.submit(DELETE, { room: this.room, seq }),
+    });
+    for (const entry of outbox.pending()) if (isChangeOf(entry, this)) showPending(this, entry);
     if (at) {
       this.time.dateTime = at;
       this.time.textContent = new Date(at).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
@@ -329,6 +391,7 @@ class Bubble {
 
   /** The server's count, never one of ours added ahead of it; our clicks on their way show as pending. */
   showReactions() {
+    if (this.deleted) return;
     const count = rooms.get(this.room).reactions.get(this.seq) ?? 0;
     const waiting = outbox.pending().filter((e) => e.t === REACTION && e.d.room === this.room && e.d.seq === this.seq).length;
     this.reactionCount.textContent = String(count);
@@ -390,6 +453,9 @@ function ownBubble(entry) {
   return bubble;
 }
 
+const isChange = (entry) => entry.t === EDIT || entry.t === DELETE;
+const isChangeOf = (entry, bubble) => isChange(entry) && entry.d.room === bubble.room && entry.d.seq === bubble.seq;
+
 function retryFailed(entry, bubble) {
   // A retry is a new user action, so it gets a new id (the old one may be
   // refused as id_reused).
@@ -411,8 +477,20 @@ function discardFailed(entry, bubble) {
 function onMsg(d) {
   const room = rooms.get(d.room);
   if (!room) return;
+  room.cursor.take(d.rev);
+  onMsgOf(room, d);
+  room.showUnread();
+  checkCursor(room);
+}
+
+function onMsgOf(room, d) {
   if (room.shown === null) room.shown = d.seq - 1;
-  if (d.seq <= room.shown || room.held.has(d.seq)) return;
+  if (d.seq <= room.shown || room.held.has(d.seq)) {
+    // A repeat may still carry a newer state (the version decides).
+    const bubble = room.bySeq.get(d.seq);
+    if (bubble) showVersion(bubble, d);
+    return;
+  }
   if (d.seq > room.shown + 1) {
     room.held.set(d.seq, d);
     if (!room.joining) join(room);
@@ -431,20 +509,27 @@ function onMsg(d) {
 
 function show(room, d) {
   room.shown = d.seq;
+  const atEnd = nearEnd();
+  const bubble = storedBubble(room, d);
+  if (room === current && (atEnd || bubble.own)) scrollToEnd();
+}
+
+/** The bubble of a stored message's `d` (a `msg` frame's, a history page's), made if new, in its place and state. */
+function storedBubble(room, d) {
   const own = d.sender.id === me;
   const key = own ? d.id : `${room.slug}#${d.seq}`;
   let bubble = bubbles.get(key);
-  const atEnd = nearEnd();
   if (!bubble) {
     bubble = new Bubble({ room: room.slug, id: d.id, own, body: d.body, senderId: d.sender.id, senderName: d.sender.name });
     bubbles.set(key, bubble);
   }
   bubble.stored(d.seq, d.at);
+  showVersion(bubble, d);
   people.posted(room.slug, d.sender.id);
   // A backlog `msg` of an own message carries its state (an extension of the server's).
   if (own && RANK[d.state] !== undefined) bubble.confirm(d.state);
   bubble.place();
-  if (room === current && (atEnd || own)) scrollToEnd();
+  return bubble;
 }
 
 /** A `state` frame: one of this user's messages reached `delivered` or `read`. */
@@ -487,8 +572,12 @@ function onJoined(room, ack) {
   room.reported = { delivered: mine?.delivered ?? 0, read: mine?.read ?? 0 };
   // An empty room has no backlog to say where it starts.
   if (room.shown === null && ack.d.last_seq === 0) room.shown = 0;
+  room.unread.baseline({ ...ack.d, read: mine?.read ?? 0 });
+  room.cursor.joined(ack.d);
+  room.showUnread();
   refreshStates(room, newcomers);
   scheduleReceipts();
+  checkCursor(room);
   people.joined(room.slug, ack.d);
 }
 
@@ -508,6 +597,8 @@ function onStatus(d) {
   }
   member.delivered = Math.max(member.delivered, d.delivered);
   member.read = Math.max(member.read, d.read);
+  // This user read on another tab or device: the badges follow.
+  if (d.user === me && d.read > room.unread.read) askUnread();
   refreshStates(room);
 }
 
@@ -550,7 +641,10 @@ function flushReceipts() {
 }
 
 function onReceiptAck(room, ack) {
-  if (ack.ok) return;
+  if (ack.ok) {
+    if (ack.d.read > room.unread.read) askUnread();
+    return;
+  }
   // Not moved: say it again later (watermarks are cumulative, so repeating is harmless).
   room.reported = { delivered: 0, read: 0 };
   if (ack.error.retry) setTimeout(scheduleReceipts, backoffDelay(2));
@@ -579,6 +673,7 @@ function markRead() {
   }
   if (mark > current.readMark) {
     current.readMark = mark;
+    current.showUnread();
     scheduleReceipts();
   }
 }
@@ -589,7 +684,7 @@ let pendingJoins = new Set();
 let resumeTimer = null;
 
 function onOpen() {
-  pendingJoins = new Set([...rooms.values()].map((room) => join(room, { refresh: true })));
+  pendingJoins = new Set([...rooms.values()].map((room) => join(room)));
   // Rejoin first, then resend: a post needs the membership its join makes.
   resumeTimer = setTimeout(resume, ACK_TIMEOUT_MS);
   if (pendingJoins.size === 0) resume();
@@ -607,12 +702,19 @@ function onClose() {
   clearTimeout(resumeTimer);
   pendingJoins.clear();
   outbox.pause();
-  for (const room of rooms.values()) room.joining = null;
+  history.lost();
+  unreadAsked = null;
+  for (const room of rooms.values()) {
+    room.joining = null;
+    room.cursor.lost();
+  }
 }
 
 async function onAck(frame) {
   if (await outbox.handleAck(frame)) return;
   if (people.onAck(frame)) return;
+  if (history.answered(frame, insertOlder)) return;
+  if (frame.id === unreadAsked) return onRoomsList(frame);
   const room = [...rooms.values()].find((r) => r.joining === frame.id);
   if (room) {
     if (frame.ok) onJoined(room, frame);
@@ -629,7 +731,52 @@ async function onAck(frame) {
 
 function onReaction(d) {
   const room = rooms.get(d.room);
-  if (room) countReaction(room, d.seq, d.count);
+  if (!room) return;
+  room.cursor.take(d.rev);
+  countReaction(room, d.seq, d.count);
+  checkCursor(room);
+}
+
+/** `msg.edit` or `msg.delete`: shown if newer than what the bubble shows; of a message not held, scroll-back brings the current state. */
+function onChanged(frame) {
+  const d = frame.d;
+  const room = rooms.get(d.room);
+  if (!room) return;
+  room.cursor.take(d.rev);
+  const bubble = room.bySeq.get(d.seq);
+  if (bubble) showVersion(bubble, d, { deleted: frame.t === "msg.delete" });
+  if (frame.t === "msg.delete") askUnread();
+  room.showUnread();
+  checkCursor(room);
+}
+
+/** A message of a `room.history` page, put in above what is shown (history.js keeps the scroll position). */
+function insertOlder(room, d) {
+  if (!room.bySeq.has(d.seq)) storedBubble(room, d);
+}
+
+// Unread counts from the server: after receipts moved the watermark, or a delete.
+let unreadAsked = null;
+let unreadTimer = null;
+
+function askUnread() {
+  if (unreadTimer !== null) return;
+  unreadTimer = setTimeout(() => {
+    unreadTimer = null;
+    const id = crypto.randomUUID();
+    if (connection.send({ id, t: "rooms.list", d: {} })) unreadAsked = id;
+  }, RECEIPT_BATCH_MS);
+}
+
+function onRoomsList(frame) {
+  unreadAsked = null;
+  if (!frame.ok) return;
+  for (const entry of frame.d.rooms) {
+    const room = rooms.get(entry.room);
+    if (!room) continue;
+    room.unread.baseline(entry);
+    room.showUnread();
+  }
 }
 
 const handlers = {
@@ -638,6 +785,8 @@ const handlers = {
   status: (frame) => onStatus(frame.d),
   state: (frame) => onState(frame.d),
   reaction: (frame) => onReaction(frame.d),
+  "msg.edit": onChanged,
+  "msg.delete": onChanged,
   presence: (frame) => people.onFrame(frame),
   typing: (frame) => people.onFrame(frame),
   invited: (frame) => people.onFrame(frame),
@@ -655,6 +804,7 @@ function onFrame(frame) {
 
 function onOutboxChange({ type, entry, ack }) {
   if (entry.t === REACTION) onReactionChange({ type, entry, ack });
+  else if (isChange(entry)) onChangeChange({ type, entry, ack });
   else if (type === "pending") ownBubble(entry);
   else if (type === "acked") {
     // Stored: the ack's seq places the bubble (it may be older than the
@@ -668,6 +818,20 @@ function onOutboxChange({ type, entry, ack }) {
     } else bubble.advance("sent");
   } else if (type === "failed") ownBubble(entry).failed(entry);
   showWaiting();
+}
+
+/** An edit or delete in the outbox: shown pending at once, then as the ack's version, or back with the reason. */
+function onChangeChange({ type, entry, ack }) {
+  if (type === "failed") store.forget(entry.id);
+  const bubble = rooms.get(entry.d.room)?.bySeq.get(entry.d.seq);
+  if (!bubble) return;
+  if (type === "pending") showPending(bubble, entry);
+  else if (type === "acked") {
+    if (entry.t === EDIT) showVersion(bubble, { version: ack.d?.version, body: entry.d.body, edited_at: ack.d?.edited_at });
+    else showVersion(bubble, { version: ack.d?.version }, { deleted: true });
+    settle(bubble, null);
+    if (entry.t === DELETE) rooms.get(entry.d.room).showUnread();
+  } else if (type === "failed") settle(bubble, entry.error);
 }
 
 function onReactionChange({ type, entry, ack }) {
@@ -686,8 +850,10 @@ const counted = (n, noun) => `${n} ${noun}${n === 1 ? "" : "s"}`;
 function showWaiting() {
   const pending = outbox.pending();
   const reactions = pending.filter((e) => e.t === REACTION).length;
+  const changes = pending.filter(isChange).length;
   const parts = [];
-  if (pending.length > reactions) parts.push(counted(pending.length - reactions, "message"));
+  if (pending.length > reactions + changes) parts.push(counted(pending.length - reactions - changes, "message"));
+  if (changes) parts.push(counted(changes, "change"));
   if (reactions) parts.push(counted(reactions, "reaction"));
   ui.pending.hidden = parts.length === 0;
   ui.pending.textContent = `${parts.join(" and ")} waiting to be sent`;
@@ -802,8 +968,9 @@ async function start() {
   outbox = new Outbox({ store, transmit: (frame) => connection.send(frame), onChange: onOutboxChange });
   people = new People({ me, send: (frame) => connection.send(frame), openRoom: joinRoom, labelDirect, dropRoom });
   for (const slug of await store.rooms()) roomFor(slug);
+  history = new History({ container: ui.messages, button: ui.loadOlder, send: (frame) => connection.send(frame) });
   for (const entry of await store.failed()) {
-    if (entry.t === REACTION) store.forget(entry.id); // a page closed before it could
+    if (entry.t === REACTION || isChange(entry)) store.forget(entry.id); // a page closed before it could
     else ownBubble(entry).failed(entry);
   }
   await outbox.load();

@@ -81,6 +81,12 @@ export declare function backoffDelay(
   options?: { base?: number; cap?: number; random?: () => number },
 ): number;
 
+/**
+ * The lane of an entry: a room's posts, edits and deletes (`room:<slug>`) go
+ * one at a time, in order; any other type has none (null) and is not held.
+ */
+export declare function laneOf(entry: CommandFrame): string | null;
+
 /** Pending commands, each sent with the id minted once for its user action until an ok or a final refusal. */
 export declare class Outbox {
   constructor(options: OutboxOptions);

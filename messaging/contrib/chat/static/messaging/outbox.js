@@ -28,7 +28,7 @@ export function backoffDelay(attempt, { base = BACKOFF_BASE_MS, cap = BACKOFF_CA
  * source of truth across reloads and tabs; the map here mirrors it in order.
  *
  * Entries of one lane go one at a time, in order: the next is sent when the
- * one before it has left. Posts have a lane per room: pipelined, a later post
+ * one before it has left. Posts (with the room's edits and deletes) have a lane per room: pipelined, a later post
  * could take its seq while an earlier one is refused with `in_progress` (a
  * claim left by a server that died) or `unavailable`, and the room would show
  * them out of order. Other commands (a "+1" reaction) have no lane: what they
@@ -167,9 +167,13 @@ export class Outbox {
   }
 }
 
-/** Posts go one at a time per room; anything else has no lane (null) and is not held. */
-function laneOf(entry) {
-  return entry.t === "room.post" ? `room.post:${entry.d?.room ?? ""}` : null;
+// A room's posts, edits and deletes share its lane: an edit waits for the
+// post before it, a delete for the edit (as in messaging.client's outbox).
+const ORDERED = new Set(["room.post", "message.edit", "message.delete"]);
+
+/** Posts, edits and deletes go one at a time per room; anything else has no lane (null) and is not held. */
+export function laneOf(entry) {
+  return ORDERED.has(entry.t) ? `room:${entry.d?.room ?? ""}` : null;
 }
 
 function strip({ attempts, ...entry }) {

@@ -1,0 +1,56 @@
+"""`message.delete` (PROTOCOL.md 1.1): a message becomes a tombstone, exactly once.
+
+The tombstone keeps its seq and loses its body: the row's body is set to ""
+and every body the version history kept is cleared in the same transaction
+(`delete_message`, the whole effect), so no copy of it stays in the app's
+tables. Deleting a tombstone again is ok and changes nothing: no frame, no
+rev, an ack with the delete's version and time.
+"""
+from __future__ import annotations
+
+from django.utils import timezone
+
+from ..core.exceptions import Forbidden
+from ..core.handlers import CommandContext, command
+from ..core.protocol import format_time, room_slug
+from ..events.outbox import emit
+from ..models import Message, MessageVersion
+from .edits import MessageRef, locked_message, message_seq, record_version
+from .permissions import may_delete
+from .revs import next_rev
+from .rooms import joined_room
+
+
+def validate_delete(d: dict) -> MessageRef:
+    return MessageRef(room=room_slug(d), seq=message_seq(d))
+
+
+def delete_frame(room: str, message: Message) -> dict:
+    return {"t": "msg.delete", "d": {"room": room, "seq": message.seq, "id": message.client_msg_id,
+                                     "version": message.version, "deleted_at": format_time(message.deleted_at),
+                                     "rev": message.rev}}
+
+
+def deleted(room: str, message: Message) -> dict:
+    return {"room": room, "seq": message.seq, "version": message.version,
+            "deleted_at": format_time(message.deleted_at)}
+
+
+@command("message.delete", validate=validate_delete)
+def delete_message(ctx: CommandContext, ref: MessageRef) -> dict:
+    room = joined_room(ctx.user, ref.room)
+    message = locked_message(room, ref.seq)
+    if not may_delete(ctx.user, message, room):
+        raise Forbidden("only its sender, the room's owner or a moderator deletes a message")
+    if message.deleted_at is not None:
+        return deleted(room.slug, message)
+    message.rev = next_rev(room.pk)
+    message.deleted_at = timezone.now()
+    message.body, message.version = "", message.version + 1
+    message.save(update_fields=["body", "version", "deleted_at", "rev"])
+    MessageVersion.objects.filter(message=message, previous_body__isnull=False).update(previous_body=None)
+    record_version(ctx, message, MessageVersion.Kind.DELETE, message.deleted_at, None)
+    frame = delete_frame(room.slug, message)
+    emit(ctx, "message.deleted", room.slug, frame["d"])  # in the change's transaction (docs/EVENTS.md)
+    ctx.broadcast(room.slug, frame)
+    return deleted(room.slug, message)

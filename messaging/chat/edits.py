@@ -1,0 +1,99 @@
+"""`message.edit` (PROTOCOL.md 1.1): the sender replaces a message's body,
+exactly once, under the seven rules of `room.post`.
+
+An edit is registered with the default `exactly_once=True`: the claim, the
+durable record committed with the new body, and the replayed ack are the
+machinery that keeps a post single (messaging/core/pipeline.py), through
+the type's portable `apply` in one transaction (messaging/core/records.py). Its whole
+effect is `edit_message`, one transaction: the message's row lock, the
+room's next rev, the new body and version, the version's record.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.utils import timezone
+
+from ..conf import get_settings
+from ..core.exceptions import Forbidden, Invalid
+from ..core.handlers import CommandContext, command
+from ..core.protocol import format_time, message_body, optional_seq, room_slug
+from ..events.outbox import emit
+from ..models import Message, MessageVersion, Room
+from .permissions import may_edit
+from .revs import next_rev
+from .rooms import joined_room
+
+
+@dataclass(frozen=True)
+class MessageRef:
+    room: str
+    seq: int
+
+
+@dataclass(frozen=True)
+class Edit:
+    room: str
+    seq: int
+    body: str
+
+
+def message_seq(d: dict) -> int:
+    seq = optional_seq(d, "seq")
+    if seq is None or seq < 1:
+        raise Invalid("seq must be an integer >= 1")
+    return seq
+
+
+def validate_edit(d: dict) -> Edit:
+    return Edit(room=room_slug(d), seq=message_seq(d), body=message_body(d, get_settings().BODY_MAX_CHARS))
+
+
+def locked_message(room: Room, seq: int) -> Message:
+    """The room's message `seq`, its row locked until commit, so the changes
+    of one message are made one after another; `Invalid` if there is none.
+
+    FOR NO KEY UPDATE, the lock an UPDATE of the row takes: it leaves the key
+    share lock of a reaction's foreign key free. Taken before the room's row
+    (`next_rev`); posts and reactions take the room's and no message's, and
+    receipts never the room's, so no two changes wait on each other in a cycle.
+    """
+    message = Message.objects.select_for_update(no_key=True).filter(room=room, seq=seq).first()
+    if message is None:
+        raise Invalid(f"no message {seq} in room {room.slug}")
+    return message
+
+
+def record_version(ctx: CommandContext, message: Message, kind: str, at: Any, previous_body: str | None) -> None:
+    """The admin's record of one change; the replaced body only while history is kept."""
+    keep = get_settings().EDIT_HISTORY_RETENTION > 0
+    MessageVersion.objects.create(message=message, version=message.version, kind=kind, by=ctx.user,
+                                  at=at, previous_body=previous_body if keep else None)
+
+
+def edit_frame(room: str, message: Message) -> dict:
+    return {"t": "msg.edit", "d": {"room": room, "seq": message.seq, "id": message.client_msg_id,
+                                   "body": message.body, "version": message.version,
+                                   "edited_at": format_time(message.edited_at), "rev": message.rev}}
+
+
+@command("message.edit", validate=validate_edit)
+def edit_message(ctx: CommandContext, edit: Edit) -> dict:
+    room = joined_room(ctx.user, edit.room)
+    message = locked_message(room, edit.seq)
+    if not may_edit(ctx.user, message, room):
+        raise Forbidden("only its sender edits a message")
+    if message.deleted_at is not None:
+        raise Invalid(f"message {edit.seq} is deleted")
+    previous = message.body
+    message.rev = next_rev(room.pk)
+    message.edited_at = timezone.now()
+    message.body, message.version = edit.body, message.version + 1
+    message.save(update_fields=["body", "version", "edited_at", "rev"])
+    record_version(ctx, message, MessageVersion.Kind.EDIT, message.edited_at, previous)
+    frame = edit_frame(room.slug, message)
+    emit(ctx, "message.edited", room.slug, frame["d"])  # in the change's transaction (docs/EVENTS.md)
+    ctx.broadcast(room.slug, frame)
+    return {"room": room.slug, "seq": message.seq, "version": message.version,
+            "edited_at": format_time(message.edited_at)}

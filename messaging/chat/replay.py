@@ -1,0 +1,71 @@
+"""`room.join` with `since_rev`: every change of a room after a rev, oldest first.
+
+Each thing a change touched is sent once, in its current state, at the
+place (`rev`) of one of its changes:
+
+- a message posted after `since_rev`: its `msg` (a tombstone if deleted
+  since, with its current body if edited), at its post's place, so new
+  messages still come in seq order;
+- a message posted before it: the `msg.edit` or `msg.delete` of its latest
+  change, at that change's place;
+- what an app beside the chat changed (its `on_replay` hook,
+  messaging/chat/hooks.py): a reaction count is one `reaction` frame, at
+  its latest change's place.
+
+PROTOCOL.md allows this ("the latest change of a message ... as long as the
+client ends in the same state"). The replay covers the changes up to the
+ack's `last_rev` (read before it: later ones arrive live, the socket
+subscribed first), at most `REPLAY_LIMIT` frames. Its frames' revs are
+safe resume points: the replay is "cut" at `last_rev`, or, when the limit
+cuts it short, at the place of the last frame sent; a frame carries the rev
+of the state it shows where that is at most the cut, else its place. So the
+highest rev a client got says where to resume: everything up to it is
+reflected in what it holds, and whatever changed after it is sent again
+from its latest change (a client ignores what it already shows by
+`version`, or by the highest count).
+
+Range scans, each bounded by the limit: messages by (room, posted_rev),
+messages by (room, rev), and a hook's (the counts by (room, rev)).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import F
+
+from ..models import Message, Room
+from .deletes import delete_frame
+from .edits import edit_frame
+from .hooks import replay_hooks
+from .messages import stored_msg_frame
+
+
+def changes_since(room: Room, since_rev: int, viewer: Any, *, limit: int) -> tuple[list[dict], int]:
+    """The frames that bring a client at `since_rev` to the room's state at
+    `room.last_rev`, at most `limit`, and the rev they bring it to: the cut
+    (see the module's docstring)."""
+    upto = room.last_rev
+    if since_rev >= upto:
+        return [], upto
+    messages = Message.objects.filter(room=room).select_related("sender")
+    # (place, rev of the state shown, frame)
+    placed: list[tuple[int, int, dict]] = []
+    for message in messages.filter(posted_rev__gt=since_rev, posted_rev__lte=upto).order_by("posted_rev")[:limit]:
+        placed.append((message.posted_rev, message.rev, stored_msg_frame(message, room.slug, viewer)))
+    # rev > posted_rev follows from the other bounds; said, so that the partial index serves it.
+    changed = (messages.filter(posted_rev__lte=since_rev, rev__gt=since_rev, rev__lte=upto)
+               .filter(rev__gt=F("posted_rev")).order_by("rev")[:limit])
+    for message in changed:
+        if message.deleted_at is not None:
+            placed.append((message.rev, message.rev, delete_frame(room.slug, message)))
+        elif message.edited_at is not None:
+            placed.append((message.rev, message.rev, edit_frame(room.slug, message)))
+    for changes in replay_hooks():
+        placed.extend(changes(room, since_rev, upto, limit))
+    placed.sort(key=lambda entry: entry[0])
+    cut = placed[limit - 1][0] if len(placed) > limit else upto
+    frames = []
+    for place, shown, frame in placed[:limit]:
+        frame["d"]["rev"] = shown if shown <= cut else place
+        frames.append(frame)
+    return frames, cut

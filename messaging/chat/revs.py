@@ -1,0 +1,21 @@
+"""`rev`: one gapless change counter per room (PROTOCOL.md 1.1).
+
+Every post, edit, delete and reaction change takes the room's next rev in
+its own transaction, by an UPDATE of the room's row that holds the row lock
+until commit: two changes of a room queue on it, so revs are handed out in
+commit order, and a rollback takes its number back with it (no gap). Posts
+take theirs with their seq in the same UPDATE (messaging/chat/sql/posts_and_records.sql).
+"""
+from __future__ import annotations
+
+from django.db import connection
+
+from ..models import Room
+
+
+def next_rev(room_id: int) -> int:
+    """Take the room's next rev. Holds the room's row lock until commit."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {Room._meta.db_table} SET last_rev = last_rev + 1 WHERE id = %s RETURNING last_rev",
+                       [room_id])
+        return cursor.fetchone()[0]
