@@ -14,7 +14,7 @@ from ..core.exceptions import Forbidden
 from ..core.handlers import CommandContext, command
 from ..core.protocol import format_time, room_slug
 from ..events.outbox import emit
-from ..models import Message, MessageVersion
+from ..models import Message, MessageVersion, ModerationAction
 from .edits import MessageRef, locked_message, message_seq, record_version
 from .permissions import may_delete
 from .revs import next_rev
@@ -50,6 +50,11 @@ def delete_message(ctx: CommandContext, ref: MessageRef) -> dict:
     message.save(update_fields=["body", "version", "deleted_at", "rev"])
     MessageVersion.objects.filter(message=message, previous_body__isnull=False).update(previous_body=None)
     record_version(ctx, message, MessageVersion.Kind.DELETE, message.deleted_at, None)
+    if message.sender_id != ctx.user.pk:
+        # Someone else's message: a moderator's act (the owner's or staff's), for the admin's audit.
+        ModerationAction.objects.create(room=room, room_slug=room.slug, actor=ctx.user,
+                                        kind=ModerationAction.Kind.DELETE, target_id=message.sender_id,
+                                        seq=message.seq)
     frame = delete_frame(room.slug, message)
     emit(ctx, "message.deleted", room.slug, frame["d"])  # in the change's transaction (docs/EVENTS.md)
     ctx.broadcast(room.slug, frame)

@@ -111,7 +111,7 @@ async def test_a_reaction_writes_its_event_once(make_user, open_clients):
     found = await events()
     assert [(e["type"], e["position"]) for e in found] == [
         ("message.posted", 1), ("reaction.changed", 2), ("reaction.changed", 3)]
-    assert found[1]["data"] == {"room": "lobby", "seq": 1, "count": 1, "command_id": "plus-1", "user": ana.pk}
+    assert found[1]["data"] == {"room": "lobby", "seq": 1, "count": 1, "rev": 2, "command_id": "plus-1", "user": ana.pk}
     assert found[2]["data"]["count"] == 2
 
 
@@ -197,3 +197,34 @@ async def test_a_host_type_emits_its_event_through_the_context(make_user, open_c
         assert event["data"] == {"room": "lobby", "at": 1, "command_id": "w-1", "user": ana.pk}
     finally:
         handlers._registry.pop("test.wave", None)
+
+
+async def test_an_edit_and_a_delete_write_their_events_once_with_their_frames(make_user, open_clients):
+    ana = await make_user("Ana")
+    client = await open_clients(ana)
+    await client.join("lobby")
+    seq = (await client.call("room.post", {"room": "lobby", "body": "helo"}, id="p"))["d"]["seq"]
+    for _ in range(2):  # a retried edit is one effect: one event
+        assert (await client.call("message.edit", {"room": "lobby", "seq": seq, "body": "hello"}, id="e"))["ok"]
+    [edit_frame] = await client.frames("msg.edit", 1)
+    for id in ("d", "d", "d-again"):  # a retry, and a second delete of a deleted message: no event
+        assert (await client.call("message.delete", {"room": "lobby", "seq": seq}, id=id))["ok"]
+    [delete_frame] = await client.frames("msg.delete", 1)
+    found = await events()
+    assert [e["type"] for e in found] == ["message.posted", "message.edited", "message.deleted"]
+    assert [e["position"] for e in found] == [1, 2, 3]
+    assert found[0]["data"]["rev"] == 1 and found[0]["data"]["version"] == 1
+    assert found[1]["data"] == {**edit_frame["d"], "command_id": "e", "user": ana.pk}
+    assert found[2]["data"] == {**delete_frame["d"], "command_id": "d", "user": ana.pk}
+    assert "body" not in found[2]["data"]
+
+
+async def test_a_refused_edit_writes_nothing(make_user, open_clients):
+    ana, bob = await make_user("Ana"), await make_user("Bob")
+    a, b = await open_clients(ana), await open_clients(bob)
+    await a.join("lobby")
+    await b.join("lobby")
+    seq = (await a.call("room.post", {"room": "lobby", "body": "mine"}))["d"]["seq"]
+    ack = await b.call("message.edit", {"room": "lobby", "seq": seq, "body": "yours now"})
+    assert ack["error"]["code"] == "forbidden"
+    assert [e["type"] for e in await events()] == ["message.posted"]
