@@ -40,6 +40,7 @@ from django.db import (DatabaseError, IntegrityError, InterfaceError, Operationa
                        connection, connections, transaction)
 
 from .models import DeadLetter, InboxRecord
+from .retries import exponential
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +138,7 @@ class GroupApplier:
             except DatabaseError as exc:
                 failures += 1
                 log.warning("consumer %s: database: %s (waiting)", self.group, exc)
-                time.sleep(min(5.0, 0.1 * 2**failures))
+                time.sleep(exponential(failures))
 
     def apply_in_transaction(self, event: dict) -> None:
         with transaction.atomic():
@@ -202,7 +203,7 @@ class Consumer(GroupApplier):
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 failures += 1
                 log.warning("consumer %s: redis: %s (retrying)", self.group, exc)
-                time.sleep(min(5.0, 0.1 * 2**failures))
+                time.sleep(exponential(failures))
             except DatabaseError as exc:
                 log.warning("consumer %s: database: %s", self.group, exc)
                 self.wait_for_database()

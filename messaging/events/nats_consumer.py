@@ -23,6 +23,7 @@ from nats.js.errors import NotFoundError
 
 from .consumers import GroupApplier, Handler
 from .nats import STREAM, SUBJECTS
+from .retries import exponential
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ class NatsConsumer(GroupApplier):
             except (nats.errors.Error, OSError, asyncio.TimeoutError) as exc:
                 failures += 1
                 log.warning("consumer %s: nats: %s (retrying)", self.group, exc)
-                await asyncio.sleep(min(5.0, 0.1 * 2**failures))
+                await asyncio.sleep(exponential(failures))
             except DatabaseError as exc:
                 log.warning("consumer %s: database: %s", self.group, exc)
                 await asyncio.get_running_loop().run_in_executor(database_thread, self.wait_for_database)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from typing import Any
 
@@ -26,6 +25,7 @@ import psycopg
 
 from . import stats
 from .models import Event, InboxRecord
+from .retries import full_jitter
 from .sinks import Sink, entry
 
 log = logging.getLogger(__name__)
@@ -38,11 +38,6 @@ CLAIM_EVERY = 2.0
 PRUNE_EVERY = 60.0
 # Most rows one prune statement deletes, so it never holds many locks long.
 PRUNE_CHUNK = 5000
-
-
-def backoff(attempt: int, cap: float = 5.0) -> float:
-    """Exponential with full jitter, so relays that failed together do not retry together."""
-    return random.uniform(0, min(cap, 0.1 * 2**attempt))
 
 
 class Relay:
@@ -75,7 +70,7 @@ class Relay:
                 log.warning("relay: %s: %s (retrying)", type(exc).__name__, exc)
                 if isinstance(exc, psycopg.Error):
                     await self.disconnect()
-                await self.sleep(backoff(failures))
+                await self.sleep(full_jitter(failures))
                 continue
             if published < self.batch:
                 await self.sleep(self.poll_interval)

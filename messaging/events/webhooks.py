@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import random
 import time
 import urllib.error
 import urllib.request
@@ -35,6 +34,7 @@ from django.utils import timezone
 
 from ..conf import get_settings
 from .models import DeadLetter, WebhookAttempt, WebhookDelivery, WebhookEndpoint
+from .retries import full_jitter
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def verify(secret: str, header: str, body: bytes, *, tolerance: float = 300.0, n
 def backoff(attempts: int) -> float:
     """Seconds before the next attempt, after `attempts` failed: full jitter under an exponential cap."""
     conf = get_settings()
-    return random.uniform(0, min(conf.WEBHOOK_BACKOFF_CAP, conf.WEBHOOK_BACKOFF * 2 ** (attempts - 1)))
+    return full_jitter(attempts - 1, base=conf.WEBHOOK_BACKOFF, cap=conf.WEBHOOK_BACKOFF_CAP)
 
 
 def lease_due(limit: int) -> list[WebhookDelivery]:
