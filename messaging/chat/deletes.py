@@ -12,17 +12,13 @@ from django.utils import timezone
 
 from ..core.exceptions import Forbidden
 from ..core.handlers import CommandContext, command
-from ..core.protocol import format_time, room_slug
+from ..core.protocol import format_time
 from ..events.outbox import emit
 from ..models import Message, MessageVersion, ModerationAction
-from .edits import MessageRef, locked_message, message_seq, record_version
+from .edits import MessageRef, locked_message, record_version, validate_message_ref
 from .permissions import may_delete
 from .revs import next_rev
 from .rooms import joined_room
-
-
-def validate_delete(d: dict) -> MessageRef:
-    return MessageRef(room=room_slug(d), seq=message_seq(d))
 
 
 def delete_frame(room: str, message: Message) -> dict:
@@ -36,7 +32,7 @@ def deleted(room: str, message: Message) -> dict:
             "deleted_at": format_time(message.deleted_at)}
 
 
-@command("message.delete", validate=validate_delete)
+@command("message.delete", validate=validate_message_ref)
 def delete_message(ctx: CommandContext, ref: MessageRef) -> dict:
     room = joined_room(ctx.user, ref.room)
     message = locked_message(room, ref.seq)

@@ -28,6 +28,8 @@ from .rooms import joined_room
 
 @dataclass(frozen=True)
 class MessageRef:
+    """One message of a room: the data of `message.delete` and of a reaction."""
+
     room: str
     seq: int
 
@@ -44,6 +46,10 @@ def message_seq(d: dict) -> int:
     if seq is None or seq < 1:
         raise Invalid("seq must be an integer >= 1")
     return seq
+
+
+def validate_message_ref(d: dict) -> MessageRef:
+    return MessageRef(room=room_slug(d), seq=message_seq(d))
 
 
 def validate_edit(d: dict) -> Edit:

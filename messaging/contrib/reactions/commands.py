@@ -26,33 +26,22 @@ Frames (an extension of protocol v1, docs/PROTOCOL.md):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterable
 
 from django.db import connection
 
-from ...chat.edits import message_seq
+from ...chat.edits import MessageRef, validate_message_ref
 from ...chat.hooks import on_join, on_page, on_replay
 from ...chat.revs import next_rev
 from ...chat.rooms import joined_room_id
 from ...conf import get_settings
 from ...core.exceptions import Invalid
 from ...core.handlers import CommandContext, command
-from ...core.protocol import optional_seq, room_slug
+from ...core.protocol import optional_seq
 from ...core.sql import statement
 from ...events.outbox import emit
 from ...models import Message, Room
 from .models import ReactionCount
-
-
-@dataclass(frozen=True)
-class Reaction:
-    room: str
-    seq: int
-
-
-def validate_reaction(d: dict) -> Reaction:
-    return Reaction(room=room_slug(d), seq=message_seq(d))
 
 
 def reaction_frame(room: str, seq: int, count: int, rev: int | None = None) -> dict:
@@ -75,8 +64,8 @@ def increment(message_id: int, room_id: int, rev: int) -> int:
         return cursor.fetchone()[0]
 
 
-@command("reaction.add", validate=validate_reaction)
-def add_reaction(ctx: CommandContext, reaction: Reaction) -> dict:
+@command("reaction.add", validate=validate_message_ref)
+def add_reaction(ctx: CommandContext, reaction: MessageRef) -> dict:
     room_id = joined_room_id(ctx.user, reaction.room)
     found = Message.objects.filter(room_id=room_id, seq=reaction.seq).values_list("id", "deleted_at").first()
     if found is None:
