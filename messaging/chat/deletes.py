@@ -40,7 +40,7 @@ def delete_message(ctx: CommandContext, ref: MessageRef) -> dict:
         raise Forbidden("only its sender, the room's owner or a moderator deletes a message")
     if message.deleted_at is not None:
         return deleted(room.slug, message)
-    message.rev = next_rev(room.pk)
+    message.rev, position = next_rev(room.pk)
     message.deleted_at = timezone.now()
     message.body, message.version = "", message.version + 1
     message.save(update_fields=["body", "version", "deleted_at", "rev"])
@@ -52,6 +52,6 @@ def delete_message(ctx: CommandContext, ref: MessageRef) -> dict:
                                         kind=ModerationAction.Kind.DELETE, target_id=message.sender_id,
                                         seq=message.seq)
     frame = delete_frame(room.slug, message)
-    emit(ctx, "message.deleted", room.slug, frame["d"])  # in the change's transaction (docs/EVENTS.md)
+    emit(ctx, "message.deleted", room.slug, frame["d"], at=(room.pk, position))  # in the change's transaction
     ctx.broadcast(room.slug, frame)
     return deleted(room.slug, message)

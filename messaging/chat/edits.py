@@ -93,13 +93,13 @@ def edit_message(ctx: CommandContext, edit: Edit) -> dict:
     if message.deleted_at is not None:
         raise Invalid(f"message {edit.seq} is deleted")
     previous = message.body
-    message.rev = next_rev(room.pk)
+    message.rev, position = next_rev(room.pk)
     message.edited_at = timezone.now()
     message.body, message.version = edit.body, message.version + 1
     message.save(update_fields=["body", "version", "edited_at", "rev"])
     record_version(ctx, message, MessageVersion.Kind.EDIT, message.edited_at, previous)
     frame = edit_frame(room.slug, message)
-    emit(ctx, "message.edited", room.slug, frame["d"])  # in the change's transaction (docs/EVENTS.md)
+    emit(ctx, "message.edited", room.slug, frame["d"], at=(room.pk, position))  # in the change's transaction
     ctx.broadcast(room.slug, frame)
     return {"room": room.slug, "seq": message.seq, "version": message.version,
             "edited_at": format_time(message.edited_at)}

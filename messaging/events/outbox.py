@@ -4,9 +4,10 @@ Every effect's event goes through `emit` (or, for a statement that writes the
 effect itself, the SQL of `POSTED_EVENTS`), so the event commits or rolls back
 with the effect, never one without the other. The event's place in its room
 is the room's event counter, `Room.last_event`, bumped under the room's row
-lock: the last lock an effect takes, so an effect that holds other rows
-(a reaction's count, a receipt's messages) never waits for them while holding
-the room.
+lock. A change that takes a `rev` (a post, edit, delete or reaction) takes
+its position in the same UPDATE (`messaging/chat/revs.py`) and passes it as
+`at`; a receipt, which takes no rev, bumps the counter here, after the
+messages it moved: the room's row is its last lock.
 
 The event's `data` is the `d` of the frame that told the change to the room,
 plus `command_id` and `user` of the command that caused it

@@ -74,10 +74,10 @@ def add_reaction(ctx: CommandContext, reaction: MessageRef) -> dict:
     if deleted_at is not None:
         raise Invalid(f"message {reaction.seq} is deleted")
     # The room's row lock (the rev) before the count's, as posts and edits take it.
-    rev = next_rev(room_id)
+    rev, position = next_rev(room_id)
     count = increment(message_id, room_id, rev)
     frame = reaction_frame(reaction.room, reaction.seq, count, rev)
-    emit(ctx, "reaction.changed", reaction.room, frame["d"])
+    emit(ctx, "reaction.changed", reaction.room, frame["d"], at=(room_id, position))
     ctx.broadcast(reaction.room, frame)
     return {"room": reaction.room, "seq": reaction.seq, "count": count}
 
