@@ -13,6 +13,7 @@ import json
 import math
 import os
 import statistics
+import shlex
 import subprocess
 import sys
 import time
@@ -51,6 +52,9 @@ def parse_args() -> argparse.Namespace:
                    help="a calibration round (not reported) sizes each peak run to last about this long, "
                         "with at least --messages per socket (0: no calibration, --messages only)")
     p.add_argument("--server", choices=["daphne", "uvicorn"], default="daphne", help="for every config")
+    p.add_argument("--server-args", default=None,
+                   help='the server\'s own options in place of the defaults (uvicorn: bench.servers.UVICORN_ARGS), '
+                        'e.g. "--ws websockets --loop asyncio"')
     p.add_argument("--idle", type=int, default=10000, help="idle sockets for the memory check (0: skip)")
     p.add_argument("--configs", default="full,echo,tutorial",
                    help='comma-separated; a lever rides on a config as "full+KEY=VALUE+KEY=VALUE"')
@@ -285,8 +289,11 @@ def main() -> None:
         reference = paced(reference, args.rate)
         args.seconds, args.peak_only = 0, True
 
+    server_args = None if args.server_args is None else tuple(shlex.split(args.server_args))
+
     def start(config: str, count: int = 1) -> list[Server]:
-        return [Server(args.server, server_env(config, base, levers), out).start() for _ in range(count)]
+        return [Server(args.server, server_env(config, base, levers), out, args=server_args).start()
+                for _ in range(count)]
 
     with_sessions = start("full")
     try:

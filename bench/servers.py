@@ -22,11 +22,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Server:
-    """A daphne or uvicorn process of `bench.asgi:application` on a port of its own."""
+# Uvicorn as a deployment runs it (docs/OPERATIONS.md): uvloop, websockets' Sans-I/O implementation, and no
+# permessage-deflate, so that the uvicorn adapter writes frames itself (messaging/transport/servers/uvicorn.py).
+# Before it the bench ran `--ws websockets` (the legacy implementation) on asyncio's loop.
+UVICORN_ARGS = ("--loop", "uvloop", "--ws", "websockets-sansio", "--ws-per-message-deflate", "false")
 
-    def __init__(self, kind: str, env: dict[str, str], log_dir: Path, app: str = "bench.asgi:application") -> None:
+
+class Server:
+    """A daphne or uvicorn process of `bench.asgi:application` on a port of its own.
+
+    `args`: the server's own options, in place of the defaults (none for daphne, `UVICORN_ARGS`).
+    """
+
+    def __init__(self, kind: str, env: dict[str, str], log_dir: Path, app: str = "bench.asgi:application",
+                 args: tuple[str, ...] | None = None) -> None:
         self.kind = kind
+        self.args = args if args is not None else UVICORN_ARGS if kind == "uvicorn" else ()
         # Another app for a study of the deployed stack (bench/http_vs_socket.py: `project.asgi`).
         self.app = app
         self.env = env
@@ -48,10 +59,10 @@ class Server:
 
     def start(self) -> "Server":
         if self.kind == "daphne":
-            argv = ["-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), self.app]
+            argv = ["-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), *self.args, self.app]
         else:
             argv = ["-m", "uvicorn", "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
-                    "--no-access-log", "--ws", "websockets", self.app]
+                    "--no-access-log", *self.args, self.app]
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env=self.env,
                                             stdout=log, stderr=subprocess.STDOUT)

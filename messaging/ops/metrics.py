@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import multiprocess
@@ -80,6 +81,13 @@ SEND_BUFFER_DROPPED = Counter(
     "Frames never sent because their socket's send buffer overflowed: those that waited, and those that came "
     "for it until it closed.",
 )
+SEND_BUFFERS = Counter(
+    "messaging_send_buffers",
+    "Sockets opened, by the server adapter their frames go through (daphne, uvicorn, or asgi: the ASGI send, by "
+    "a task) and who frames what it writes (frames: the app's own encoding, written to the connection; server: "
+    "the server's framing called directly, as for permessage-deflate; asgi).",
+    ["adapter", "framing"],
+)
 UNSENDABLE_FRAMES = Counter(
     "messaging_unsendable_frames",
     "Frames the server could not send, each replaced by a small error frame, by reason: too_large (over the "
@@ -120,6 +128,18 @@ def batch_phases(claims: float, apply: float, results: float) -> None:
     for child, seconds in zip(_batch_phases, (claims, apply, results)):
         child.observe(seconds)
 
+
+
+# The labelled child per (adapter, framing), looked up once each (see `_children`).
+_send_buffers: dict[tuple[str, str], Any] = {}
+
+
+def send_buffer_made(adapter: str, framing: str) -> None:
+    """Count one socket's send buffer by its server adapter and framing (messaging/transport/servers/)."""
+    child = _send_buffers.get((adapter, framing))
+    if child is None:
+        child = _send_buffers[adapter, framing] = SEND_BUFFERS.labels(adapter, framing)
+    child.inc()
 
 # The events downstream (messaging/events/). The relay counts what it
 # publishes; the backlog is read from the outbox at scrape time, so a relay

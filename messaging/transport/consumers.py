@@ -39,7 +39,7 @@ from .fanout import get_hub
 from .live import LiveRooms
 from .outgoing import Outgoing
 from .ratelimit import TokenBucket, user_limiter
-from .sendbuffer import SendBuffer, send_buffer
+from .servers import SendBuffer, send_buffer
 from .presence import get_presence
 from .sessions import SessionWatch
 from .typing import own_prefix
@@ -163,7 +163,7 @@ class ChatConsumer(Answers, LiveRooms, Outgoing, AsyncWebsocketConsumer):
         self.inbox_limit = conf.INBOX_LIMIT
         await self.accept()
         # Everything this socket sends waits here until the connection takes it
-        # (messaging/transport/sendbuffer.py).
+        # (messaging/transport/servers/).
         self.outgoing: SendBuffer = send_buffer(self.base_send, conf.MAX_SEND_BUFFER, self.send_buffer_overflowed)
         self.held_bytes = 0
         metrics.OPEN_SOCKETS.inc()

@@ -11,7 +11,7 @@ import logging
 from ..chat.private import left_room
 from ..core.outcomes import Outcome
 from ..core.protocol import encode
-from .sendbuffer import payload_length
+from .servers import payload_length
 
 log = logging.getLogger("messaging.transport.consumers")
 

@@ -1,4 +1,4 @@
-"""A socket's send path: every frame it sends, through its bounded send buffer (messaging/transport/sendbuffer.py)."""
+"""A socket's send path: every frame it sends, through its bounded send buffer (messaging/transport/servers/)."""
 from __future__ import annotations
 
 import asyncio
@@ -8,7 +8,7 @@ from typing import Any
 from ..core.protocol import encode, frame_not_sent
 from ..ops import metrics
 from .closes import CLOSE_POLICY
-from .sendbuffer import payload_length
+from .servers import payload_length
 
 log = logging.getLogger("messaging.transport.consumers")
 
@@ -19,7 +19,7 @@ class Outgoing:
     async def send_text(self, text: str) -> None:
         """Send one text frame: every frame this consumer sends goes through here.
 
-        The socket's send buffer (messaging/transport/sendbuffer.py) writes it to the
+        The socket's send buffer (messaging/transport/servers/) writes it to the
         connection, or queues it while the client does not read; it never
         waits, so a room's fan-out is not held up by a slow member. A frame
         too large ever to be sent is replaced by an error frame. A subclass

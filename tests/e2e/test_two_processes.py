@@ -60,7 +60,7 @@ async def test_a_post_on_one_process_reaches_a_socket_on_the_other(start_daphne)
 
 async def test_frames_of_every_length_reach_sockets_on_both_processes_intact(start_daphne):
     # Frame headers differ under 126 bytes, to 65,535 and beyond; daphne's
-    # connections are written to directly (messaging/transport/frames.py).
+    # connections are written to directly (messaging/transport/servers/daphne.py).
     a, b = start_daphne(), start_daphne()
     ana = await SocketClient(a.url, await sync_to_async(sign_in)(a.url, "ana")).connect()
     bob = await SocketClient(b.url, await sync_to_async(sign_in)(b.url, "bob")).connect()

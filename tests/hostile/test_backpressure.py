@@ -86,7 +86,7 @@ UNLIMITED = {"MESSAGING_RATE_BURST": "100000", "MESSAGING_RATE_PER_SECOND": "100
 async def a_member_that_never_reads_among_readers(server) -> int | None:
     """A poster, a reader (reading all along) and a hoarder in one room; the poster posts until the
     hoarder's send buffer overflows. Checks the reader heard everything and the server's memory;
-    returns the hoarder's close code."""
+    returns the hoarder's close code and the seqs of the msg frames it read before it."""
     poster_session, reader_session, hoarder_session = (sign_in(server.url, name) for name in ("poster", "reader", "hoarder"))
     poster = await SocketClient(server.url, poster_session).connect()
     reader = await SocketClient(server.url, reader_session).connect()
@@ -125,24 +125,35 @@ async def a_member_that_never_reads_among_readers(server) -> int | None:
     reading.cancel()
     assert scrape(server, "messaging_send_buffer_overflows_total") == 1
     assert scrape(server, "messaging_send_buffer_dropped_frames_total") >= 1
-    _, code = hoarder.read_until_closed()
+    frames, code = hoarder.read_until_closed()
     for ws in (poster, reader):
         await ws.close()
-    return code
+    return code, [frame["d"]["seq"] for frame in frames if frame["t"] == "msg"]
 
 
 async def test_a_member_that_never_reads_its_rooms_frames_is_closed_and_the_others_hear_everything(daphne):
-    code = await a_member_that_never_reads_among_readers(daphne(**UNLIMITED))
+    code, _ = await a_member_that_never_reads_among_readers(daphne(**UNLIMITED))
     # The close frame is behind everything the kernel holds for the hoarder:
     # read in time it shows 1008, else autobahn has stopped waiting for the
     # close handshake (1 s) and dropped the connection.
     assert code in (1008, None)
 
 
-@pytest.mark.parametrize("implementation", ["websockets-sansio", "websockets"])
+@pytest.mark.parametrize("implementation, loop, hoarders_buffer", [
+    ("websockets-sansio", "asyncio", {"adapter": "uvicorn", "framing": "frames"}),
+    ("websockets-sansio", "uvloop", {"adapter": "uvicorn", "framing": "frames"}),
+    ("websockets", "asyncio", {"adapter": "asgi", "framing": "asgi"})])
 async def test_under_uvicorn_a_member_that_never_reads_is_closed_with_1008_and_the_others_hear_everything(
-        uvicorn, implementation):
-    """Uvicorn's send waits while its transport pushes back; the socket's own buffer counts what waits."""
-    code = await a_member_that_never_reads_among_readers(uvicorn(("--ws", implementation), **UNLIMITED))
+        uvicorn, implementation, loop, hoarders_buffer):
+    """Under websockets' Sans-I/O implementation the uvicorn adapter writes to the transport and counts what waits
+    in it (pause_writing, resume_writing); under the legacy one uvicorn's send waits while its transport pushes
+    back, and the generic buffer counts what waits."""
+    server = uvicorn(("--ws", implementation, "--loop", loop), **UNLIMITED)
+    code, seqs = await a_member_that_never_reads_among_readers(server)
     # Uvicorn sends the close once the client has read what was before it.
     assert code == 1008
+    # What reached the hoarder came in order, with no gap, and nothing after the overflow's drop came
+    # before the close.
+    assert seqs == list(range(1, len(seqs) + 1))
+    # The hoarder's frames went the way named (the others', over permessage-deflate, may not).
+    assert scrape(server, "messaging_send_buffers_total", **hoarders_buffer) >= 1

@@ -84,14 +84,24 @@ class RawSocket:
 
     def frame(self, timeout: float = 10) -> tuple[int, bytes]:
         """The next frame from the server: opcode and payload (server frames are unmasked)."""
+        opcode, _, payload = self.raw_frame(timeout)
+        return opcode, payload
+
+    def raw_frame(self, timeout: float = 10) -> tuple[int, bytes, bytes]:
+        """The next frame from the server: opcode, its bytes as they came (header and payload) and its payload."""
         deadline = time.monotonic() + timeout
-        first, second = self._read(2, deadline)
-        length = second & 0x7F
+        header = self._read(2, deadline)
+        length = header[1] & 0x7F
         if length == 126:
-            (length,) = struct.unpack("!H", self._read(2, deadline))
+            extended = self._read(2, deadline)
+            (length,) = struct.unpack("!H", extended)
+            header += extended
         elif length == 127:
-            (length,) = struct.unpack("!Q", self._read(8, deadline))
-        return first & 0x0F, self._read(length, deadline)
+            extended = self._read(8, deadline)
+            (length,) = struct.unpack("!Q", extended)
+            header += extended
+        payload = self._read(length, deadline)
+        return header[0] & 0x0F, header + payload, payload
 
     def read_until_closed(self, timeout: float = 30) -> tuple[list[dict], int | None]:
         """Every text frame until the server's close frame, and the close code.

@@ -1,4 +1,4 @@
-"""Text frames written straight to daphne's connection (messaging/transport/frames.py) are
+"""Text frames written straight to daphne's connection (messaging/transport/servers/daphne.py) are
 the bytes autobahn would have written, and anything autobahn would write
 differently is left to it."""
 from __future__ import annotations
@@ -14,7 +14,8 @@ from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
 
 from messaging.transport import frames
-from messaging.transport.frames import FrameWriter, frame_bytes, frame_writer
+from messaging.transport.frames import frame_bytes
+from messaging.transport.servers.daphne import FrameWriter, frame_writer
 
 TEXTS = ["x", "a" * 125, "b" * 126, "é" * 100, "😀" * 4000, "c" * 65535, "d" * 70000]
 

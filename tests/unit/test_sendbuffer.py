@@ -1,4 +1,4 @@
-"""A socket's send buffer (messaging/transport/sendbuffer.py): frames in order, queued while the
+"""A socket's send buffer (messaging/transport/servers/): frames in order, queued while the
 connection pushes back, and a limit past which what waits is dropped.
 
 Under daphne the buffer is the connection's push producer; here Twisted's
@@ -16,7 +16,8 @@ from twisted.internet.testing import StringTransport
 from twisted.web.http import HTTPChannel
 
 from messaging.transport.frames import frame_bytes
-from messaging.transport.sendbuffer import TRANSPORT_BUFFER, DaphneSendBuffer, SendBuffer, register_producer
+from messaging.transport.servers.asgi import TRANSPORT_BUFFER, SendBuffer
+from messaging.transport.servers.daphne import DaphneSendBuffer, register_producer
 
 from .test_frames import autobahn_bytes, open_connection
 

@@ -1,0 +1,229 @@
+"""The daphne adapter: text frames written straight to daphne's connection, and Twisted's pushback.
+
+A text frame a consumer sends passes channels' consumer `send`, channels'
+session middleware (which reads the session's `modified` and `is_empty()`
+through a `LazyObject` on every message, to save the session on an HTTP
+response), daphne's `handle_reply` and autobahn's `sendMessage` (assertions,
+traffic statistics, the compression, size and fragmentation checks, the
+header) before its bytes reach Twisted's transport. A post sends six frames
+(its ack and the room's `msg` to each member), and that path was a fifth of
+a busy server's CPU (docs/PERFORMANCE.md).
+
+On a connection with no extension `FrameWriter` writes what autobahn's
+`sendData` would (`frames.frame_bytes`). Whatever it cannot write the same
+way is left to autobahn's own `sendMessage`, as daphne's send would do it: a
+connection that is not open, an empty text (daphne drops it), autobahn's own
+queue of chopped or synchronous data, compression, masking, fragmentation,
+a size limit, octet or frame logging.
+
+`DaphneSendBuffer` is a push producer of the connection (Twisted's
+producer/consumer API). The transport pauses it once it holds more than its
+`bufferSize` (64 KiB) unsent, and resumes it once the kernel has taken all of
+it. Frames are written to the transport while it is not paused and queued
+here while it is. What waits is counted as the queue plus the transport's
+`bufferSize`, a lower bound of what the transport holds then: a socket is
+closed only when more than `limit` truly waits, and the process holds at
+most about `limit` plus two frames for it.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any, Awaitable, Callable
+
+from ..frames import encoded
+from .asgi import TRANSPORT_BUFFER, Closer, OnOverflow, Send, SendBuffer, payload_length, server_send
+
+log = logging.getLogger(__name__)
+
+
+class FrameWriter:
+    """Writes text frames to one daphne WebSocket connection, as long as autobahn would write them the same way."""
+
+    __slots__ = ("protocol",)
+
+    def __init__(self, protocol: Any) -> None:
+        self.protocol = protocol
+
+    def write(self, text: str) -> bool:
+        """Write `text` as one frame; False (nothing written) where the ASGI path must send it."""
+        protocol = self.protocol
+        # Daphne sends no frame for an empty text.
+        if not text or protocol.state != protocol.STATE_OPEN or protocol.send_queue or protocol._perMessageCompress is not None:
+            return False
+        frame, length = encoded(text)
+        if 0 < protocol.maxMessagePayloadSize < length:
+            # Autobahn refuses to send it; let it, as it would.
+            return False
+        protocol.transport.write(frame)
+        return True
+
+
+def daphne_connection(send: Callable[[dict], Awaitable[None]]) -> Any | None:
+    """The daphne WebSocket connection (autobahn protocol) behind an ASGI `send`, or None under another server."""
+    try:
+        from daphne.server import Server
+        from daphne.ws_protocol import WebSocketProtocol
+    except ImportError:
+        return None
+    send = server_send(send)
+    if not (isinstance(send, functools.partial) and len(send.args) == 1 and not send.keywords):
+        return None
+    if getattr(send.func, "__func__", None) is not Server.handle_reply:
+        return None
+    protocol = send.args[0]
+    return protocol if isinstance(protocol, WebSocketProtocol) else None
+
+
+def writes_plainly(protocol: Any) -> bool:
+    """Whether autobahn writes this connection's text frames as `frame_bytes` does (no masking, fragmenting or logging)."""
+    return not (protocol.maskServerFrames or protocol.autoFragmentSize or protocol.logOctets or protocol.logFrames
+                or not protocol.factory.isServer)
+
+
+def frame_writer(send: Callable[[dict], Awaitable[None]]) -> FrameWriter | None:
+    """A `FrameWriter` for the connection behind an ASGI `send`, or None if it is not a plain daphne WebSocket."""
+    protocol = daphne_connection(send)
+    if protocol is None or not writes_plainly(protocol):
+        return None
+    return FrameWriter(protocol)
+
+
+class DaphneSendBuffer(SendBuffer):
+    """One daphne connection's frames: written while its transport takes them, queued while it pushes back.
+
+    Registered as the connection's push producer (`register_producer`); Twisted
+    calls `pauseProducing`, `resumeProducing` and `stopProducing`.
+    """
+
+    adapter = "daphne"
+
+    def __init__(self, protocol: Any, slot: Any, send: Send, limit: int, on_overflow: OnOverflow) -> None:
+        super().__init__(send, limit, on_overflow)
+        self.protocol = protocol
+        self.slot = slot
+        self.writer = FrameWriter(protocol) if writes_plainly(protocol) else None
+        # The transport pauses its producer only once it holds more than this.
+        self.reserve = getattr(protocol.transport, "bufferSize", TRANSPORT_BUFFER)
+        server_limit = protocol.maxMessagePayloadSize
+        if 0 < server_limit < limit:
+            # Autobahn refuses to send a larger frame (PayloadExceededError).
+            self.largest = server_limit
+        self.paused = False
+
+    @property
+    def framing(self) -> str:  # type: ignore[override]
+        return "server" if self.writer is None else "frames"
+
+    @property
+    def waiting(self) -> int:
+        return self.queued + (self.reserve if self.paused else 0)
+
+    @property
+    def pushed_back(self) -> bool:
+        return self.paused or bool(self.queue)
+
+    def put(self, text: str) -> None:
+        if not (self.paused or self.queue):
+            self.write(text)
+            return
+        self.enqueue(text, payload_length(text))
+        if self.waiting > self.limit:
+            self.overflow()
+
+    def write(self, text: str) -> None:
+        writer = self.writer
+        if writer is not None and writer.write(text):
+            return
+        protocol = self.protocol
+        # Daphne sends no frame for an empty text, and autobahn none on a
+        # closing connection (the client closed, or this socket did): such a
+        # frame is lost with the socket, as one in flight would be.
+        if text and protocol.state == protocol.STATE_OPEN:
+            # What daphne's own send does, without the ASGI hop.
+            protocol.sendMessage(text.encode("utf-8"), False)
+
+    def flush(self, *, pushed_back: bool = False) -> None:
+        """Write what is queued, as long as the transport does not push back (`pushed_back`: even if it does)."""
+        while self.queue and (pushed_back or not self.paused):
+            text, size = self.queue.popleft()  # type: ignore[union-attr]
+            self.queued -= size
+            self.write(text)  # type: ignore[arg-type]
+        self.emptied()
+
+    # Twisted's IPushProducer.
+
+    def pauseProducing(self) -> None:
+        self.paused = True
+
+    def resumeProducing(self) -> None:
+        self.paused = False
+        self.flush()
+        if not self.pushed_back:
+            self.wake()
+
+    def stopProducing(self) -> None:
+        self.stop()
+
+    async def close_behind(self, closer: Closer) -> None:
+        # What waits goes to the transport ahead of the close frame, pushed
+        # back or not: it is within the limit, and the client reads it first.
+        self.flush(pushed_back=True)
+        await closer()
+
+    def stop(self) -> None:
+        super().stop()
+        self.paused = False
+        slot, self.slot = self.slot, None
+        if slot is not None:
+            try:
+                slot.unregisterProducer()
+            except RuntimeError:  # a transport that says none is registered (autobahn's drop unregistered it)
+                pass
+
+
+def register_producer(producer: Any, transport: Any) -> Any | None:
+    """Register `producer` as the push producer of a daphne connection's transport; where it was registered, or None.
+
+    Twisted allows one producer per transport. Over plain TCP, daphne's HTTP
+    channel registered itself on it, and stays registered once it has handed
+    the connection to the WebSocket protocol: it forwards pause and resume to
+    the producer of its request, which an upgraded connection never has, so
+    that slot takes this one. Over TLS the channel found no push producer to
+    register with, and the transport's own slot is free.
+    """
+    try:
+        transport.registerProducer(producer, True)
+        return transport
+    except RuntimeError:
+        pass
+    try:
+        from twisted.web.http import HTTPChannel
+    except ImportError:
+        return None
+    channel = getattr(transport, "producer", None)
+    if not isinstance(channel, HTTPChannel):
+        return None
+    try:
+        channel.registerProducer(producer, True)
+    except RuntimeError:
+        return None
+    return channel
+
+
+_warned_unbuffered = False
+
+
+def daphne_send_buffer(protocol: Any, send: Send, limit: int, on_overflow: OnOverflow) -> DaphneSendBuffer:
+    """The send buffer of a daphne connection, registered as its transport's push producer."""
+    global _warned_unbuffered
+    buffer = DaphneSendBuffer(protocol, None, send, limit, on_overflow)
+    buffer.slot = register_producer(buffer, protocol.transport)
+    if buffer.slot is None and not buffer.stopped:
+        # Daphne's send never waits: without the transport's pushback nothing
+        # here can tell what waits, and nothing is closed for it.
+        if not _warned_unbuffered:
+            _warned_unbuffered = True
+            log.warning("daphne connection on %r takes no push producer: slow clients are not limited",
+                        type(protocol.transport).__name__)
+    return buffer

@@ -1,0 +1,138 @@
+"""The uvicorn adapter: text frames written straight to uvicorn's connection, and asyncio's pushback.
+
+Under uvicorn with websockets' Sans-I/O implementation (`--ws auto`, its
+default when websockets is installed, or `--ws websockets-sansio`), an ASGI
+`websocket.send` passes channels' consumer `send` and session middleware,
+then uvicorn's `send`: an await of the protocol's `writable` event, the
+checks of the handshake's and the close's state, websockets' `send_text`
+(a `Frame`, its serialisation into a list of chunks) and the join of those
+chunks before its bytes reach the asyncio transport. The generic buffer adds
+a task per busy socket to await it (servers/asgi.py).
+
+`UvicornSendBuffer` writes to the transport itself. On a connection with no
+extension negotiated, a frame is what websockets' `ServerProtocol` would
+write (`frames.frame_bytes`: a server's frames are unmasked, and uvicorn
+never fragments). With permessage-deflate negotiated (uvicorn offers it
+unless `--ws-per-message-deflate false`, and browsers accept it), websockets
+compresses and frames each message: the buffer calls its `send_text` as
+uvicorn's `send` does, without the hop. Uvicorn's `--ws-max-size` limits
+only what it receives. A frame for a connection past its close (uvicorn's
+`close_sent`, a close received, the connection lost) is lost with the
+socket, as one in flight would be.
+
+The transport calls the protocol's `pause_writing` once it holds more than
+its high-water mark (64 KiB) unsent, and `resume_writing` once it holds
+less than its low-water mark; the buffer puts its own in the protocol's
+place, which still set uvicorn's `writable` event, so uvicorn's own sends
+(the close, pings) wait as they did. Frames are written while the transport
+is not paused and queued here while it is. What waits is counted exactly:
+the queue plus the transport's `get_write_buffer_size()`.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from ..frames import encoded
+from .asgi import Closer, OnOverflow, Send, SendBuffer, payload_length, server_send
+
+SANS_IO = "uvicorn.protocols.websockets.websockets_sansio_impl"
+
+
+def uvicorn_connection(send: Send) -> Any | None:
+    """The uvicorn Sans-I/O WebSocket protocol behind an ASGI `send` once its handshake is done, or None."""
+    # Uvicorn has imported the module if it is the server that serves this socket.
+    module = sys.modules.get(SANS_IO)
+    if module is None:
+        return None
+    send = server_send(send)
+    protocol = getattr(send, "__self__", None)
+    cls = module.WebSocketsSansIOProtocol
+    if not isinstance(protocol, cls) or send.__func__ is not cls.send:  # type: ignore[attr-defined]
+        return None
+    if not protocol.handshake_complete or protocol.initial_response is not None or protocol.transport is None:
+        return None
+    return protocol
+
+
+class UvicornSendBuffer(SendBuffer):
+    """One uvicorn connection's frames: written while its transport takes them, queued while it pushes back."""
+
+    adapter = "uvicorn"
+
+    def __init__(self, protocol: Any, send: Send, limit: int, on_overflow: OnOverflow) -> None:
+        super().__init__(send, limit, on_overflow)
+        self.protocol = protocol
+        self.transport = protocol.transport
+        self.conn = protocol.conn
+        self.open_state = type(self.conn.state).OPEN
+        # Extensions are negotiated in the handshake, which is done.
+        self.plain = not self.conn.extensions
+        self.paused = not protocol.writable.is_set()
+        # The transport calls the protocol's; these call them in turn.
+        protocol.pause_writing = self.pause_writing
+        protocol.resume_writing = self.resume_writing
+
+    @property
+    def framing(self) -> str:  # type: ignore[override]
+        return "frames" if self.plain else "server"
+
+    @property
+    def waiting(self) -> int:
+        return self.queued + self.transport.get_write_buffer_size()
+
+    @property
+    def pushed_back(self) -> bool:
+        return self.paused or bool(self.queue)
+
+    def put(self, text: str) -> None:
+        if not (self.paused or self.queue):
+            self.write(text)
+            return
+        self.enqueue(text, payload_length(text))
+        if self.waiting > self.limit:
+            self.overflow()
+
+    def write(self, text: str) -> None:
+        protocol = self.protocol
+        conn = self.conn
+        if protocol.close_sent or protocol.disconnected or conn.state is not self.open_state:
+            return
+        if self.plain:
+            self.transport.write(encoded(text)[0])
+        else:
+            # What uvicorn's send does, without the ASGI hop.
+            conn.send_text(text.encode())
+            self.transport.write(b"".join(conn.data_to_send()))
+
+    def flush(self, *, pushed_back: bool = False) -> None:
+        """Write what is queued, as long as the transport does not push back (`pushed_back`: even if it does)."""
+        while self.queue and (pushed_back or not self.paused):
+            text, size = self.queue.popleft()  # type: ignore[union-attr]
+            self.queued -= size
+            self.write(text)  # type: ignore[arg-type]
+        self.emptied()
+
+    # asyncio's flow control, in the protocol's place.
+
+    def pause_writing(self) -> None:
+        self.paused = True
+        type(self.protocol).pause_writing(self.protocol)
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        type(self.protocol).resume_writing(self.protocol)
+        self.flush()
+        if not self.pushed_back:
+            self.wake()
+
+    async def close_behind(self, closer: Closer) -> None:
+        # What waits goes to the transport ahead of the close frame, pushed
+        # back or not: it is within the limit, and the client reads it first.
+        # Uvicorn's close waits for `writable`, as its sends do.
+        self.flush(pushed_back=True)
+        await closer()
+
+    def stop(self) -> None:
+        super().stop()
+        self.paused = False
