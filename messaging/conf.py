@@ -15,6 +15,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `BODY_MAX_CHARS` | 4000 | longest message body, after trimming |
 | `BAD_FRAME_LIMIT` | 10 | malformed frames in a row that close the socket with 1008 |
 | `MAX_SEND_BUFFER` | 1048576 | bytes that may wait for one socket's client to read them; past it the socket is closed with 1008 and what waited is dropped. A frame larger than this (or than the server's own frame limit) is replaced by a `frame_too_large` error frame |
+| `SERVER_ADAPTERS` | True | write a socket's frames to the server's connection itself where there is an adapter for it (daphne; uvicorn with websockets' Sans-I/O implementation: messaging/transport/servers/); False sends every frame through the ASGI `send`, by a task per busy socket: slower, for a server version whose internals the adapter does not know (docs/OPERATIONS.md) |
 | `INBOX_LIMIT` | 200 | frames one socket may have received and not yet answered; a command past it is refused at once with `rate_limited` |
 | `REPLY_BYTES_PER_TOKEN` | 32768 | bytes of a command's replies (a join's backlog) that cost one more token of the socket's `RATE_BURST` |
 | `REDIS_URL` | None | Redis for the dedup window; None keeps only the durable record |
@@ -90,6 +91,7 @@ class MessagingSettings:
     BODY_MAX_CHARS: int = 4000
     BAD_FRAME_LIMIT: int = 10
     MAX_SEND_BUFFER: int = 1024 * 1024
+    SERVER_ADAPTERS: bool = True
     INBOX_LIMIT: int = 200
     REPLY_BYTES_PER_TOKEN: int = 32 * 1024
     REDIS_URL: str | None = None

@@ -164,7 +164,8 @@ class ChatConsumer(Answers, LiveRooms, Outgoing, AsyncWebsocketConsumer):
         await self.accept()
         # Everything this socket sends waits here until the connection takes it
         # (messaging/transport/servers/).
-        self.outgoing: SendBuffer = send_buffer(self.base_send, conf.MAX_SEND_BUFFER, self.send_buffer_overflowed)
+        self.outgoing: SendBuffer = send_buffer(self.base_send, conf.MAX_SEND_BUFFER, self.send_buffer_overflowed,
+                                                adapters=conf.SERVER_ADAPTERS)
         self.held_bytes = 0
         metrics.OPEN_SOCKETS.inc()
         self.counted = True

@@ -105,8 +105,11 @@ async def test_with_permessage_deflate_negotiated_frames_go_through_websockets_f
     assert sum(counts.values()) == counts[("uvicorn", "server")]
 
 
-def test_under_uvicorns_legacy_implementation_frames_go_through_the_asgi_send(uvicorn):
-    server = uvicorn(("--ws", "websockets", "--ws-per-message-deflate", "false"), **LARGE)
+@pytest.mark.parametrize("args, env", [(("--ws", "websockets", "--ws-per-message-deflate", "false"), {}),
+                                       (PLAIN, {"MESSAGING_SERVER_ADAPTERS": "0"})], ids=["legacy", "adapters-off"])
+def test_under_uvicorns_legacy_implementation_or_with_adapters_off_frames_go_through_the_asgi_send(
+        uvicorn, args, env):
+    server = uvicorn(args, **LARGE, **env)
     ws = RawSocket(server.url, sign_in(server.url, "legacy")).connect()
     ws.send_command("room.join", {"room": "sizes"})
     raw, payload = post(ws, "z" * 70000)["msg"]

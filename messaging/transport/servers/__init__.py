@@ -40,11 +40,15 @@ from .uvicorn import UvicornSendBuffer, uvicorn_connection
 __all__ = ["TRANSPORT_BUFFER", "SendBuffer", "payload_length", "send_buffer"]
 
 
-def send_buffer(send: Send, limit: int, on_overflow: OnOverflow) -> SendBuffer:
-    """The send buffer of the connection behind an ASGI `send`, right after `websocket.accept`."""
+def send_buffer(send: Send, limit: int, on_overflow: OnOverflow, *, adapters: bool = True) -> SendBuffer:
+    """The send buffer of the connection behind an ASGI `send`, right after `websocket.accept`.
+
+    `adapters` False (`SERVER_ADAPTERS`): the generic one, whatever the server.
+    """
     buffer: SendBuffer
-    protocol = daphne_connection(send)
-    if protocol is not None:
+    if not adapters:
+        buffer = SendBuffer(send, limit, on_overflow)
+    elif (protocol := daphne_connection(send)) is not None:
         buffer = daphne_send_buffer(protocol, send, limit, on_overflow)
     elif (protocol := uvicorn_connection(send)) is not None:
         buffer = UvicornSendBuffer(protocol, send, limit, on_overflow)

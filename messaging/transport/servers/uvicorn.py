@@ -37,6 +37,8 @@ from ..frames import encoded
 from .asgi import Closer, OnOverflow, Send, SendBuffer, payload_length, server_send
 
 SANS_IO = "uvicorn.protocols.websockets.websockets_sansio_impl"
+KNOWN_ATTRIBUTES = ("conn", "transport", "writable", "handshake_complete", "initial_response", "close_sent",
+                    "disconnected")
 
 
 def uvicorn_connection(send: Send) -> Any | None:
@@ -49,6 +51,10 @@ def uvicorn_connection(send: Send) -> Any | None:
     protocol = getattr(send, "__self__", None)
     cls = module.WebSocketsSansIOProtocol
     if not isinstance(protocol, cls) or send.__func__ is not cls.send:  # type: ignore[attr-defined]
+        return None
+    # What the adapter reads of the protocol, in the version it was written for (uvicorn 0.54): another
+    # version without one of them gets the generic buffer rather than an error per frame.
+    if not all(hasattr(protocol, name) for name in KNOWN_ATTRIBUTES) or not hasattr(protocol.conn, "extensions"):
         return None
     if not protocol.handshake_complete or protocol.initial_response is not None or protocol.transport is None:
         return None
