@@ -157,10 +157,16 @@ def _batcher() -> Batcher[Delivery]:
     `BATCH_OVERLAP_AFTER` (a slow statement, a lock held elsewhere) no longer
     holds up the rest: the next one starts beside it. The other threads
     serve the commands that run alone (room.join) and the session checks.
+
+    After a batch, the next one waits `BATCH_SETTLE` rounds of the loop
+    (batches.py), so that the sockets it answered are in it with the posts
+    they hold: twice the batch under the benchmark's load (docs/PERFORMANCE.md).
     """
-    runners = max(1, get_settings().DB_THREADS // 2)
+    conf = get_settings()
+    runners = max(1, conf.DB_THREADS // 2)
     return runtime().part(
-        "batcher", lambda: Batcher(run_batch, runners=runners, limit=BATCH_LIMIT, overlap_after=BATCH_OVERLAP_AFTER)
+        "batcher", lambda: Batcher(run_batch, runners=runners, limit=BATCH_LIMIT, overlap_after=BATCH_OVERLAP_AFTER,
+                                   settle=conf.BATCH_SETTLE)
     )
 
 
