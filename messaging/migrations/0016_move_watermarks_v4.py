@@ -18,7 +18,11 @@ Version 4 also takes a batch: arrays of receipts, per receipt one row (its
 index in `receipt`), in one transaction. Receipts run room by room (by room
 id), each room's in the given order; a room's advisory lock is taken before
 any of its membership rows (version 3 took it after the member's row), so two
-batches take their locks in the same order and cannot deadlock. A refusal (a
+batches take their locks in the same order and cannot deadlock; the rooms'
+rows, for the `message.state` events' positions, are taken last, once every
+receipt's messages are done, in room id order (a receipt's room row before
+the next receipt's message rows would deadlock with an edit, which takes a
+message's row and then its room's). A refusal (a
 non-member: `last_seq` NULL; a seq beyond the room's last: `new_delivered`
 NULL) changes nothing of that receipt and nothing of the others'.
 
@@ -69,6 +73,9 @@ DECLARE
     all_read bigint[];
     moved_count bigint;
     events_before bigint;
+    -- The batch's events, written after every receipt's messages (below).
+    pending jsonb := '[]'::jsonb;
+    event_room bigint;
 BEGIN
     FOR given IN
         SELECT x.i, x.room, x.member_user, x.delivered, x.read, x.command_id, r.id AS room_id, r.last_seq
@@ -182,25 +189,41 @@ BEGIN
                    (SELECT array_agg(moved.seq ORDER BY moved.seq) FROM moved)
             INTO read_seqs, read_senders, all_read;
         END IF;
-        -- One `message.state` event per message moved, as in version 3. The
-        -- room's row is this receipt's last lock; the batch's next rooms
-        -- come after it in room id order, as a batch of posts takes them.
-        moved_count := coalesce(cardinality(all_delivered), 0) + coalesce(cardinality(all_read), 0);
-        IF p_events AND moved_count > 0 THEN
-            UPDATE {room} SET last_event = last_event + moved_count WHERE id = given.room_id
-            RETURNING last_event - moved_count INTO events_before;
-            INSERT INTO {event} (event_id, type, room_id, room, position, data, created_at)
-            SELECT gen_random_uuid(), 'message.state', given.room_id, given.room,
-                   events_before + row_number() OVER (ORDER BY x.k, x.seq),
-                   jsonb_build_object('room', given.room, 'seq', x.seq, 'state', x.state,
-                                      'at', to_char(moved_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-                                      'command_id', given.command_id, 'user', to_jsonb(given.member_user)),
-                   moved_at
-            FROM (SELECT d.seq, 'delivered' AS state, 1 AS k FROM unnest(all_delivered) AS d(seq)
-                  UNION ALL SELECT r.seq, 'read', 2 FROM unnest(all_read) AS r(seq)) AS x
-            ORDER BY x.k, x.seq;
+        -- One `message.state` event per message moved, as in version 3,
+        -- written once every receipt's messages are done (below).
+        IF p_events THEN
+            pending := pending || (
+                SELECT coalesce(jsonb_agg(jsonb_build_object(
+                           'room_id', given.room_id, 'at', moved_at,
+                           'data', jsonb_build_object(
+                               'room', given.room, 'seq', x.seq, 'state', x.state,
+                               'at', to_char(moved_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                               'command_id', given.command_id, 'user', to_jsonb(given.member_user)))
+                       ORDER BY x.k, x.seq), '[]'::jsonb)
+                FROM (SELECT d.seq, 'delivered' AS state, 1 AS k FROM unnest(all_delivered) AS d(seq)
+                      UNION ALL SELECT r.seq, 'read', 2 FROM unnest(all_read) AS r(seq)) AS x);
         END IF;
         RETURN NEXT;
+    END LOOP;
+    -- The events, room by room in room id order, each room's in the order
+    -- its receipts moved them. The rooms' rows are taken last, after every
+    -- message row of the batch, as every effect takes them
+    -- (messaging/events/outbox.py): an edit holding a message's row and
+    -- waiting for its room's cannot wait on a batch that holds the room's
+    -- row and waits for the message's.
+    FOR event_room IN
+        SELECT DISTINCT (e.v->>'room_id')::bigint FROM jsonb_array_elements(pending) AS e(v) ORDER BY 1
+    LOOP
+        SELECT count(*) INTO moved_count FROM jsonb_array_elements(pending) AS e(v)
+        WHERE (e.v->>'room_id')::bigint = event_room;
+        UPDATE {room} SET last_event = last_event + moved_count WHERE id = event_room
+        RETURNING last_event - moved_count INTO events_before;
+        INSERT INTO {event} (event_id, type, room_id, room, position, data, created_at)
+        SELECT gen_random_uuid(), 'message.state', event_room, e.v->'data'->>'room',
+               events_before + row_number() OVER (ORDER BY e.n), e.v->'data', (e.v->>'at')::timestamptz
+        FROM jsonb_array_elements(pending) WITH ORDINALITY AS e(v, n)
+        WHERE (e.v->>'room_id')::bigint = event_room
+        ORDER BY e.n;
     END LOOP;
 END
 $$

@@ -2,7 +2,8 @@
 (migration 0016), and state updates whose cost does not grow with the room.
 
 On real PostgreSQL: a batch answers each receipt alone; it takes the rooms'
-locks in room id order whatever order the receipts came in; in a room of 300
+locks in room id order whatever order the receipts came in, and the rooms'
+rows (for the events) after every message row; in a room of 300
 members a message moves exactly when its last recipient's watermark reaches
 it (both forms); and the plan of each state UPDATE reads the room's members
 by the new indexes, once per statement, never per message.
@@ -15,9 +16,11 @@ import pytest
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
+from messaging.chat.edits import locked_message
 from messaging.chat.receipts import RECEIPTS_LOCK, move_watermarks_portably
+from messaging.chat.revs import next_rev
 from messaging.core.exceptions import Forbidden, Invalid
-from messaging.models import Membership, Message, Room, WatermarkMove
+from messaging.models import Event, Membership, Message, Room, WatermarkMove
 
 from .conftest import move_by_function, moves_by_function, wait_until
 
@@ -136,6 +139,60 @@ def test_a_batch_takes_its_rooms_locks_in_room_id_order_whatever_order_it_was_gi
     assert not failures, failures
     assert done.is_set()
     assert states(low) == {1: "read"} and states(high) == {1: "delivered"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_takes_its_rooms_rows_for_the_events_after_every_message_row(django_user_model):
+    """An edit takes its message's row, then its room's (the rev). A batch whose
+    first receipt moved a message, and whose second waits for the edited one,
+    must not hold the room's row meanwhile: the two would deadlock."""
+    ana, bob = people(django_user_model, "ana", "bob")
+    room = room_with("edits", [ana, bob], [ana, ana])
+    locked, go_on = threading.Event(), threading.Event()
+    failures: list[BaseException] = []
+
+    def edit() -> None:
+        try:
+            with transaction.atomic():
+                locked_message(room, 2)  # as message.edit and message.delete take them
+                locked.set()
+                go_on.wait(30)
+                next_rev(room.pk)
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            locked.set()
+            connections.close_all()
+
+    def batch() -> None:
+        try:
+            moves_by_function([(bob, "edits", 1, None), (bob, "edits", 2, None)])
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            connections.close_all()
+
+    editor = threading.Thread(target=edit)
+    editor.start()
+    assert locked.wait(30)
+    runner = threading.Thread(target=batch)
+    runner.start()
+
+    def batch_waits_for_the_edit() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted")
+            return cursor.fetchone()[0] == 1
+
+    try:
+        wait_until(batch_waits_for_the_edit, what="the batch waiting for the edited message's row")
+    finally:
+        go_on.set()
+        editor.join(30)
+        runner.join(30)
+    assert not failures, failures
+    assert states(room) == {1: "delivered", 2: "delivered"}
+    events = Event.objects.filter(room_id=room.pk, type="message.state").order_by("position")
+    assert [(e.data["seq"], e.data["state"]) for e in events] == [(1, "delivered"), (2, "delivered")]
 
 
 BIG = 300
