@@ -16,9 +16,11 @@ not, and for them the earliest other member's `joined_seq` decides.
 
 Version 4 also takes a batch: arrays of receipts, per receipt one row (its
 index in `receipt`), in one transaction. Receipts run room by room (by room
-id), each room's in the given order; a room's advisory lock is taken before
-any of its membership rows (version 3 took it after the member's row), so two
-batches take their locks in the same order and cannot deadlock; the rooms'
+id), member by member (by user id; a member's in the given order), so
+membership rows are locked in (room, user) order, as `prune_watermark_moves`
+locks them; a room's advisory lock is taken before any of its membership
+rows (version 3 took it after the member's row), so two batches take their
+locks in the same order and cannot deadlock; the rooms'
 rows, for the `message.state` events' positions, are taken last, once every
 receipt's messages are done, in room id order (a receipt's room row before
 the next receipt's message rows would deadlock with an edit, which takes a
@@ -82,7 +84,7 @@ BEGIN
         FROM unnest(p_rooms, p_users, p_delivered, p_read, p_command_ids)
              WITH ORDINALITY AS x(room, member_user, delivered, read, command_id, i)
         LEFT JOIN {room} r ON r.slug = x.room
-        ORDER BY r.id, x.i
+        ORDER BY r.id, x.member_user, x.i
     LOOP
         receipt := given.i;
         last_seq := NULL; old_delivered := NULL; old_read := NULL; new_delivered := NULL; new_read := NULL;
