@@ -65,6 +65,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--big-room", type=int, default=1000,
                    help="sockets of the big room (half on each of two processes; 0: skip), bench/bigroom.py")
     p.add_argument("--big-room-only", action="store_true", help="only the big room")
+    p.add_argument("--idle-only", action="store_true", help="only the idle sockets' memory (--idle of them)")
     p.add_argument("--events", action="store_true",
                    help="only the events downstream: acks/s with and without the outbox, the relay's events/s and lag")
     p.add_argument("--no-events", action="store_true", help="skip the events downstream's part of a full run")
@@ -306,6 +307,11 @@ def main() -> None:
 
     if args.profile:
         profile(start, sessions, reference, out, wall=args.profile_wall)
+        return
+    if args.idle_only:
+        idle = idle_memory(start, sessions[0], args.idle)
+        (out / "idle.json").write_text(json.dumps(idle, indent=2))
+        print(json.dumps(idle, indent=2))
         return
     if args.events:
         from .events import events_bench
