@@ -208,10 +208,15 @@ class Measured:
         if not self.batches:
             return {}
         spent = {key: self.batches["end"][key] - self.batches["start"].get(key, 0.0) for key in self.batches["end"]}
+        # Receipts: gathered batches, from every sender, one call each.
+        gathered = spent.get("gathered_count", 0.0)
+        receipts = {"gathered_batches_per_s": round(gathered / wall, 1),
+                    "gathered_mean_size": round(spent["gathered_size"] / gathered, 1)} if gathered else {}
         count = spent.get("count", 0.0)
         if not count:
-            return {}
+            return receipts
         return {
+            **receipts,
             "batches_per_s": round(count / wall, 1),
             "batch_mean_size": round(spent["size"] / count, 1),
             **{f"batch_{phase}_ms": round(spent[phase] / count * 1000, 2) for phase in BATCH_PHASE_NAMES},
@@ -230,6 +235,10 @@ def batch_counters(urls: list[str]) -> dict[str, float]:
                     key = "count"
                 elif sample.name == "messaging_command_batch_size_sum":
                     key = "size"
+                elif sample.name == "messaging_gathered_batch_size_count":
+                    key = "gathered_count"
+                elif sample.name == "messaging_gathered_batch_size_sum":
+                    key = "gathered_size"
                 elif sample.name == "messaging_command_batch_phase_seconds_sum":
                     key = sample.labels["phase"]
                 else:
