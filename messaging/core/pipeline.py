@@ -187,10 +187,12 @@ def _gatherer(type: str) -> Batcher[Delivery]:
     type's batch form, one transaction (`apply.apply_gathered`), batches
     starting as `_batcher`'s do. Receipts of one room gain nothing from two
     batches at once: the second queues for the room's lock."""
-    runners = max(1, get_settings().DB_THREADS // 2)
+    conf = get_settings()
+    runners = max(1, conf.DB_THREADS // 2)
     return runtime().part(
         f"gatherer {type}",
-        lambda: Batcher(run_gathered, runners=runners, limit=BATCH_LIMIT, overlap_after=BATCH_OVERLAP_AFTER),
+        lambda: Batcher(run_gathered, runners=runners, limit=BATCH_LIMIT, overlap_after=BATCH_OVERLAP_AFTER,
+                        settle=conf.BATCH_SETTLE),
     )
 
 
