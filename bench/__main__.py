@@ -432,7 +432,7 @@ def main() -> None:
         "idle": idle,
         "big_room": big,
         "events": events,
-        "targets": {} if args.rate else targets(peak, curves, idle, big),
+        "targets": {} if args.rate else targets(peak, curves, idle, big, server=args.server),
     }
     (out / "results.json").write_text(json.dumps(report, indent=2))
     tables = markdown(report)
@@ -503,8 +503,14 @@ def idle_memory(start, session: str, count: int) -> dict:
     return {"sockets": count, "rss_before_mb": round(before / 2**20, 1), "rss_mb": round(after / 2**20, 1)}
 
 
-def targets(peak: dict, curves: dict, idle: dict | None, big: dict | None = None) -> dict:
-    """Each target of issue 6 with its measured value and whether it was met (None: not measured)."""
+# Issue 26: the full path's share of the echo consumer's acks/s, per server.
+FULL_OF_ECHO = {"daphne": 0.8, "uvicorn": 0.6}
+
+
+def targets(peak: dict, curves: dict, idle: dict | None, big: dict | None = None, server: str = "daphne") -> dict:
+    """Each target of issue 26 (and those of issue 6 still standing) with its measured value
+    and whether it was met (None: not measured). One run serves one server: the target
+    across servers (full on uvicorn >= echo on daphne) is read from two runs' tables."""
 
     def ratio(a: str, b: str) -> float | None:
         if a in peak and b in peak and peak[b]["acks_per_s"]:
@@ -512,14 +518,15 @@ def targets(peak: dict, curves: dict, idle: dict | None, big: dict | None = None
         return None
 
     half = next((p for p in curves.get("full", []) if p["fraction"] == 0.5), None)
+    share = FULL_OF_ECHO.get(server, 0.6)
     measured = [
-        ("full / echo >= 0.5", ratio("full", "echo"), 0.5, True),
+        (f"full / echo >= {share} ({server})", ratio("full", "echo"), share, True),
         ("full / tutorial >= 5", ratio("full", "tutorial"), 5, True),
         ("duplicates / first-time >= 2", ratio("full, duplicates only", "full, first-time posts only"), 2, True),
+        ("receipts / first-time >= 0.5", ratio("full, receipts", "full, first-time posts only"), 0.5, True),
         ("p99 ms at half of peak <= 25", half["p99_ms"] if half else None, 25, False),
         # The target (issue 26) is stated for 10,000 sockets; a smaller --idle is no measure of it.
         ("idle MB for 10000 sockets <= 300", idle["rss_mb"] if idle and idle["sockets"] >= 10000 else None, 300, False),
-        ("two processes / one >= 1.5", ratio("full, two processes", "full"), 1.5, True),
     ]
     if big:
         measured += [
@@ -535,6 +542,8 @@ def targets(peak: dict, curves: dict, idle: dict | None, big: dict | None = None
     }
     # Not targets: the same ratio for the stack alone, what the box allows, and
     # for the duplicates Redis answers, where the database takes no share.
+    # Issue 26 retired the 1.5x target for two processes on these 2 cores (docs/PERFORMANCE.md).
+    met["two processes / one"] = {"value": ratio("full, two processes", "full"), "met": None}
     met["echo: two processes / one"] = {"value": ratio("echo, two processes", "echo"), "met": None}
     met["duplicates only: two processes / one"] = {
         "value": ratio("full, duplicates only, two processes", "full, duplicates only"), "met": None,
