@@ -69,6 +69,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--big-room", type=int, default=1000,
                    help="sockets of the big room (half on each of two processes; 0: skip), bench/bigroom.py")
     p.add_argument("--big-room-only", action="store_true", help="only the big room")
+    p.add_argument("--idle-only", action="store_true", help="only the idle sockets' memory (--idle of them)")
     p.add_argument("--events", action="store_true",
                    help="only the events downstream: acks/s with and without the outbox, the relay's events/s and lag")
     p.add_argument("--no-events", action="store_true", help="skip the events downstream's part of a full run")
@@ -211,10 +212,15 @@ class Measured:
         if not self.batches:
             return {}
         spent = {key: self.batches["end"][key] - self.batches["start"].get(key, 0.0) for key in self.batches["end"]}
+        # Receipts: gathered batches, from every sender, one call each.
+        gathered = spent.get("gathered_count", 0.0)
+        receipts = {"gathered_batches_per_s": round(gathered / wall, 1),
+                    "gathered_mean_size": round(spent["gathered_size"] / gathered, 1)} if gathered else {}
         count = spent.get("count", 0.0)
         if not count:
-            return {}
+            return receipts
         return {
+            **receipts,
             "batches_per_s": round(count / wall, 1),
             "batch_mean_size": round(spent["size"] / count, 1),
             **{f"batch_{phase}_ms": round(spent[phase] / count * 1000, 2) for phase in BATCH_PHASE_NAMES},
@@ -233,6 +239,10 @@ def batch_counters(urls: list[str]) -> dict[str, float]:
                     key = "count"
                 elif sample.name == "messaging_command_batch_size_sum":
                     key = "size"
+                elif sample.name == "messaging_gathered_batch_size_count":
+                    key = "gathered_count"
+                elif sample.name == "messaging_gathered_batch_size_sum":
+                    key = "gathered_size"
                 elif sample.name == "messaging_command_batch_phase_seconds_sum":
                     key = sample.labels["phase"]
                 else:
@@ -304,6 +314,11 @@ def main() -> None:
 
     if args.profile:
         profile(start, sessions, reference, out, wall=args.profile_wall)
+        return
+    if args.idle_only:
+        idle = idle_memory(start, sessions[0], args.idle)
+        (out / "idle.json").write_text(json.dumps(idle, indent=2))
+        print(json.dumps(idle, indent=2))
         return
     if args.events:
         from .events import events_bench
@@ -424,7 +439,7 @@ def main() -> None:
         "idle": idle,
         "big_room": big,
         "events": events,
-        "targets": {} if args.rate else targets(peak, curves, idle, big),
+        "targets": {} if args.rate else targets(peak, curves, idle, big, server=args.server),
     }
     (out / "results.json").write_text(json.dumps(report, indent=2))
     tables = markdown(report)
@@ -495,8 +510,14 @@ def idle_memory(start, session: str, count: int) -> dict:
     return {"sockets": count, "rss_before_mb": round(before / 2**20, 1), "rss_mb": round(after / 2**20, 1)}
 
 
-def targets(peak: dict, curves: dict, idle: dict | None, big: dict | None = None) -> dict:
-    """Each target of issue 6 with its measured value and whether it was met (None: not measured)."""
+# Issue 26: the full path's share of the echo consumer's acks/s, per server.
+FULL_OF_ECHO = {"daphne": 0.8, "uvicorn": 0.6}
+
+
+def targets(peak: dict, curves: dict, idle: dict | None, big: dict | None = None, server: str = "daphne") -> dict:
+    """Each target of issue 26 (and those of issue 6 still standing) with its measured value
+    and whether it was met (None: not measured). One run serves one server: the target
+    across servers (full on uvicorn >= echo on daphne) is read from two runs' tables."""
 
     def ratio(a: str, b: str) -> float | None:
         if a in peak and b in peak and peak[b]["acks_per_s"]:
@@ -504,14 +525,15 @@ def targets(peak: dict, curves: dict, idle: dict | None, big: dict | None = None
         return None
 
     half = next((p for p in curves.get("full", []) if p["fraction"] == 0.5), None)
+    share = FULL_OF_ECHO.get(server, 0.6)
     measured = [
-        ("full / echo >= 0.5", ratio("full", "echo"), 0.5, True),
+        (f"full / echo >= {share} ({server})", ratio("full", "echo"), share, True),
         ("full / tutorial >= 5", ratio("full", "tutorial"), 5, True),
         ("duplicates / first-time >= 2", ratio("full, duplicates only", "full, first-time posts only"), 2, True),
+        ("receipts / first-time >= 0.5", ratio("full, receipts", "full, first-time posts only"), 0.5, True),
         ("p99 ms at half of peak <= 25", half["p99_ms"] if half else None, 25, False),
         # The target (issue 26) is stated for 10,000 sockets; a smaller --idle is no measure of it.
         ("idle MB for 10000 sockets <= 300", idle["rss_mb"] if idle and idle["sockets"] >= 10000 else None, 300, False),
-        ("two processes / one >= 1.5", ratio("full, two processes", "full"), 1.5, True),
     ]
     if big:
         measured += [
@@ -527,6 +549,8 @@ def targets(peak: dict, curves: dict, idle: dict | None, big: dict | None = None
     }
     # Not targets: the same ratio for the stack alone, what the box allows, and
     # for the duplicates Redis answers, where the database takes no share.
+    # Issue 26 retired the 1.5x target for two processes on these 2 cores (docs/PERFORMANCE.md).
+    met["two processes / one"] = {"value": ratio("full, two processes", "full"), "met": None}
     met["echo: two processes / one"] = {"value": ratio("echo, two processes", "echo"), "met": None}
     met["duplicates only: two processes / one"] = {
         "value": ratio("full, duplicates only, two processes", "full, duplicates only"), "met": None,

@@ -1,8 +1,10 @@
 """The bench's ASGI app: the full path and the two yardsticks on one server stack.
 
-`/ws/` is the project's consumer, exactly as `project.asgi` routes it;
-`/echo/` the ceiling and `/tutorial/<room>/` the tutorial pattern. Only the
-benchmark serves this module.
+`/ws/` is the project's consumer behind the project's handshake layer,
+exactly as `project.asgi` serves it; `/echo/` the ceiling and
+`/tutorial/<room>/` the tutorial pattern, behind the plain Channels stack a
+tutorial uses (channels' origin validator, cookie, session and auth
+middleware). Only the benchmark serves this module.
 """
 from __future__ import annotations
 
@@ -20,27 +22,30 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.urls import path  # noqa: E402
 
 from messaging.transport.daphne_compat import allow_protocol_close_codes, defer_autobahn_log_formatting  # noqa: E402
-from messaging.transport.routing import websocket_urlpatterns  # noqa: E402
+from messaging.transport.consumers import ChatConsumer  # noqa: E402
+from messaging.transport.gate import SocketGate  # noqa: E402
 
 from .consumers import EchoConsumer, TutorialConsumer  # noqa: E402
 
-# The server stack as `project.asgi` sets it up, for every configuration alike.
+# The server as `project.asgi` sets it up, for every configuration alike.
 allow_protocol_close_codes()
 defer_autobahn_log_formatting()
+
+
+def plain_channels(consumer):
+    """What a Channels tutorial puts around its consumer."""
+    return AllowedHostsOriginValidator(AuthMiddlewareStack(consumer))
+
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(
-                URLRouter(
-                    [
-                        *websocket_urlpatterns,
-                        path("echo/", EchoConsumer.as_asgi()),
-                        path("tutorial/<slug:room>/", TutorialConsumer.as_asgi()),
-                    ]
-                )
-            )
+        "websocket": URLRouter(
+            [
+                path("ws/", SocketGate(ChatConsumer.as_asgi())),
+                path("echo/", plain_channels(EchoConsumer.as_asgi())),
+                path("tutorial/<slug:room>/", plain_channels(TutorialConsumer.as_asgi())),
+            ]
         ),
     }
 )

@@ -39,6 +39,7 @@ _PUBLIC = {
     "HandshakeThrottle": "messaging.transport.handshakes",
     "OriginValidator": "messaging.transport.origins",
     "SameOriginValidator": "messaging.transport.origins",
+    "SocketGate": "messaging.transport.gate",
     "allow_protocol_close_codes": "messaging.transport.daphne_compat",
     "defer_autobahn_log_formatting": "messaging.transport.daphne_compat",
     "limit_posts_per_address": "messaging.transport.addresses",

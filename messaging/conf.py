@@ -31,6 +31,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `USER_RATE_WINDOW` | 10.0 | seconds of the per-user window (counted in Redis; per process without it) |
 | `SESSION_CHECK_INTERVAL` | 5.0 | seconds between checks that a socket's session is still valid; 0 turns them off |
 | `DB_THREADS` | 0 | threads that run commands, each with its own database connection; 0: channels' one thread. Exactly-once commands that arrive together run as one batch, at most `DB_THREADS // 2` (at least 1) batches at once |
+| `BATCH_SETTLE` | 2 | rounds of the event loop's callbacks the next batch of exactly-once commands waits after one ends, so that the sockets it answered send their next commands into it (`messaging/core/batches.py`); 0: it starts with the first to arrive |
 | `RATE_WINDOW_KEYS` | 10000 | most keys (users, client addresses) each of a process's own rate windows holds; past it the least recently hit are forgotten |
 | `CONNECT_RATE` | 120 | WebSocket handshakes per client address per `CONNECT_RATE_WINDOW`, over all processes (counted in Redis; per process without it); past it the handshake is refused with 403; 0 turns it off |
 | `CONNECT_RATE_WINDOW` | 60.0 | seconds of the handshake window |
@@ -107,6 +108,7 @@ class MessagingSettings:
     USER_RATE_WINDOW: float = 10.0
     SESSION_CHECK_INTERVAL: float = 5.0
     DB_THREADS: int = 0
+    BATCH_SETTLE: int = 2
     RATE_WINDOW_KEYS: int = 10_000
     CONNECT_RATE: int = 120
     CONNECT_RATE_WINDOW: float = 60.0

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 
@@ -70,13 +71,19 @@ class Membership(models.Model):
             models.UniqueConstraint(fields=["room", "user"], name="messaging_membership_unique"),
             models.CheckConstraint(condition=models.Q(read__lte=models.F("delivered")), name="messaging_read_lte_delivered"),
         ]
-        # The receipt's state UPDATEs ask, per message, whether any recipient
-        # is still behind it (migration 0008's `NOT EXISTS`): by these, only
-        # the members behind are read, not every member of the room
-        # (docs/PERFORMANCE.md, "Big rooms").
         indexes = [
+            # Version 3 of the receipt's function (migration 0014) asks, per
+            # message, whether any recipient is still behind it (`NOT
+            # EXISTS`): by these, only the members behind are read
+            # (docs/PERFORMANCE.md, "Big rooms"). Kept for it during a rolling deploy.
             models.Index(fields=["room", "delivered"], name="messaging_membership_delivered"),
             models.Index(fields=["room", "read"], name="messaging_membership_read"),
+            # Version 4 (migration 0016) and the ORM's form read the room's
+            # two lowest effective watermarks and its two earliest members:
+            # two rows of each, whatever the room's size.
+            models.Index(models.F("room"), Greatest("delivered", "joined_seq"), name="messaging_member_eff_delivered"),
+            models.Index(models.F("room"), Greatest("read", "joined_seq"), name="messaging_member_eff_read"),
+            models.Index(fields=["room", "joined_seq"], name="messaging_member_joined"),
         ]
 
     def __str__(self) -> str:

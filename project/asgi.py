@@ -10,12 +10,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 # Django must be set up before anything imports models (the consumer does).
 django_asgi_app = get_asgi_application()
 
-from messaging.transport.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from messaging.transport.daphne_compat import allow_protocol_close_codes, defer_autobahn_log_formatting  # noqa: E402
-from messaging.transport.handshakes import HandshakeThrottle  # noqa: E402
-from messaging.transport.origins import SameOriginValidator  # noqa: E402
+from messaging.transport.gate import SocketGate  # noqa: E402
 from messaging.transport.routing import websocket_urlpatterns  # noqa: E402
 
 # Without this, daphne turns the protocol's 1003, 1008 and 1009 closes into 1011.
@@ -26,9 +24,10 @@ defer_autobahn_log_formatting()
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        # Origin by scheme, host and port: CSRF_TRUSTED_ORIGINS, else the handshake's own (messaging/transport/origins.py);
-        # handshakes per client address (CONNECT_RATE, messaging/transport/handshakes.py).
-        "websocket": HandshakeThrottle(SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))),
+        # Handshakes per client address (CONNECT_RATE), the origin by scheme, host and port
+        # (CSRF_TRUSTED_ORIGINS, else the handshake's own), then the session's or API token's
+        # user: one layer, messaging/transport/gate.py.
+        "websocket": SocketGate(URLRouter(websocket_urlpatterns)),
     }
 )
 

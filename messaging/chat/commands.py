@@ -25,7 +25,7 @@ from ..models import CommandRecord, Membership, Message, MessageState, Room
 from .hooks import join_hooks
 from .messages import display_name, msg_frame, stored_msg_frame
 from .policy import get_policy, overrides
-from .receipts import Move, move_watermarks_by_function, move_watermarks_portably
+from .receipts import Asked, Move, move_watermarks_by_function, move_watermarks_portably
 from .replay import changes_since
 from .rooms import joined_room_id, room_to_join
 from .unread import unread_in
@@ -361,21 +361,18 @@ def receipt_moved(ctx: CommandContext, receipt: Receipt, move: Move) -> dict:
 
 
 async def receipts_on_postgresql(gateway: Gateway, entries: list[tuple[CommandContext, Receipt, None]]) -> list[dict | CommandError]:
-    """`receipt`'s batch form on PostgreSQL: each receipt's move in one call of
-    the database's function (migration 0008), its own transaction."""
-    results: list[dict | CommandError] = []
-    for ctx, receipt, _ in entries:
-        try:
-            move = await move_watermarks_by_function(gateway, ctx.user, receipt.room, receipt.delivered,
-                                                     receipt.read, ctx.command_id)
-        except CommandError as exc:
-            results.append(exc)
-            continue
-        results.append(receipt_moved(ctx, receipt, move))
-    return results
+    """`receipt`'s batch form on PostgreSQL: the receipts that arrived together,
+    from any senders, in one call of the database's function (migration 0016),
+    one transaction; each gets its own answer, a refusal its own alone."""
+    asked = [Asked(ctx.user, receipt.room, receipt.delivered, receipt.read, ctx.command_id)
+             for ctx, receipt, _ in entries]
+    moves = await move_watermarks_by_function(gateway, asked)
+    return [move if isinstance(move, CommandError) else receipt_moved(ctx, receipt, move)
+            for (ctx, receipt, _), move in zip(entries, moves, strict=True)]
 
 
-@command("receipt", validate=validate_receipt, exactly_once=False, batch={"postgresql": receipts_on_postgresql})
+@command("receipt", validate=validate_receipt, exactly_once=False, batch={"postgresql": receipts_on_postgresql},
+         gathered=True)
 def receipt(ctx: CommandContext, receipt: Receipt) -> dict:
     move = move_watermarks_portably(ctx.user, receipt.room, receipt.delivered, receipt.read, ctx.command_id)
     return receipt_moved(ctx, receipt, move)

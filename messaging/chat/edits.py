@@ -61,11 +61,14 @@ def locked_message(room: Room, seq: int) -> Message:
     of one message are made one after another; `Invalid` if there is none.
 
     FOR NO KEY UPDATE, the lock an UPDATE of the row takes: it leaves the key
-    share lock of a reaction's foreign key free. Taken before the room's row
-    (`next_rev`); posts and reactions take the room's and no message's, and
-    receipts never the room's, so no two changes wait on each other in a cycle.
+    share lock of a reaction's foreign key free. Of the message's row alone
+    (`of`): Message's ordering by the room's slug joins the room, whose row
+    would be locked too, first. Taken before the room's row (`next_rev`);
+    posts and reactions take the room's and no message's, and receipts take
+    the rooms' last, after every message's of their batch (migration 0016),
+    so no two changes wait on each other in a cycle.
     """
-    message = Message.objects.select_for_update(no_key=True).filter(room=room, seq=seq).first()
+    message = Message.objects.select_for_update(no_key=True, of=("self",)).filter(room=room, seq=seq).first()
     if message is None:
         raise Invalid(f"no message {seq} in room {room.slug}")
     return message

@@ -8,11 +8,15 @@ than the sender who had joined before it was posted. States never move back.
 
 A move is applied in one transaction: the membership row, a `WatermarkMove`
 (when it happened, for the per-recipient view) and the message states, with
-one set-based UPDATE per state over the seq range that moved. On PostgreSQL
-that transaction is one call of the function `messaging_move_watermarks_v3`
-(migration 0014, 0008's with the events): one round trip through the gateway
-(`move_watermarks_by_function`, `receipt`'s batch form there); elsewhere the
-ORM's statements of `move_watermarks_portably`, the type's `apply`.
+one set-based UPDATE per state over the seq range that moved. Whether a
+message has reached a state is read from the room's two lowest *effective*
+watermarks, greatest(watermark, joined_seq), by an index (migration 0016):
+the cost of a move does not grow with the room. On PostgreSQL the receipts
+that arrive together, from any senders, are one call of the function
+`messaging_move_watermarks_v4`, one transaction (`move_watermarks_by_function`,
+`receipt`'s batch form there, a `gathered` type: messaging/core/pipeline.py);
+elsewhere the ORM's statements of `move_watermarks_portably`, the type's
+`apply`, make the same move with the same test.
 
 A move also says what it did, for the frames that tell it (`commands.py`):
 the messages it moved, each with its sender and new state (the newest
@@ -27,12 +31,12 @@ from types import SimpleNamespace
 from typing import Any
 
 from django.db import connection
-from django.db.models import Case, DateTimeField, Exists, F, OuterRef, Q, QuerySet, Subquery, Value, When
-from django.db.models.functions import Coalesce
+from django.db.models import Case, DateTimeField, F, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from ..conf import get_settings
-from ..core.exceptions import Forbidden, Invalid
+from ..core.exceptions import CommandError, Forbidden, Invalid
 from ..core.gateway import Gateway
 from ..core.protocol import format_time
 from ..core.sql import statement
@@ -78,37 +82,59 @@ class Move:
     messages: tuple[MovedMessage, ...] = ()
 
 
-# The move as one call (migration 0014: 0008's, which also writes a
-# `message.state` event per message moved), through the gateway.
+@dataclass(frozen=True)
+class Asked:
+    """One receipt as its sender gave it: whose, which room, the watermarks, its command id."""
+
+    user: Any
+    room: str
+    delivered: int | None
+    read: int | None
+    command_id: str = ""
+
+
+# Several receipts' moves as one call (migration 0016), through the gateway.
 MOVE_CALL = statement(__package__, "move_watermarks")
 
 
-def move_parameters(user: Any, room_slug: str, delivered: int | None, read: int | None,
-                    command_id: str = "") -> dict[str, Any]:
+def move_parameters(asked: list[Asked]) -> dict[str, Any]:
     conf = get_settings()
-    return {"room": room_slug, "user": user.pk, "delivered": delivered, "read": read,
+    return {"rooms": [a.room for a in asked], "users": [a.user.pk for a in asked],
+            "delivered": [a.delivered for a in asked], "read": [a.read for a in asked],
+            "command_ids": [a.command_id for a in asked],
             "members_upto": conf.MEMBERS_ON_JOIN, "states_limit": conf.STATES_PER_RECEIPT,
-            "command_id": command_id, "events": conf.EVENTS_OUTBOX}
+            "events": conf.EVENTS_OUTBOX}
 
 
-async def move_watermarks_by_function(gateway: Gateway, user: Any, room_slug: str, delivered: int | None,
-                                     read: int | None, command_id: str = "") -> Move:
-    """Move `user`'s watermarks in a room forward, in one call of the database's
-    function (PostgreSQL), its own transaction, through the gateway.
+async def move_watermarks_by_function(gateway: Gateway, asked: list[Asked]) -> list[Move | CommandError]:
+    """Move each receipt's watermarks forward, all in one call of the
+    database's function (PostgreSQL), one transaction, through the gateway.
 
-    Raises `Forbidden` for a non-member and `Invalid` for a seq beyond the
-    room's last one; either way nothing changes.
+    Per receipt, in the given order, its `Move`, or the `Forbidden` (a
+    non-member) or `Invalid` (a seq beyond the room's last one) refusing it;
+    a refused receipt changes nothing, and nothing of the others.
     """
-    rows = await gateway.fetch(MOVE_CALL, move_parameters(user, room_slug, delivered, read, command_id))
-    return called_move(rows, delivered, read)
+    return called_moves(await gateway.fetch(MOVE_CALL, move_parameters(asked)), asked)
 
 
-def called_move(rows: list[tuple], delivered: int | None, read: int | None) -> Move:
-    """The `Move` of the function's rows, or its refusal (nothing changed then)."""
-    if not rows:
+def called_moves(rows: list[tuple], asked: list[Asked]) -> list[Move | CommandError]:
+    """Per receipt of `asked`, the `Move` of the function's row for it (rows come room by room), or its refusal."""
+    by_receipt = {row[0]: row[1:] for row in rows}
+    moves: list[Move | CommandError] = []
+    for i, receipt in enumerate(asked, start=1):
+        try:
+            moves.append(called_move(by_receipt[i], receipt.delivered, receipt.read))
+        except CommandError as exc:
+            moves.append(exc)
+    return moves
+
+
+def called_move(row: tuple, delivered: int | None, read: int | None) -> Move:
+    """The `Move` of one receipt's row, or raises its refusal (nothing changed then)."""
+    (last_seq, old_delivered, old_read, new_delivered, new_read, members, at,
+     delivered_seqs, delivered_senders, read_seqs, read_senders) = row
+    if last_seq is None:
         raise Forbidden("join the room first")
-    [(last_seq, old_delivered, old_read, new_delivered, new_read, members, at,
-      delivered_seqs, delivered_senders, read_seqs, read_senders)] = rows
     if new_delivered is None:
         beyond_last_seq(last_seq, delivered, read)
     new = Watermarks(new_delivered, new_read)
@@ -135,22 +161,19 @@ def move_watermarks_portably(user: Any, room_slug: str, delivered: int | None, r
     """`move_watermarks` in the ORM's statements, for any database: at most
     eleven round trips (the ORM has no UPDATE ... RETURNING, so each state's
     moved messages are read back, and the members counted)."""
-    membership = (
-        Membership.objects.select_for_update(of=("self",))
-        .select_related("room")
-        .filter(room__slug=room_slug, user=user)
-        .first()
+    room = lock_room_states(room_slug)
+    membership = None if room is None else (
+        Membership.objects.select_for_update().filter(room_id=room[0], user=user).first()
     )
     if membership is None:
         raise Forbidden("join the room first")
-    beyond_last_seq(membership.room.last_seq, delivered, read)
+    beyond_last_seq(room[1], delivered, read)
 
     old = Watermarks(membership.delivered, membership.read)
     new = old.forward(delivered, read)
     if new == old:
         return Move(old, moved=False)
 
-    lock_room_states(membership.room_id)
     now = timezone.now()
     Membership.objects.filter(pk=membership.pk).update(delivered=new.delivered, read=new.read)
     WatermarkMove.objects.create(membership=membership, delivered=new.delivered, read=new.read, at=now)
@@ -160,11 +183,10 @@ def move_watermarks_portably(user: Any, room_slug: str, delivered: int | None, r
     messages: list[MovedMessage] = []
     events: list[tuple[int, MessageState]] = []
     if new.delivered > old.delivered:
-        messages += advance_states(membership.room_id, max(old.delivered, floor), new.delivered,
+        messages += advance_states(membership, max(old.delivered, floor), new.delivered,
                                    MessageState.DELIVERED, now, events)
     if new.read > old.read:
-        messages += advance_states(membership.room_id, max(old.read, floor), new.read, MessageState.READ, now,
-                                   events)
+        messages += advance_states(membership, max(old.read, floor), new.read, MessageState.READ, now, events)
     # Last, as the room's row is an effect's last lock (messaging/events/outbox.py).
     at = format_time(now)
     emit_many(SimpleNamespace(command_id=command_id, user=user), "message.state", room_slug,
@@ -174,8 +196,9 @@ def move_watermarks_portably(user: Any, room_slug: str, delivered: int | None, r
     return Move(new, moved=True, members=members, at=now, messages=tuple(messages))
 
 
-def lock_room_states(room_id: int) -> None:
-    """Serialize state changes of one room until commit.
+def lock_room_states(room_slug: str) -> tuple[int, int] | None:
+    """Serialize state changes of one room until commit; the room's id and
+    last seq (None: no such room).
 
     Two recipients' receipts for the same message, committed concurrently,
     would each see the other's watermark as it was before and neither would
@@ -183,13 +206,20 @@ def lock_room_states(room_id: int) -> None:
     (a fresh snapshot under READ COMMITTED, Django's default) sees every
     watermark committed before it. An advisory lock rather than the room row:
     posts take that row for their seq, and receipts need not wait for them.
+    Taken before the member's row, as the function takes them (migration
+    0016), so that receipts of one room cannot deadlock.
     """
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [RECEIPTS_LOCK, room_id % 2**31])
-    else:
-        # SQLite runs one writer at a time already; elsewhere, the row lock.
-        list(Room.objects.select_for_update().filter(pk=room_id).values_list("pk", flat=True))
+            cursor.execute(
+                f"SELECT id, last_seq, pg_advisory_xact_lock(%s, mod(id, 2147483648)::integer) "
+                f"FROM {connection.ops.quote_name(Room._meta.db_table)} WHERE slug = %s",
+                [RECEIPTS_LOCK, room_slug],
+            )
+            row = cursor.fetchone()
+        return None if row is None else (row[0], row[1])
+    # SQLite runs one writer at a time already; elsewhere, the row lock.
+    return Room.objects.select_for_update().filter(slug=room_slug).values_list("pk", "last_seq").first()
 
 
 def recipients(room_id: Any, seq: Any, sender_id: Any) -> QuerySet[Membership]:
@@ -197,16 +227,34 @@ def recipients(room_id: Any, seq: Any, sender_id: Any) -> QuerySet[Membership]:
     return Membership.objects.filter(room_id=room_id, joined_seq__lt=seq).exclude(user_id=sender_id)
 
 
-def advance_states(room_id: int, after: int, upto: int, state: MessageState, now: datetime,
+def advance_states(mover: Membership, after: int, upto: int, state: MessageState, now: datetime,
                    events: list[tuple[int, MessageState]]) -> list[MovedMessage]:
     """Move messages with seq in (after, upto] to `state` where every recipient
     reached it; returns the newest `STATES_PER_RECEIPT` of them, in seq order,
-    and adds every one's `(seq, state)` to `events`, for its `message.state` event."""
+    and adds every one's `(seq, state)` to `events`, for its `message.state` event.
+
+    `mover` (whose watermark just reached `upto`, and who joined at or
+    before `after`) is a recipient of every message of the range but its
+    own. The test is migration 0016's, in one UPDATE whose subqueries are
+    uncorrelated and read one or two index rows each: no other member's
+    effective watermark, greatest(watermark, joined_seq), is behind the
+    message, and one of the mover's own messages has another member who
+    joined before it.
+    """
     if upto <= after:
         return []
     watermark = "delivered" if state == MessageState.DELIVERED else "read"
-    of_message = recipients(room_id, OuterRef("seq"), OuterRef("sender_id"))
-    behind = of_message.filter(**{f"{watermark}__lt": OuterRef("seq")})
+    room_id = mover.room_id
+    by_effective = (Membership.objects.filter(room_id=room_id)
+                    .annotate(effective=Greatest(watermark, "joined_seq")).order_by("effective"))
+    lowest = Subquery(by_effective.values("effective")[:1])
+    # The lowest among the members other than the one holding the lowest (on a tie, the same).
+    second = Subquery(by_effective.values("effective")[1:2])
+    lowest_member = Subquery(by_effective.values("user_id")[:1])
+    no_other_behind = Q(seq__lte=Case(When(sender_id=lowest_member, then=second), default=lowest))
+    first_other = Subquery(Membership.objects.filter(room_id=room_id).exclude(user_id=mover.user_id)
+                           .order_by("joined_seq").values("joined_seq")[:1])
+    has_recipient = ~Q(sender_id=mover.user_id) | Q(seq__gt=first_other)
     earlier = [MessageState.SENT] if state == MessageState.DELIVERED else [MessageState.SENT, MessageState.DELIVERED]
     changes: dict[str, Any] = {"state": state}
     if state == MessageState.DELIVERED:
@@ -217,7 +265,7 @@ def advance_states(room_id: int, after: int, upto: int, state: MessageState, now
         changes["read_at"] = now
         changes["delivered_at"] = Coalesce(F("delivered_at"), now)
     in_range = Message.objects.filter(room_id=room_id, seq__gt=after, seq__lte=upto)
-    if not in_range.filter(state__in=earlier).filter(Q(Exists(of_message)) & ~Q(Exists(behind))).update(**changes):
+    if not in_range.filter(state__in=earlier).filter(no_other_behind & has_recipient).update(**changes):
         return []
     # What this UPDATE moved, read back by its mark: the state with this
     # move's time. No other move of the room has that time (on a clock that

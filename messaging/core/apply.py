@@ -4,7 +4,9 @@ Per type, a batch's claimed deliveries go through the type's batch form for
 the gateway's database (one statement for all of them: `room.post` on
 PostgreSQL), else through its portable `apply`, one by one, all in one
 database thread hop. A not exactly-once delivery runs alone, through the
-same two forms.
+same two forms; those of a `gathered` type (`receipt`) that arrived
+together, from any senders, run in one call of its batch form
+(`apply_gathered`).
 """
 from __future__ import annotations
 
@@ -140,6 +142,37 @@ async def apply_once(delivery: Delivery, gateway: Gateway) -> Outcome:
                 raise result
             return Outcome.applied(result, entry[0])
     return await gateway.run(delivery.run, _portably_unrecorded, delivery)
+
+
+async def apply_gathered(deliveries: list[Delivery], gateway: Gateway) -> list[Outcome | Exception]:
+    """Not exactly-once deliveries of one `gathered` type, from any senders, in
+    one call of its batch form: per delivery its `Outcome` or its refusal.
+
+    The form answers each alone (a refusal changes nothing of the others);
+    a failure of the whole call (the database) is `unavailable` for each.
+    Where the form declines, each runs as `apply_once` does.
+    """
+    handler = deliveries[0].handler
+    form = handler.batch_form(gateway.vendor)
+    entries = _entries(deliveries)
+    try:
+        results = None if form is None else await form(gateway, entries)
+    except Exception as exc:
+        if isinstance(exc, DatabaseError):
+            log.warning("storage failed for a batch of %d %s: %s", len(deliveries), handler.type, exc)
+        else:
+            log.error("handler failed for a batch of %d %s", len(deliveries), handler.type, exc_info=exc)
+        return [Unavailable() for _ in deliveries]
+    if results is None:
+        alone: list[Outcome | Exception] = []
+        for delivery in deliveries:
+            try:
+                alone.append(await gateway.run(delivery.run, _portably_unrecorded, delivery))
+            except Exception as exc:
+                alone.append(exc)
+        return alone
+    return [result if isinstance(result, CommandError) else Outcome.applied(result, ctx)
+            for (ctx, _, _), result in zip(entries, results, strict=True)]
 
 
 def _portably_unrecorded(delivery: Delivery) -> Any:

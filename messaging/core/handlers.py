@@ -88,6 +88,9 @@ class Handler:
     subscribes_to: Callable[[Any], str] | None = None
     # Django's `connection.vendor` ("postgresql", ...) -> the type's batch form there.
     batch: Mapping[str, BatchForm] = field(default_factory=dict)
+    # Not exactly-once: whether commands of this type that arrive together,
+    # from any senders, run in one call of its batch form (`pipeline.run`).
+    gathered: bool = False
 
     def batch_form(self, vendor: str) -> BatchForm | None:
         """The batch form for a database of `vendor`, if the type has one there."""
@@ -111,6 +114,7 @@ def command(
     exactly_once: bool = True,
     subscribes_to: Callable[[Any], str] | None = None,
     batch: Mapping[str, BatchForm] | None = None,
+    gathered: bool = False,
 ) -> Callable[[Applier], Applier]:
     """Register `apply(ctx, data) -> ack data` as the handler of `type`.
 
@@ -133,7 +137,10 @@ def command(
     or comes twice: the whole statement is undone and each command runs
     alone through `apply`, where its record answers a duplicate. Any other
     error fails every command of the batch with `unavailable`. A type that
-    is not exactly-once gets one command per call (fingerprint None).
+    is not exactly-once gets one command per call (fingerprint None), or,
+    `gathered`, every one of its commands that arrived together, from any
+    senders (a group commit, as exactly-once commands get): its form then
+    answers each alone, and no command's refusal may undo another's effect.
     """
 
     def decorate(apply: Applier) -> Applier:
@@ -145,6 +152,7 @@ def command(
                 exactly_once=exactly_once,
                 subscribes_to=subscribes_to,
                 batch=dict(batch or {}),
+                gathered=gathered,
             )
         )
         return apply

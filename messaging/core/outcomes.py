@@ -59,6 +59,12 @@ class Delivery:
         """Whether it may run in one batch with others of its type: exactly-once, and not a join."""
         return self.handler.exactly_once and self.handler.subscribes_to is None
 
+    @property
+    def gathered(self) -> bool:
+        """Whether it may run in one call with others of its type, from any senders: not
+        exactly-once, of a `gathered` type (`receipt`)."""
+        return not self.handler.exactly_once and self.handler.gathered
+
     @cached_property
     def key(self) -> str:
         return claim_key(self.user.pk, self.command.id)

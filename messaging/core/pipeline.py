@@ -6,9 +6,12 @@
 A command is prepared (`prepare`: its type looked up, its data validated and
 fingerprinted), then run in the order its sender sent it (`runs`):
 consecutive exactly-once commands of one type (a client's pipelined posts)
-run together in one batch, in order, so a room's seqs follow send order;
+run together in one batch, in order, so a room's seqs follow send order, and
+so do consecutive commands of a `gathered` type (a client's receipts);
 everything else runs alone, after what came before it. So a post sent right
-behind its room's join still runs after the join.
+behind its room's join still runs after the join. Groups of a `gathered`
+type, from every sender, that arrive together run in one call of its batch
+form (`_gatherer`), one transaction.
 
 Batches of every sender on one event loop are collected by the loop's
 `Batcher` (group commit without waiting: messaging/core/batches.py) and run
@@ -32,7 +35,7 @@ from typing import Any, Iterable, Iterator, TypeVar
 from ..conf import get_settings
 from ..ops import metrics
 from . import handlers
-from .apply import Batch, apply_once
+from .apply import Batch, apply_gathered, apply_once
 from .batches import Batcher
 from .claims import get_claim_store
 from .exceptions import CommandError, InProgress
@@ -61,8 +64,8 @@ def prepare(user: Any, command: Command, context: contextvars.Context | None = N
 class Runs:
     """The module's rule, fed one item at a time: which items run together, in order.
 
-    Consecutive batchable deliveries of one type, at most `BATCH_LIMIT`, are
-    one group; anything else (another delivery, or whatever a caller keeps
+    Consecutive batchable (or gathered) deliveries of one type, at most
+    `BATCH_LIMIT`, are one group; anything else (another delivery, or whatever a caller keeps
     in its sequence: a refusal, a bad frame) is a group of its own. `add`
     returns the groups that are complete once an item is added, `end` the
     last one; a caller runs each before it adds the next item, so a join's
@@ -74,7 +77,7 @@ class Runs:
 
     def add(self, item: T) -> list[list[T]]:
         ready: list[list[T]] = []
-        if isinstance(item, Delivery) and item.batchable:
+        if isinstance(item, Delivery) and (item.batchable or item.gathered):
             first = self.together[0] if self.together else None
             if first is not None and (first.handler.type != item.handler.type or len(self.together) >= BATCH_LIMIT):
                 ready.append(self.together)
@@ -100,11 +103,19 @@ def runs(items: Iterable[T]) -> Iterator[list[T]]:
 
 async def run(deliveries: list[Delivery]) -> list[Outcome | Exception]:
     """One group of `runs`: per delivery, in order, its `Outcome` or the exception for its caller."""
-    if len(deliveries) == 1 and not deliveries[0].handler.exactly_once:
-        try:
-            return [await apply_once(deliveries[0], runtime().gateway)]
-        except Exception as exc:
-            return [exc]
+    first = deliveries[0]
+    if not first.handler.exactly_once:
+        gateway = runtime().gateway
+        if first.gathered and first.handler.batch_form(gateway.vendor) is not None:
+            # Kept together, in order, in one call with whatever else arrived.
+            return await _gatherer(first.handler.type).submit_many(deliveries)
+        results: list[Outcome | Exception] = []
+        for delivery in deliveries:
+            try:
+                results.append(await apply_once(delivery, gateway))
+            except Exception as exc:
+                results.append(exc)
+        return results
     deadline = time.monotonic() + get_settings().IN_PROGRESS_WAIT
     batcher = _batcher()
     results = await batcher.submit_many(deliveries)
@@ -157,11 +168,37 @@ def _batcher() -> Batcher[Delivery]:
     `BATCH_OVERLAP_AFTER` (a slow statement, a lock held elsewhere) no longer
     holds up the rest: the next one starts beside it. The other threads
     serve the commands that run alone (room.join) and the session checks.
+
+    After a batch, the next one waits `BATCH_SETTLE` rounds of the loop
+    (batches.py), so that the sockets it answered are in it with the posts
+    they hold: twice the batch under the benchmark's load (docs/PERFORMANCE.md).
     """
-    runners = max(1, get_settings().DB_THREADS // 2)
+    conf = get_settings()
+    runners = max(1, conf.DB_THREADS // 2)
     return runtime().part(
-        "batcher", lambda: Batcher(run_batch, runners=runners, limit=BATCH_LIMIT, overlap_after=BATCH_OVERLAP_AFTER)
+        "batcher", lambda: Batcher(run_batch, runners=runners, limit=BATCH_LIMIT, overlap_after=BATCH_OVERLAP_AFTER,
+                                   settle=conf.BATCH_SETTLE)
     )
+
+
+def _gatherer(type: str) -> Batcher[Delivery]:
+    """This event loop's batcher of a `gathered` type's deliveries (`receipt`),
+    from every sender: those that arrive together run in one call of the
+    type's batch form, one transaction (`apply.apply_gathered`), batches
+    starting as `_batcher`'s do. Receipts of one room gain nothing from two
+    batches at once: the second queues for the room's lock."""
+    conf = get_settings()
+    runners = max(1, conf.DB_THREADS // 2)
+    return runtime().part(
+        f"gatherer {type}",
+        lambda: Batcher(run_gathered, runners=runners, limit=BATCH_LIMIT, overlap_after=BATCH_OVERLAP_AFTER,
+                        settle=conf.BATCH_SETTLE),
+    )
+
+
+async def run_gathered(deliveries: list[Delivery]) -> list[Outcome | Exception]:
+    metrics.GATHERED_BATCH_SIZE.observe(len(deliveries))
+    return await apply_gathered(deliveries, runtime().gateway)
 
 
 async def run_batch(deliveries: list[Delivery]) -> list[Outcome | Exception]:

@@ -46,6 +46,11 @@ BATCH_SIZE = Histogram(
     "Exactly-once commands run together as one batch (one thread hop, one claim round trip, one statement per type).",
     buckets=(1, 2, 4, 8, 16, 32, 64),
 )
+GATHERED_BATCH_SIZE = Histogram(
+    "messaging_gathered_batch_size",
+    "Commands of a gathered type (receipt), from any senders, run together in one call of its batch form.",
+    buckets=(1, 2, 4, 8, 16, 32, 64),
+)
 BATCH_PHASES = Histogram(
     "messaging_command_batch_phase_seconds",
     "Wall time of each phase of a batch: claims (Redis claims its commands), apply (the database "

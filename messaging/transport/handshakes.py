@@ -29,15 +29,17 @@ class HandshakeThrottle:
 
     async def __call__(self, scope: dict, receive: Callable[[], Awaitable[dict]],
                        send: Callable[[dict], Awaitable[None]]) -> Any:
-        if scope["type"] == "websocket" and await self.over_limit(scope):
+        if scope["type"] == "websocket" and await handshake_over_limit(scope):
             metrics.ADDRESS_THROTTLED.labels("connect").inc()
             return await WebsocketDenier()(scope, receive, send)
         return await self.app(scope, receive, send)
 
-    async def over_limit(self, scope: dict) -> bool:
-        conf = get_settings()
-        window = address_window("connect", conf.CONNECT_RATE, conf.CONNECT_RATE_WINDOW)
-        client = scope_client(scope)
-        if window is None or client is None:
-            return False
-        return await window.ahit_now(client) > 0
+
+async def handshake_over_limit(scope: dict) -> bool:
+    """Count the handshake against its address's window; whether it is over `CONNECT_RATE`."""
+    conf = get_settings()
+    window = address_window("connect", conf.CONNECT_RATE, conf.CONNECT_RATE_WINDOW)
+    client = scope_client(scope)
+    if window is None or client is None:
+        return False
+    return await window.ahit_now(client) > 0

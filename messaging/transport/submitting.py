@@ -23,6 +23,7 @@ from typing import Any
 
 from asgiref.sync import AsyncToSync, SyncToAsync
 
+from ..chat.online import MEMBER_LISTS
 from ..core import handlers
 from ..core.exceptions import BadFrame, CommandError, Unavailable
 from ..core import pipeline
@@ -31,6 +32,7 @@ from ..core.protocol import COMMAND_ID, AckFrame, Command, ack_error, ack_ok, en
 from ..ops import metrics
 from ..ops.logcontext import command_scope, loggable
 from .fanout import get_hub
+from .presence import add_online
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,9 @@ async def asubmit(user: Any, t: Any, d: Any, *, id: str | None = None) -> AckFra
             log.exception("command %s %s by user %s failed", loggable(command.t), command.id, user.pk)
             _answered(handler, Unavailable.code, started)
             return ack_error(command.id, Unavailable().as_error())
+        if handler.type in MEMBER_LISTS:
+            # As on a socket (PROTOCOL.md 1.1, "Presence"): member entries say who is online.
+            await add_online(outcome.data.get("members"))
         _answered(handler, "dup" if outcome.dup else "ok", started, source=outcome.source)
         publish(outcome)
         return ack_ok(command.id, outcome.data, dup=outcome.dup)

@@ -151,8 +151,17 @@ def move_by_function(user, room_slug: str, delivered, read):
     """A receipt's move in its PostgreSQL form (one call of the database's function), on this
     thread's connection and transaction: the statement `move_watermarks_by_function` sends
     through the gateway, for tests that compare it with the ORM's form inside one transaction."""
-    from messaging.chat.receipts import MOVE_CALL, called_move, move_parameters
+    [move] = moves_by_function([(user, room_slug, delivered, read)])
+    if isinstance(move, Exception):
+        raise move
+    return move
+
+
+def moves_by_function(receipts: list[tuple]):
+    """Several receipts `(user, room, delivered, read)` in one call of the database's function
+    (a batch), on this thread's connection and transaction: per receipt its move or refusal."""
+    from messaging.chat.receipts import MOVE_CALL, Asked, called_moves, move_parameters
     from messaging.core.gateway import fetch_on_this_thread
 
-    rows = fetch_on_this_thread(MOVE_CALL, move_parameters(user, room_slug, delivered, read))
-    return called_move(rows, delivered, read)
+    asked = [Asked(*receipt) for receipt in receipts]
+    return called_moves(fetch_on_this_thread(MOVE_CALL, move_parameters(asked)), asked)

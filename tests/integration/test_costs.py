@@ -10,6 +10,7 @@ and round trips to the claim store's Redis; fan-out is the hub's one
 """
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -47,8 +48,12 @@ BATCH_POST_HOPS, BATCH_KNOWN_DUPLICATE_HOPS, BATCH_POST_HOPS_WITHOUT_LOOP_DATABA
 RECEIPT_QUERIES, RECEIPT_REDIS, RECEIPT_HOPS = 1, 0, 1
 # That call from the event loop, its own transaction.
 LOOP_RECEIPT_QUERIES, LOOP_RECEIPT_HOPS = 1, 0
-# The ORM's form, for databases without the function: BEGIN, lock the membership,
-# the room's state lock, move it, record the move, advance the message states
+# Receipts of several senders that arrive together, and one sender's pipelined
+# receipts: one call of the function for all of them (migration 0016). A batch
+# starts without waiting, so the first may run alone and the rest in the next.
+GATHERED_RECEIPTS, GATHERED_RECEIPT_CALLS = 8, 2
+# The ORM's form, for databases without the function: BEGIN, the room's state
+# lock (with the room's id and last seq), lock the membership, move it, record the move, advance the message states
 # per watermark that moved and read back the messages it moved (for their
 # senders' `state` frames: the ORM has no UPDATE ... RETURNING), count the
 # members up to one past MEMBERS_ON_JOIN (whether to broadcast `status`),
@@ -271,6 +276,29 @@ async def test_without_the_loops_connections_a_receipt_costs_one_hop_and_one_sta
     outcome = await submit(reader, "receipt", {"room": "lobby", "delivered": 2, "read": 2})
     assert outcome.data == {"room": "lobby", "delivered": 2, "read": 2}
     assert counted.of() <= (RECEIPT_HOPS, RECEIPT_QUERIES, RECEIPT_REDIS), (counted.hops, counted.queries, counted.calls)
+
+
+async def test_receipts_that_arrive_together_cost_one_call_of_the_function(reader, member, django_user_model, counted):
+    create = sync_to_async(django_user_model.objects.create_user)
+    readers = [reader, *[await create(username=f"r-{uuid.uuid4().hex[:8]}") for _ in range(GATHERED_RECEIPTS - 1)]]
+    for user in readers[1:]:
+        await submit(user, "room.join", {"room": "lobby"})
+    counted.reset()
+    outcomes = await asyncio.gather(*(submit(user, "receipt", {"room": "lobby", "delivered": 2}) for user in readers))
+    assert [o.data["delivered"] for o in outcomes] == [2] * GATHERED_RECEIPTS
+    calls = [q for q in counted.queries if "move_watermarks" in q]
+    assert len(calls) <= GATHERED_RECEIPT_CALLS, calls
+
+    # One sender's receipts, pipelined, stay together: one call, answered in order.
+    counted.reset()
+    results = await pipeline.submit_many(reader, [
+        Command(id=uuid.uuid4().hex, t="receipt", d={"room": "lobby", "read": 1}),
+        Command(id=uuid.uuid4().hex, t="receipt", d={"room": "elsewhere", "read": 1}),
+        Command(id=uuid.uuid4().hex, t="receipt", d={"room": "lobby", "read": 2}),
+    ])
+    assert results[0].data["read"] == 1 and results[2].data["read"] == 2
+    assert type(results[1]).__name__ == "Forbidden"
+    assert len([q for q in counted.queries if "move_watermarks" in q]) == 1, counted.queries
 
 
 def test_the_portable_receipt_path_stays_within_its_ceiling(django_user_model):

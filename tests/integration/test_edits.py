@@ -235,3 +235,28 @@ def test_prune_edit_history_clears_old_bodies_and_keeps_the_versions(django_user
     call_command("prune_edit_history")
     assert list(MessageVersion.objects.values_list("previous_body", flat=True)) == [None, None]
     assert Message.objects.get(seq=1).body == "newest"
+
+
+def test_an_edit_locks_its_message_row_and_leaves_its_rooms_row_to_next_rev(django_user_model):
+    """`locked_message` takes the message's row alone: the room's row comes
+    after it (`next_rev`). Message's ordering by the room's slug joins the
+    room, and a FOR NO KEY UPDATE of the join locked the room's row too,
+    first, so a receipt holding the message's row and waiting for the room's
+    (its events) met the edit in a deadlock."""
+    import psycopg
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    from messaging.chat.edits import locked_message
+    from messaging.models import Room
+
+    ana = django_user_model.objects.create_user(username="ana")
+    room = Room.objects.create(slug="lobby", last_seq=1)
+    Message.objects.create(room=room, seq=1, sender=ana, client_msg_id="m1", body="x", sent_at=timezone.now())
+    url = {k: v for k, v in connection.get_connection_params().items() if k in ("host", "port", "user", "dbname", "password")}
+    with transaction.atomic():
+        locked_message(room, 1)
+        with psycopg.connect(**url, autocommit=True) as other:
+            other.execute("SELECT id FROM messaging_room WHERE id = %s FOR NO KEY UPDATE NOWAIT", [room.pk])
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                other.execute("SELECT id FROM messaging_message WHERE room_id = %s FOR NO KEY UPDATE NOWAIT", [room.pk])

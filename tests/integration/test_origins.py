@@ -4,13 +4,12 @@ consumer sees the socket; trusted origins and a proxy's TLS header are honoured.
 from __future__ import annotations
 
 import pytest
-from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
 
-from messaging.transport.origins import SameOriginValidator
+from messaging.transport.gate import SocketGate
 from messaging.transport.routing import websocket_urlpatterns
 from project.asgi import application
 
@@ -37,7 +36,7 @@ async def handshake(app, user, origin: str, host: str = "127.0.0.1:8000", **extr
 
 def deployed_stack():
     """The demo's websocket stack, built now, under the test's settings."""
-    return SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+    return SocketGate(URLRouter(websocket_urlpatterns))
 
 
 @pytest.mark.parametrize("origin", ["http://127.0.0.1:8001", "https://127.0.0.1:8000", "http://127.0.0.1"])

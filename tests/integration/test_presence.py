@@ -112,3 +112,14 @@ async def test_presence_frames_go_to_at_most_presence_rooms(make_user, open_clie
     # The newest two rooms ana joined.
     assert sorted(f["d"]["room"] for f in frames) == ["r2", "r3"]
     assert await bob.nothing_more(0.5)
+
+
+async def test_member_lists_from_code_and_over_http_say_who_is_online(make_user, open_clients):
+    from messaging import asubmit
+
+    ana = await member_of_lobby(open_clients, make_user, "ana")
+    bob = await watcher(open_clients, make_user)
+    for t in ("room.members", "room.join"):
+        ack = await asubmit(ana, t, {"room": "lobby"}, id=t.replace(".", "-"))
+        assert ack["ok"], ack
+        assert {m["user"]: m["online"] for m in ack["d"]["members"]} == {ana.pk: False, bob.user.pk: True}

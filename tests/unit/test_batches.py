@@ -203,3 +203,61 @@ async def test_with_overlap_after_the_queue_goes_as_soon_as_the_running_batch_en
     runs.finish(1)
     assert (await first, await asyncio.gather(*calls)) == (0, [2, 4, 6])
     assert batcher.busy == 0
+
+
+async def sockets_sending_in_turn(batcher: Batcher, runs: Runs, together: bool) -> list[list]:
+    """Three callers that each send their next item as soon as the last one's result came (a socket's next
+    post behind its ack); the first batch is let finish once it holds all three firsts."""
+
+    async def socket(name: str) -> None:
+        for n in range(2):
+            if together:
+                await batcher.submit_many([f"{name}{n}"])
+            else:
+                await batcher.submit(f"{name}{n}")
+
+    # A batch is running when they start, so their firsts queue up together.
+    first = asyncio.ensure_future(batcher.submit("x"))
+    await settle()
+    sockets = [asyncio.ensure_future(socket(name)) for name in "abc"]
+    await settle()
+    # Each batch is let finish in turn, once the loop has settled behind the one before.
+    finished = 0
+    while not all(task.done() for task in sockets):
+        if finished < len(runs.gates):
+            runs.finish(finished)
+            finished += 1
+        await settle()
+    await first
+    return runs.batches
+
+
+@pytest.mark.parametrize("together", [False, True])
+async def test_with_settle_the_callers_a_batch_answered_are_all_in_the_next_one(together):
+    runs = Runs()
+    batches = await sockets_sending_in_turn(Batcher(runs, runners=1, limit=64, settle=2), runs, together)
+    assert batches == [["x"], ["a0", "b0", "c0"], ["a1", "b1", "c1"]]
+
+
+@pytest.mark.parametrize("together", [False, True])
+async def test_without_settle_the_next_batch_starts_with_the_first_caller_back(together):
+    runs = Runs()
+    batches = await sockets_sending_in_turn(Batcher(runs, runners=1, limit=64), runs, together)
+    assert batches == [["x"], ["a0", "b0", "c0"], ["a1"], ["b1", "c1"]]
+
+
+async def test_with_settle_an_item_with_no_batch_just_ended_runs_at_once():
+    runs = Runs()
+    batcher = Batcher(runs, runners=1, limit=64, settle=2)
+    call = asyncio.ensure_future(batcher.submit(3))
+    await settle()
+    assert runs.batches == [[3]]
+    runs.finish(0)
+    assert await call == 6
+    # Long after that batch, the next lone item does not wait for company either.
+    await settle()
+    later = asyncio.ensure_future(batcher.submit(4))
+    await settle()
+    assert runs.batches == [[3], [4]]
+    runs.finish(1)
+    assert await later == 8

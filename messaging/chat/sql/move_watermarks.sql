@@ -1,1 +1,1 @@
-SELECT * FROM messaging_move_watermarks_v3(%(room)s, %(user)s, %(delivered)s, %(read)s, %(members_upto)s, %(states_limit)s, %(command_id)s, %(events)s)
+SELECT * FROM messaging_move_watermarks_v4(%(rooms)s::text[], %(users)s, %(delivered)s::bigint[], %(read)s::bigint[], %(command_ids)s::text[], %(members_upto)s, %(states_limit)s, %(events)s)

@@ -51,7 +51,10 @@ def prune_memberships(old, ids: list[int]) -> int:
     if not having:
         return 0
     with transaction.atomic():
-        list(Membership.objects.select_for_update().filter(pk__in=having).order_by("pk").values_list("pk", flat=True))
+        # Locked in (room, user) order, as a batch of receipts locks them
+        # (migration 0016): the two cannot wait on each other in a cycle.
+        list(Membership.objects.select_for_update().filter(pk__in=having).order_by("room_id", "user_id")
+             .values_list("pk", flat=True))
         pruned = old.filter(membership__in=having)
 
         def newest(watermark: str) -> Greatest:

@@ -102,6 +102,7 @@ class UvicornSendBuffer(SendBuffer):
     def write(self, text: str) -> None:
         protocol = self.protocol
         conn = self.conn
+        # Past a close uvicorn sent or received, or the connection lost: lost with the socket.
         if protocol.close_sent or protocol.disconnected or conn.state is not self.open_state:
             return
         if self.plain:
