@@ -266,14 +266,15 @@ async def test_a_receipt_on_a_killed_connection_is_unavailable_moves_nothing_and
     assert await watermark(ana) == 1
 
 
-async def test_a_receipt_cancelled_while_it_waits_moves_nothing_and_drops_its_connection(members):
+async def test_a_batch_of_receipts_cancelled_while_it_waits_moves_nothing_and_drops_its_connection(members):
     ana, bob = members
     await run_batch([post(ana, "one")])
-    # Bob's membership row, which his receipt locks first.
+    # Bob's membership row, which his receipt locks. Receipts are gathered into
+    # batches of their own (pipeline.run_gathered), as posts are: the batch is cancelled.
     await cancel_while_it_waits(
         "SELECT m.id FROM messaging_membership m JOIN messaging_room r ON r.id = m.room_id"
         " WHERE r.slug = 'a' AND m.user_id = %s FOR UPDATE", [bob.pk],
-        execute_async(receipt(bob, 1)),
+        pipeline.run_gathered([receipt(bob, 1)]),
     )
     assert await watermark(bob) == 0
     assert (await execute_async(receipt(bob, 1))).data["delivered"] == 1
