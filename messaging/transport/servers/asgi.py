@@ -218,3 +218,53 @@ class SendBuffer:
         self.queued = 0
         self.cancel()
         self.wake()
+
+
+class WritingSendBuffer(SendBuffer):
+    """A server adapter's buffer: frames written to the connection at once, queued only while its transport pushes back.
+
+    A subclass writes one frame (`write`), says what waits (`waiting`), and
+    sets `paused` and calls `resumed` from its server's flow control.
+    """
+
+    paused = False
+
+    @property
+    def pushed_back(self) -> bool:
+        return self.paused or bool(self.queue)
+
+    def put(self, text: str) -> None:
+        if not (self.paused or self.queue):
+            self.write(text)
+            return
+        self.enqueue(text, payload_length(text))
+        if self.waiting > self.limit:
+            self.overflow()
+
+    def write(self, text: str) -> None:
+        raise NotImplementedError
+
+    def flush(self, *, pushed_back: bool = False) -> None:
+        """Write what is queued, as long as the transport does not push back (`pushed_back`: even if it does)."""
+        while self.queue and (pushed_back or not self.paused):
+            text, size = self.queue.popleft()  # type: ignore[union-attr]
+            self.queued -= size
+            self.write(text)  # type: ignore[arg-type]
+        self.emptied()
+
+    def resumed(self) -> None:
+        """The transport takes frames again: what waits goes, and the socket's own replies go on."""
+        self.paused = False
+        self.flush()
+        if not self.pushed_back:
+            self.wake()
+
+    async def close_behind(self, closer: Closer) -> None:
+        # What waits goes to the transport ahead of the close frame, pushed
+        # back or not: it is within the limit, and the client reads it first.
+        self.flush(pushed_back=True)
+        await closer()
+
+    def stop(self) -> None:
+        super().stop()
+        self.paused = False

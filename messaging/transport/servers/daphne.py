@@ -32,7 +32,7 @@ import logging
 from typing import Any, Awaitable, Callable
 
 from ..frames import encoded
-from .asgi import TRANSPORT_BUFFER, Closer, OnOverflow, Send, SendBuffer, payload_length, server_send
+from .asgi import TRANSPORT_BUFFER, OnOverflow, Send, WritingSendBuffer, server_send
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def frame_writer(send: Callable[[dict], Awaitable[None]]) -> FrameWriter | None:
     return FrameWriter(protocol)
 
 
-class DaphneSendBuffer(SendBuffer):
+class DaphneSendBuffer(WritingSendBuffer):
     """One daphne connection's frames: written while its transport takes them, queued while it pushes back.
 
     Registered as the connection's push producer (`register_producer`); Twisted
@@ -119,18 +119,6 @@ class DaphneSendBuffer(SendBuffer):
     def waiting(self) -> int:
         return self.queued + (self.reserve if self.paused else 0)
 
-    @property
-    def pushed_back(self) -> bool:
-        return self.paused or bool(self.queue)
-
-    def put(self, text: str) -> None:
-        if not (self.paused or self.queue):
-            self.write(text)
-            return
-        self.enqueue(text, payload_length(text))
-        if self.waiting > self.limit:
-            self.overflow()
-
     def write(self, text: str) -> None:
         writer = self.writer
         if writer is not None and writer.write(text):
@@ -143,37 +131,19 @@ class DaphneSendBuffer(SendBuffer):
             # What daphne's own send does, without the ASGI hop.
             protocol.sendMessage(text.encode("utf-8"), False)
 
-    def flush(self, *, pushed_back: bool = False) -> None:
-        """Write what is queued, as long as the transport does not push back (`pushed_back`: even if it does)."""
-        while self.queue and (pushed_back or not self.paused):
-            text, size = self.queue.popleft()  # type: ignore[union-attr]
-            self.queued -= size
-            self.write(text)  # type: ignore[arg-type]
-        self.emptied()
-
     # Twisted's IPushProducer.
 
     def pauseProducing(self) -> None:
         self.paused = True
 
     def resumeProducing(self) -> None:
-        self.paused = False
-        self.flush()
-        if not self.pushed_back:
-            self.wake()
+        self.resumed()
 
     def stopProducing(self) -> None:
         self.stop()
 
-    async def close_behind(self, closer: Closer) -> None:
-        # What waits goes to the transport ahead of the close frame, pushed
-        # back or not: it is within the limit, and the client reads it first.
-        self.flush(pushed_back=True)
-        await closer()
-
     def stop(self) -> None:
         super().stop()
-        self.paused = False
         slot, self.slot = self.slot, None
         if slot is not None:
             try:

@@ -34,7 +34,7 @@ import sys
 from typing import Any
 
 from ..frames import encoded
-from .asgi import Closer, OnOverflow, Send, SendBuffer, payload_length, server_send
+from .asgi import OnOverflow, Send, WritingSendBuffer, server_send
 
 SANS_IO = "uvicorn.protocols.websockets.websockets_sansio_impl"
 KNOWN_ATTRIBUTES = ("conn", "transport", "writable", "handshake_complete", "initial_response", "close_sent",
@@ -61,7 +61,7 @@ def uvicorn_connection(send: Send) -> Any | None:
     return protocol
 
 
-class UvicornSendBuffer(SendBuffer):
+class UvicornSendBuffer(WritingSendBuffer):
     """One uvicorn connection's frames: written while its transport takes them, queued while it pushes back."""
 
     adapter = "uvicorn"
@@ -87,18 +87,6 @@ class UvicornSendBuffer(SendBuffer):
     def waiting(self) -> int:
         return self.queued + self.transport.get_write_buffer_size()
 
-    @property
-    def pushed_back(self) -> bool:
-        return self.paused or bool(self.queue)
-
-    def put(self, text: str) -> None:
-        if not (self.paused or self.queue):
-            self.write(text)
-            return
-        self.enqueue(text, payload_length(text))
-        if self.waiting > self.limit:
-            self.overflow()
-
     def write(self, text: str) -> None:
         protocol = self.protocol
         conn = self.conn
@@ -112,14 +100,6 @@ class UvicornSendBuffer(SendBuffer):
             conn.send_text(text.encode())
             self.transport.write(b"".join(conn.data_to_send()))
 
-    def flush(self, *, pushed_back: bool = False) -> None:
-        """Write what is queued, as long as the transport does not push back (`pushed_back`: even if it does)."""
-        while self.queue and (pushed_back or not self.paused):
-            text, size = self.queue.popleft()  # type: ignore[union-attr]
-            self.queued -= size
-            self.write(text)  # type: ignore[arg-type]
-        self.emptied()
-
     # asyncio's flow control, in the protocol's place.
 
     def pause_writing(self) -> None:
@@ -127,19 +107,6 @@ class UvicornSendBuffer(SendBuffer):
         type(self.protocol).pause_writing(self.protocol)
 
     def resume_writing(self) -> None:
-        self.paused = False
         type(self.protocol).resume_writing(self.protocol)
-        self.flush()
-        if not self.pushed_back:
-            self.wake()
+        self.resumed()
 
-    async def close_behind(self, closer: Closer) -> None:
-        # What waits goes to the transport ahead of the close frame, pushed
-        # back or not: it is within the limit, and the client reads it first.
-        # Uvicorn's close waits for `writable`, as its sends do.
-        self.flush(pushed_back=True)
-        await closer()
-
-    def stop(self) -> None:
-        super().stop()
-        self.paused = False
