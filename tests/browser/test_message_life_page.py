@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from messaging.models import CommandRecord, Message, MessageVersion
+from messaging.models import CommandRecord, Membership, Message, MessageVersion
 
 from .conftest import bubbles, join, poll, sign_in, write
 
@@ -27,6 +27,10 @@ def edit(page, body: str, new_body: str) -> None:
 
 def body_of(seq: int, room: str = "lobby") -> dict:
     return Message.objects.filter(room__slug=room, seq=seq).values("body", "version", "deleted_at").get()
+
+
+def read_mark(name: str, room: str) -> int:
+    return Membership.objects.filter(room__slug=room, user__first_name=name).values_list("read", flat=True).get()
 
 
 def test_an_edit_and_a_delete_made_offline_apply_once_for_both_tabs_and_the_other_user(server, new_context):
@@ -187,3 +191,28 @@ def test_unread_badges_rise_in_other_rooms_fall_as_read_and_the_divider_marks_th
     bob.on("dialog", lambda dialog: dialog.accept())
     bubbles(bob, "fifth in side").locator("[data-testid=delete]").click()
     expect(side_badge).to_have_text("1")
+
+
+# An observer that reports nothing: as when its callback, due a frame after
+# layout, has not come yet at the moment the user switches rooms.
+SILENT_OBSERVER = """
+window.IntersectionObserver = class { observe() {} unobserve() {} disconnect() {} takeRecords() { return []; } };
+"""
+
+
+def test_a_message_on_screen_as_the_user_switches_rooms_counts_as_read(server, new_context):
+    ana_context, bob_context = new_context(), new_context()
+    ana_context.add_init_script(SILENT_OBSERVER)
+    ana, bob = sign_in(ana_context, server.url, "Ana"), sign_in(bob_context, server.url, "Bob")
+    for room in ("lobby", "side"):
+        join(bob, room)
+        join(ana, room)
+    join(bob, "side")
+    write(bob, "seen in passing")
+    expect(bubbles(ana, "seen in passing")).to_have_count(1)
+    # Nothing has reported it on screen, so it is not read yet.
+    ana.wait_for_timeout(300)
+    assert read_mark("Ana", "side") == 0
+    ana.locator("[data-testid=room-item][data-room=lobby] button").click()
+    poll(ana, lambda: read_mark("Ana", "side") == 1, "read receipt on leaving the room")
+    expect(ana.locator("[data-testid=room-item][data-room=side] [data-testid=unread]")).to_be_hidden()

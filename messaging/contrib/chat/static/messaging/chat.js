@@ -152,6 +152,8 @@ function roomFor(slug) {
 }
 
 function select(room) {
+  // What the observer has not reported yet counts too: the user saw it before leaving.
+  if (current && current !== room) markRead(onScreenNow());
   current = room;
   for (const other of rooms.values()) {
     other.list.hidden = other !== room;
@@ -664,10 +666,10 @@ const observer = new IntersectionObserver(
   { root: ui.messages, threshold: [0, 0.5, 1] },
 );
 
-function markRead() {
+function markRead(alsoOnScreen = []) {
   if (!current || document.visibilityState !== "visible" || !document.hasFocus()) return;
   let mark = current.readMark;
-  for (const node of visible) {
+  for (const node of [...visible, ...alsoOnScreen]) {
     const seq = Number(node.dataset.seq);
     if (node.parentNode === current.list && seq <= current.shown) mark = Math.max(mark, seq);
   }
@@ -676,6 +678,24 @@ function markRead() {
     current.showUnread();
     scheduleReceipts();
   }
+}
+
+/**
+ * The current room's bubbles on screen now, by the observer's rule, measured
+ * rather than reported: its callback comes a frame after layout, so a message
+ * that arrived just before the user switched rooms would stay unread.
+ */
+function onScreenNow() {
+  const root = ui.messages.getBoundingClientRect();
+  const seen = [];
+  for (let node = current.list.lastElementChild; node; node = node.previousElementSibling) {
+    if (!node.dataset.seq) continue;
+    const box = node.getBoundingClientRect();
+    if (box.bottom <= root.top) break; // above the view: so is everything before it
+    const height = Math.min(box.bottom, root.bottom) - Math.max(box.top, root.top);
+    if (height > 0 && (height >= box.height / 2 || height >= 48)) seen.push(node);
+  }
+  return seen;
 }
 
 // Connection and frames ------------------------------------------------------
