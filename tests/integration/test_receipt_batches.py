@@ -254,3 +254,12 @@ def test_each_state_update_reads_the_members_by_index_once_not_per_message(djang
         assert "InitPlan" in plan and index in plan, plan
         assert "messaging_member_joined" in plan, plan
     assert states(room) == {seq: "read" for seq in range(1, 21)}
+
+
+def test_the_function_plans_its_statements_generically():
+    # A custom plan made from a new room's stale statistics read its messages by
+    # (room_id, posted_rev) and filtered them on seq: migration 0017.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT proconfig FROM pg_proc WHERE proname = 'messaging_move_watermarks_v4'")
+        [(config,)] = cursor.fetchall()
+    assert "plan_cache_mode=force_generic_plan" in config
