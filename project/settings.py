@@ -57,7 +57,10 @@ if PROXY_SSL_HEADER:
     SECURE_PROXY_SSL_HEADER = ("HTTP_" + PROXY_SSL_HEADER.upper().replace("-", "_"), "https")
 
 INSTALLED_APPS = [
-    "daphne",
+    # Daphne's app only swaps `runserver` for its ASGI one, a tool for
+    # development; a deployment runs `daphne` or `uvicorn` itself, and under
+    # uvicorn the app would load Twisted, autobahn and OpenSSL for nothing.
+    *(["daphne"] if DEBUG else []),
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

@@ -35,6 +35,7 @@ from ..ops import metrics
 from ..ops.logcontext import command_scope, loggable
 from .answers import Answers
 from .closes import CLOSE_INTERNAL, CLOSE_POLICY, CLOSE_TOO_BIG, CLOSE_UNAUTHENTICATED, CLOSE_UNSUPPORTED
+from .daphne_compat import adapt_to_daphne
 from .fanout import get_hub
 from .live import LiveRooms
 from .outgoing import Outgoing
@@ -161,6 +162,7 @@ class ChatConsumer(Answers, LiveRooms, Outgoing, AsyncWebsocketConsumer):
                            if self.signed_in else ())
         conf = get_settings()
         self.inbox_limit = conf.INBOX_LIMIT
+        adapt_to_daphne()
         await self.accept()
         # Everything this socket sends waits here until the connection takes it
         # (messaging/transport/servers/).

@@ -19,10 +19,16 @@ logging is on: about 5 % of a busy server's CPU. `defer_autobahn_log_formatting(
 makes those arguments format only when a line is written.
 
 Call `allow_protocol_close_codes()` and `defer_autobahn_log_formatting()`
-from the ASGI module daphne serves.
+from the ASGI module daphne serves. Each changes daphne or autobahn only if
+it is loaded: daphne imports them before it loads the application. Under
+another server they import nothing, since importing daphne would load
+Twisted, autobahn and OpenSSL into the process for nothing (7 MB under
+uvicorn). The consumer calls both again as its first socket opens
+(`adapt_to_daphne`), for an application imported before its daphne server.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 # RFC 6455 7.4.1 codes a server may put in a close frame; 1000 and 3000-4999
@@ -31,10 +37,10 @@ SERVER_CLOSE_CODES = frozenset({1001, 1002, 1003, 1007, 1008, 1009, 1011})
 
 
 def allow_protocol_close_codes() -> None:
-    try:
-        from daphne.ws_protocol import WebSocketProtocol
-    except ImportError:  # another ASGI server: nothing to widen
+    module = sys.modules.get("daphne.ws_protocol")
+    if module is None:  # another ASGI server, or daphne not loaded yet: nothing to widen
         return
+    WebSocketProtocol = module.WebSocketProtocol
     original = WebSocketProtocol.serverClose
     if getattr(original, "widened", False):
         return
@@ -76,12 +82,10 @@ class Deferred:
 
 
 def defer_autobahn_log_formatting() -> None:
-    try:
-        from autobahn.twisted import websocket as twisted_websocket
-        from autobahn.websocket import protocol
-    except ImportError:  # no autobahn, no daphne: nothing to defer
-        return
-    for module in (protocol, twisted_websocket):
+    modules = [sys.modules.get(name) for name in ("autobahn.websocket.protocol", "autobahn.twisted.websocket")]
+    for module in modules:
+        if module is None:  # no daphne serving, or not loaded yet: nothing to defer
+            continue
         for name in ("hltype", "hlval"):
             render = getattr(module, name, None)
             # Absent in another autobahn version; already deferred on a second call.
@@ -99,3 +103,16 @@ class Deferring:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Deferred:
         return Deferred(self.render, args, kwargs)
+
+
+_adapted = False
+
+
+def adapt_to_daphne() -> None:
+    """Both changes, once daphne is loaded: from a socket's connect, where it is if it serves."""
+    global _adapted
+    if _adapted or "daphne.ws_protocol" not in sys.modules:
+        return
+    allow_protocol_close_codes()
+    defer_autobahn_log_formatting()
+    _adapted = True

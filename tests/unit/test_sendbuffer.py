@@ -9,15 +9,25 @@ uvicorn processes and clients that do not read.
 from __future__ import annotations
 
 import asyncio
+import base64
+import gc
+import sys
+import weakref
 
 import pytest
+from daphne.server import Server
+from daphne.ws_protocol import WebSocketFactory
 from prometheus_client import REGISTRY
+from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
 from twisted.web.http import HTTPChannel
 
+from messaging.transport.daphne_compat import allow_protocol_close_codes
 from messaging.transport.frames import frame_bytes
 from messaging.transport.servers.asgi import TRANSPORT_BUFFER, SendBuffer
-from messaging.transport.servers.daphne import DaphneSendBuffer, register_producer
+from messaging.transport.servers.daphne import (
+    HANDSHAKE_ATTRIBUTES, DaphneSendBuffer, register_producer, release_handshake,
+)
 
 from .test_frames import autobahn_bytes, open_connection
 
@@ -138,24 +148,97 @@ def test_a_frame_over_the_servers_message_size_or_the_limit_is_refused():
     assert smaller.largest == 5 and not smaller.send("a" * 6)
 
 
-def test_daphnes_http_channel_lends_the_producer_slot_it_holds_on_the_transport():
-    """Daphne's HTTP channel registered itself on the TCP transport before the
-    upgrade and stays registered: the buffer takes the channel's request slot,
-    and hears the transport's pushback through it."""
-    _, protocol, _ = open_connection()
+def upgraded_channel() -> tuple[HTTPChannel, StringTransport]:
+    """Daphne's HTTP channel past an upgrade: still its transport's producer, the connection handed on."""
     transport = StringTransport()
     channel = HTTPChannel()
     channel.timeOut = None
     channel.makeConnection(transport)
     assert transport.producer is channel
+    transport.protocol = object()  # the WebSocket protocol, as daphne's upgrade sets it
+    return channel, transport
+
+
+def test_the_buffer_takes_the_transport_from_daphnes_spent_http_channel_which_then_goes():
+    """Daphne's HTTP channel registered itself on the TCP transport before the
+    upgrade and stays registered, holding the upgrade's request: the buffer
+    takes its place, hears the transport's pushback itself, and the channel
+    is no longer held."""
+    _, protocol, _ = open_connection()
+    channel, transport = upgraded_channel()
+    held = weakref.ref(channel)
     buffer = DaphneSendBuffer(protocol, None, None, 1 << 20, Overflows())
-    assert register_producer(buffer, transport) is channel
-    channel.pauseProducing()
+    buffer.slot = register_producer(buffer, transport)
+    assert buffer.slot is transport and transport.producer is buffer
+    del channel
+    gc.collect()
+    assert held() is None
+    transport.producer.pauseProducing()
     assert buffer.paused
-    channel.resumeProducing()
+    transport.producer.resumeProducing()
     assert not buffer.paused
-    channel.stopProducing()
-    assert buffer.stopped
+    buffer.stop()
+    assert transport.producer is None
+
+
+def test_a_channel_still_serving_its_connection_or_lending_its_slot_keeps_it():
+    _, protocol, _ = open_connection()
+    channel, transport = upgraded_channel()
+    transport.protocol = channel
+    assert register_producer(DaphneSendBuffer(protocol, None, None, 1 << 20, Overflows()), transport) is None
+    assert transport.producer is channel
+    transport.protocol = object()
+    channel.registerProducer(PullsNothing(), True)
+    assert register_producer(DaphneSendBuffer(protocol, None, None, 1 << 20, Overflows()), transport) is None
+    assert transport.producer is channel
+
+
+class PullsNothing:
+    def pauseProducing(self) -> None: ...
+    def resumeProducing(self) -> None: ...
+    def stopProducing(self) -> None: ...
+
+
+def shaken_hands() -> tuple[Server, object, StringTransport]:
+    """A daphne WebSocket connection through a real handshake and accept, on a transport that keeps what is written."""
+    server = Server(application=lambda scope, receive, send: asyncio.sleep(0),
+                    endpoints=["tcp:port=0:interface=127.0.0.1"])
+    server.connections = {}
+    factory = WebSocketFactory(server, server="Daphne")
+    factory.setProtocolOptions(openHandshakeTimeout=0, autoPingInterval=0)
+    protocol = factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 50000))
+    transport = StringTransport()
+    protocol.makeConnection(transport)
+    protocol._raw_query_string = b""
+    key = base64.b64encode(b"sixteen byte key").decode()
+    protocol.dataReceived((
+        "GET /ws/ HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Origin: http://127.0.0.1\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    return server, protocol, transport
+
+
+async def test_a_connection_lets_go_of_its_handshake_and_still_sends_receives_and_closes():
+    allow_protocol_close_codes()
+    server, protocol, transport = shaken_hands()
+    await server.handle_reply(protocol, {"type": "websocket.accept"})
+    assert transport.value().startswith(b"HTTP/1.1 101 ")
+    assert protocol.state == protocol.STATE_OPEN and len(protocol.__dict__) > 85
+    full = sys.getsizeof(protocol.__dict__)
+    release_handshake(protocol)
+    assert not any(hasattr(protocol, name) for name in HANDSHAKE_ATTRIBUTES if name not in type(protocol).__dict__)
+    assert protocol.request.headers == {} and protocol.request.path == "/ws/"
+    assert sys.getsizeof(protocol.__dict__) < full * 0.6
+    transport.clear()
+    await server.handle_reply(protocol, {"type": "websocket.send", "text": "hi"})
+    assert transport.value() == frames("hi")
+    # A masked text frame from the client reaches the application's queue.
+    mask = b"\x01\x02\x03\x04"
+    protocol.dataReceived(b"\x81\x82" + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(b"yo")))
+    assert protocol.application_queue.get_nowait() == {"type": "websocket.connect"}
+    assert protocol.application_queue.get_nowait() == {"type": "websocket.receive", "text": "yo"}
+    transport.clear()
+    await server.handle_reply(protocol, {"type": "websocket.close", "code": 1008})
+    assert transport.value() == b"\x88\x02" + (1008).to_bytes(2, "big")
 
 
 class PushingBack:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 from typing import Any, Awaitable, Callable
 
 from ..frames import encoded
@@ -61,11 +62,12 @@ class FrameWriter:
 
 def daphne_connection(send: Callable[[dict], Awaitable[None]]) -> Any | None:
     """The daphne WebSocket connection (autobahn protocol) behind an ASGI `send`, or None under another server."""
-    try:
-        from daphne.server import Server
-        from daphne.ws_protocol import WebSocketProtocol
-    except ImportError:
+    # Daphne has imported both if it is the server that serves this socket;
+    # importing them under another would load Twisted into its process.
+    server, ws_protocol = sys.modules.get("daphne.server"), sys.modules.get("daphne.ws_protocol")
+    if server is None or ws_protocol is None:
         return None
+    Server, WebSocketProtocol = server.Server, ws_protocol.WebSocketProtocol
     send = server_send(send)
     if not (isinstance(send, functools.partial) and len(send.args) == 1 and not send.keywords):
         return None
@@ -158,9 +160,12 @@ def register_producer(producer: Any, transport: Any) -> Any | None:
     Twisted allows one producer per transport. Over plain TCP, daphne's HTTP
     channel registered itself on it, and stays registered once it has handed
     the connection to the WebSocket protocol: it forwards pause and resume to
-    the producer of its request, which an upgraded connection never has, so
-    that slot takes this one. Over TLS the channel found no push producer to
-    register with, and the transport's own slot is free.
+    the producer of its request, which an upgraded connection never has. It
+    is the one thing still holding the spent channel, with the upgrade's
+    request and its headers (about 3.5 kB), for the connection's life: the
+    producer takes its place on the transport, and the channel goes. Over TLS
+    the channel found no push producer to register with, and the transport's
+    own slot is free.
     """
     try:
         transport.registerProducer(producer, True)
@@ -172,13 +177,13 @@ def register_producer(producer: Any, transport: Any) -> Any | None:
     except ImportError:
         return None
     channel = getattr(transport, "producer", None)
-    if not isinstance(channel, HTTPChannel):
+    # Only a channel whose connection the upgrade took, and that lends its slot to nothing.
+    if not isinstance(channel, HTTPChannel) or getattr(transport, "protocol", None) is channel \
+            or getattr(channel, "_requestProducer", None) is not None:
         return None
-    try:
-        channel.registerProducer(producer, True)
-    except RuntimeError:
-        return None
-    return channel
+    transport.unregisterProducer()
+    transport.registerProducer(producer, True)
+    return transport
 
 
 _warned_unbuffered = False
@@ -189,6 +194,7 @@ def daphne_send_buffer(protocol: Any, send: Send, limit: int, on_overflow: OnOve
     global _warned_unbuffered
     buffer = DaphneSendBuffer(protocol, None, send, limit, on_overflow)
     buffer.slot = register_producer(buffer, protocol.transport)
+    release_handshake(protocol)
     if buffer.slot is None and not buffer.stopped:
         # Daphne's send never waits: without the transport's pushback nothing
         # here can tell what waits, and nothing is closed for it.
@@ -197,3 +203,43 @@ def daphne_send_buffer(protocol: Any, send: Send, limit: int, on_overflow: OnOve
             log.warning("daphne connection on %r takes no push producer: slow clients are not limited",
                         type(protocol.transport).__name__)
     return buffer
+
+
+# What autobahn's server handshake alone reads (processHandshake,
+# succeedHandshake, failHandshake: the request, its headers, what they
+# negotiated, the origin policy copied from the factory), checked on autobahn
+# 26.10, and daphne's `protocol_to_accept`, which nothing reads.
+HANDSHAKE_ATTRIBUTES = (
+    "http_request_data", "http_response_data", "http_status_line", "http_request_uri", "http_request_path",
+    "http_request_params", "http_request_host", "http_headers", "_wskey", "websocket_origin", "websocket_protocols",
+    "websocket_extensions", "versions", "flashSocketPolicy", "allowedOrigins", "allowedOriginsPatterns",
+    "protocol_to_accept",
+)
+CHECKED_AUTOBAHN = "26."
+
+
+def release_handshake(protocol: Any) -> None:
+    """Let go of what daphne's connection keeps of its finished handshake.
+
+    Autobahn keeps the request's bytes, its parsed headers (the same dict as
+    daphne's `request.headers`, of which daphne reads only the path, for its
+    log; the ASGI scope has its own copy of the headers), the response's
+    text and what they negotiated, for the connection's life. Without them
+    the protocol's 99 attributes are 82, and a copy of its `__dict__` fits a
+    table half the size (a dict never shrinks as keys go): 1.6 kB, and about
+    1.3 kB of the handshake's own, a socket. On an autobahn version this was
+    not checked on, only the headers' and the messages' contents go.
+    """
+    headers = getattr(protocol, "http_headers", None)
+    if isinstance(headers, dict):
+        headers.clear()
+    autobahn = sys.modules.get("autobahn")
+    if not getattr(autobahn, "__version__", "").startswith(CHECKED_AUTOBAHN):
+        for name, empty in (("http_request_data", b""), ("http_response_data", "")):
+            if hasattr(protocol, name):
+                setattr(protocol, name, empty)
+        return
+    attributes = protocol.__dict__
+    for name in HANDSHAKE_ATTRIBUTES:
+        attributes.pop(name, None)
+    protocol.__dict__ = dict(attributes)

@@ -61,6 +61,24 @@ def uvicorn_connection(send: Send) -> Any | None:
     return protocol
 
 
+def release_handshake(protocol: Any) -> None:
+    """Let go of what uvicorn's connection keeps of its finished handshake.
+
+    Uvicorn keeps the handshake's request and response (`request`,
+    `response`) for the connection's life, and websockets' parser keeps the
+    request too, as a local of the generator it parses frames with. Nothing
+    reads them once the connection is open (the ASGI scope has its own copy
+    of the headers): the response goes, and the request's headers are
+    emptied, about 5 kB a socket.
+    """
+    request = getattr(protocol, "request", None)
+    headers = getattr(request, "headers", None)
+    if headers is not None and hasattr(headers, "clear"):
+        headers.clear()
+    if hasattr(protocol, "response"):
+        protocol.response = None
+
+
 class UvicornSendBuffer(WritingSendBuffer):
     """One uvicorn connection's frames: written while its transport takes them, queued while it pushes back."""
 
@@ -78,6 +96,7 @@ class UvicornSendBuffer(WritingSendBuffer):
         # The transport calls the protocol's; these call them in turn.
         protocol.pause_writing = self.pause_writing
         protocol.resume_writing = self.resume_writing
+        release_handshake(protocol)
 
     @property
     def framing(self) -> str:  # type: ignore[override]
