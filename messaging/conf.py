@@ -38,6 +38,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `ROOMS_CREATED_PER_HOUR` | 50 | rooms one user may create (by joining a slug that does not exist) in any hour, counted in the database; past it such a join is `rate_limited` and creates nothing; 0 turns it off |
 | `ROOMS_PER_SOCKET` | 200 | rooms one socket may have joined at once; a join of one more is `invalid` and changes nothing; 0 turns it off |
 | `EDIT_HISTORY_RETENTION` | 0 | seconds the body an edit replaced is kept in the message's version history (the admin shows it); 0 keeps none. A delete clears them at once; `prune_edit_history` clears older ones |
+| `MODERATION_RETENTION` | 31536000 | seconds (365 days) `prune_moderation_actions` keeps the moderation audit's rows (`ModerationAction`: removals, invitations, deletes by a moderator) |
 | `ROOMS_LIST_LIMIT` | 500 | most rooms one `rooms.list` answer lists (the most recently active; `more` says whether there are others) |
 | `ROOM_POLICY` | `"messaging.chat.policy.RoomPolicy"` | dotted path of the class every command asks who may join, post, invite, moderate, edit and delete (docs/INTEGRATION.md) |
 | `INVITES_PER_HOUR` | 200 | members one user may add with `room.invite` in any hour, counted in the database; past it `rate_limited`; 0 turns it off |
@@ -116,6 +117,7 @@ class MessagingSettings:
     ROOMS_PER_SOCKET: int = 200
     LOOP_DATABASE: bool = True
     EDIT_HISTORY_RETENTION: int = 0
+    MODERATION_RETENTION: int = 365 * 24 * 3600
     ROOMS_LIST_LIMIT: int = 500
     ROOM_POLICY: str = "messaging.chat.policy.RoomPolicy"
     INVITES_PER_HOUR: int = 200

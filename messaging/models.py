@@ -257,6 +257,10 @@ class ModerationAction(models.Model):
     seq = models.PositiveBigIntegerField(null=True, blank=True)
     at = models.DateTimeField(auto_now_add=True)
 
+    class Meta:
+        # `prune_moderation_actions` reads the oldest first.
+        indexes = [models.Index(fields=["at"], name="messaging_moderation_at")]
+
     def __str__(self) -> str:
         return f"{self.actor_id} {self.kind} in {self.room_slug}"
 

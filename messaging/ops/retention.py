@@ -1,10 +1,11 @@
-"""What the app's pruning commands share: a retention from settings, overridable, a batch size, a dry run."""
+"""What the app's pruning commands share: a retention from settings, overridable, a batch size, a dry run, batched deletes."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from messaging.conf import get_settings
@@ -30,3 +31,11 @@ class RetentionCommand(BaseCommand):
 
     def prune(self, cutoff: datetime, batch: int, dry_run: bool) -> None:
         raise NotImplementedError
+
+
+def delete_in_batches(rows: QuerySet, batch: int, *order: str) -> int:
+    """Delete `rows`, `batch` at a time in `order` (the key's by default), each DELETE short; how many went."""
+    deleted = 0
+    while ids := list(rows.order_by(*(order or ("pk",))).values_list("pk", flat=True)[:batch]):
+        deleted += rows.model.objects.filter(pk__in=ids).delete()[0]
+    return deleted

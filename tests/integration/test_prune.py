@@ -1,5 +1,6 @@
 """prune_command_records deletes old records of custom types only; messages and post records stay.
-prune_watermark_moves deletes old receipt times, and the admin's times never move to a later receipt."""
+prune_watermark_moves deletes old receipt times, and the admin's times never move to a later receipt;
+prune_moderation_actions deletes the moderation audit past its retention."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -9,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from messaging.models import CommandRecord, Membership, Message, Room, WatermarkMove
+from messaging.models import CommandRecord, Membership, Message, ModerationAction, Room, WatermarkMove
 from messaging.chat.receipts import recipient_receipts
 
 from .conftest import apply_command
@@ -138,3 +139,22 @@ def test_nonsense_arguments_prune_no_receipt_times(receipts, args):
     with pytest.raises(CommandError):
         call_command("prune_watermark_moves", *args, stdout=StringIO())
     assert WatermarkMove.objects.count() == 4
+
+
+def test_prune_moderation_actions_deletes_the_audit_older_than_its_retention_in_batches(django_user_model):
+    ana, bob = (django_user_model.objects.create_user(username=name) for name in ("ana", "bob"))
+    room = Room.objects.create(slug="lobby")
+    for age_days, kind in [(400, "remove"), (366, "delete"), (30, "invite"), (0, "remove")]:
+        action = ModerationAction.objects.create(room=room, room_slug="lobby", actor=ana, target=bob, kind=kind)
+        ModerationAction.objects.filter(pk=action.pk).update(at=timezone.now() - timedelta(days=age_days))
+    out = StringIO()
+    call_command("prune_moderation_actions", "--dry-run", stdout=out)
+    assert out.getvalue().startswith("would delete 2 ") and ModerationAction.objects.count() == 4
+    out = StringIO()
+    call_command("prune_moderation_actions", "--batch", "1", stdout=out)
+    assert out.getvalue().startswith("deleted 2 ")
+    assert sorted(ModerationAction.objects.values_list("kind", flat=True)) == ["invite", "remove"]
+    call_command("prune_moderation_actions", "--older-than", str(7 * 24 * 3600), stdout=StringIO())
+    assert list(ModerationAction.objects.values_list("kind", flat=True)) == ["remove"]
+    with pytest.raises(CommandError):
+        call_command("prune_moderation_actions", "--older-than", "0", stdout=StringIO())

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from messaging.ops.retention import RetentionCommand
+from messaging.ops.retention import RetentionCommand, delete_in_batches
 from messaging.models import CommandRecord
 
 KEPT_TYPES = frozenset({"room.post"})
@@ -30,8 +30,6 @@ class Command(RetentionCommand):
         if dry_run:
             self.stdout.write(f"would delete {old.count()} command records created before {cutoff.isoformat()}")
             return
-        deleted = 0
-        while ids := list(old.order_by("pk").values_list("pk", flat=True)[:batch]):
-            deleted += CommandRecord.objects.filter(pk__in=ids).delete()[0]
+        deleted = delete_in_batches(old, batch)
         kept = ", ".join(sorted(KEPT_TYPES))
         self.stdout.write(f"deleted {deleted} command records created before {cutoff.isoformat()} (never pruned: {kept})")
