@@ -22,7 +22,7 @@ Call `allow_protocol_close_codes()` and `defer_autobahn_log_formatting()`
 from the ASGI module daphne serves. Each changes daphne or autobahn only if
 it is loaded: daphne imports them before it loads the application. Under
 another server they import nothing, since importing daphne would load
-Twisted, autobahn and OpenSSL into the process for nothing (7 MB under
+Twisted, autobahn and OpenSSL into the process for nothing (25 MB under
 uvicorn). The consumer calls both again as its first socket opens
 (`adapt_to_daphne`), for an application imported before its daphne server.
 """

@@ -19,6 +19,29 @@ import uuid
 from urllib.parse import urlsplit
 
 
+def upgrade_request(host: str, origin: str, session: str) -> bytes:
+    """A client's WebSocket handshake for `/ws/`, signed in by the session cookie."""
+    key = base64.b64encode(os.urandom(16)).decode()
+    return (
+        f"GET /ws/ HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: {origin}\r\n"
+        f"Cookie: sessionid={session}\r\n\r\n"
+    ).encode()
+
+
+def client_frame(opcode: int, payload: bytes) -> bytes:
+    """One final frame of `opcode`, masked (RFC 6455 5.3: a client masks every frame)."""
+    mask = os.urandom(4)
+    length = len(payload)
+    if length < 126:
+        header = struct.pack("!BB", 0x80 | opcode, 0x80 | length)
+    elif length < 1 << 16:
+        header = struct.pack("!BBH", 0x80 | opcode, 0x80 | 126, length)
+    else:
+        header = struct.pack("!BBQ", 0x80 | opcode, 0x80 | 127, length)
+    return header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
 class RawSocket:
     def __init__(self, base_url: str, session: str, *, receive_buffer: int | None = None) -> None:
         self.base_url = base_url
@@ -34,14 +57,7 @@ class RawSocket:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
         sock.settimeout(10)
         sock.connect((url.hostname, url.port))
-        key = base64.b64encode(os.urandom(16)).decode()
-        sock.sendall(
-            (
-                f"GET /ws/ HTTP/1.1\r\nHost: {url.netloc}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: {self.base_url}\r\n"
-                f"Cookie: sessionid={self.session}\r\n\r\n"
-            ).encode()
-        )
+        sock.sendall(upgrade_request(url.netloc, self.base_url, self.session))
         response = b""
         while b"\r\n\r\n" not in response:
             chunk = sock.recv(1)
@@ -54,18 +70,8 @@ class RawSocket:
         return self
 
     def send_text(self, text: str) -> None:
-        """One masked text frame (RFC 6455 5.3: a client masks every frame)."""
-        payload = text.encode()
-        mask = os.urandom(4)
-        length = len(payload)
-        if length < 126:
-            header = struct.pack("!BB", 0x81, 0x80 | length)
-        elif length < 1 << 16:
-            header = struct.pack("!BBH", 0x81, 0x80 | 126, length)
-        else:
-            header = struct.pack("!BBQ", 0x81, 0x80 | 127, length)
-        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-        self.sock.sendall(header + mask + masked)
+        """One text frame, masked as a client's."""
+        self.sock.sendall(client_frame(0x1, text.encode()))
 
     def send_command(self, t: str, d: dict, id: str | None = None) -> str:
         id = id or uuid.uuid4().hex

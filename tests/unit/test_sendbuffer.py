@@ -9,7 +9,6 @@ uvicorn processes and clients that do not read.
 from __future__ import annotations
 
 import asyncio
-import base64
 import gc
 import sys
 import weakref
@@ -29,6 +28,7 @@ from messaging.transport.servers.daphne import (
     HANDSHAKE_ATTRIBUTES, DaphneSendBuffer, register_producer, release_handshake,
 )
 
+from ..support.rawws import client_frame, upgrade_request
 from .test_frames import autobahn_bytes, open_connection
 
 
@@ -210,10 +210,7 @@ def shaken_hands() -> tuple[Server, object, StringTransport]:
     transport = StringTransport()
     protocol.makeConnection(transport)
     protocol._raw_query_string = b""
-    key = base64.b64encode(b"sixteen byte key").decode()
-    protocol.dataReceived((
-        "GET /ws/ HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        f"Origin: http://127.0.0.1\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    protocol.dataReceived(upgrade_request("127.0.0.1", "http://127.0.0.1", "abc"))
     return server, protocol, transport
 
 
@@ -232,8 +229,7 @@ async def test_a_connection_lets_go_of_its_handshake_and_still_sends_receives_an
     await server.handle_reply(protocol, {"type": "websocket.send", "text": "hi"})
     assert transport.value() == frames("hi")
     # A masked text frame from the client reaches the application's queue.
-    mask = b"\x01\x02\x03\x04"
-    protocol.dataReceived(b"\x81\x82" + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(b"yo")))
+    protocol.dataReceived(client_frame(0x1, b"yo"))
     assert protocol.application_queue.get_nowait() == {"type": "websocket.connect"}
     assert protocol.application_queue.get_nowait() == {"type": "websocket.receive", "text": "yo"}
     transport.clear()

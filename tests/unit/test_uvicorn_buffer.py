@@ -4,7 +4,6 @@ tests/hostile/test_uvicorn_adapter.py runs the adapter against real uvicorn proc
 from __future__ import annotations
 
 import asyncio
-import base64
 
 from uvicorn.config import Config
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
@@ -13,6 +12,8 @@ from uvicorn.server import ServerState
 from messaging.transport.frames import frame_bytes
 from messaging.transport.servers import send_buffer
 from messaging.transport.servers.uvicorn import UvicornSendBuffer
+
+from ..support.rawws import client_frame, upgrade_request
 
 
 class Transport(asyncio.Transport):
@@ -43,17 +44,7 @@ class Transport(asyncio.Transport):
     def resume_reading(self) -> None: ...
 
 
-HANDSHAKE = (
-    "GET /ws/ HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-    "Origin: http://127.0.0.1\r\nCookie: sessionid=abc\r\n"
-    f"Sec-WebSocket-Key: {base64.b64encode(b'sixteen byte key').decode()}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-).encode()
-
-
-def masked(first: int, payload: bytes) -> bytes:
-    """A client's frame: `first` (FIN and opcode), masked `payload` of under 126 bytes."""
-    mask = b"\x01\x02\x03\x04"
-    return bytes([first, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+HANDSHAKE = upgrade_request("127.0.0.1", "http://127.0.0.1", "abc")
 
 
 async def test_an_open_connection_lets_go_of_its_handshake_and_still_writes_reads_and_closes():
@@ -88,12 +79,12 @@ async def test_an_open_connection_lets_go_of_its_handshake_and_still_writes_read
     transport.written.clear()
     assert buffer.send("hi")
     assert bytes(transport.written) == frame_bytes(b"hi")
-    protocol.data_received(masked(0x81, b"yo"))
+    protocol.data_received(client_frame(0x1, b"yo"))
     assert await asyncio.wait_for(received.get(), 5) == {"type": "websocket.receive", "text": "yo"}
     close = b"\x88\x02" + (1008).to_bytes(2, "big")
     while not bytes(transport.written).endswith(close):
         await asyncio.sleep(0.01)
-    protocol.data_received(masked(0x88, (1008).to_bytes(2, "big")))  # the client's reply
+    protocol.data_received(client_frame(0x8, (1008).to_bytes(2, "big")))  # the client's reply
     while not transport.closing:
         await asyncio.sleep(0.01)
     protocol.connection_lost(None)

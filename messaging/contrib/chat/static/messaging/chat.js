@@ -652,12 +652,15 @@ function onReceiptAck(room, ack) {
   if (ack.error.retry) setTimeout(scheduleReceipts, backoffDelay(2));
 }
 
-// Read: a message counts as read once it is on screen in a focused, visible tab.
+// Read: a message counts as read once it is on screen in a focused, visible tab:
+// half of it, or this much of a tall one.
+const READ_SHARE = 0.5;
+const READ_HEIGHT = 48;
 const visible = new Set();
 const observer = new IntersectionObserver(
   (entries) => {
     for (const entry of entries) {
-      if (entry.isIntersecting && (entry.intersectionRatio >= 0.5 || entry.intersectionRect.height >= 48)) {
+      if (entry.isIntersecting && (entry.intersectionRatio >= READ_SHARE || entry.intersectionRect.height >= READ_HEIGHT)) {
         visible.add(entry.target);
       } else visible.delete(entry.target);
     }
@@ -693,7 +696,7 @@ function onScreenNow() {
     const box = node.getBoundingClientRect();
     if (box.bottom <= root.top) break; // above the view: so is everything before it
     const height = Math.min(box.bottom, root.bottom) - Math.max(box.top, root.top);
-    if (height > 0 && (height >= box.height / 2 || height >= 48)) seen.push(node);
+    if (height > 0 && (height >= box.height * READ_SHARE || height >= READ_HEIGHT)) seen.push(node);
   }
   return seen;
 }
