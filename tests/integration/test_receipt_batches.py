@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import OperationalError, connection, connections, transaction
 from django.utils import timezone
 
 from messaging.chat.edits import locked_message
@@ -22,7 +22,7 @@ from messaging.chat.revs import next_rev
 from messaging.core.exceptions import Forbidden, Invalid
 from messaging.models import Event, Membership, Message, Room, WatermarkMove
 
-from .conftest import move_by_function, moves_by_function, wait_until
+from .conftest import apply_command, move_by_function, moves_by_function, wait_until
 
 pytestmark = [pytest.mark.django_db]
 
@@ -193,6 +193,73 @@ def test_a_batch_takes_its_rooms_rows_for_the_events_after_every_message_row(dja
     assert states(room) == {1: "delivered", 2: "delivered"}
     events = Event.objects.filter(room_id=room.pk, type="message.state").order_by("position")
     assert [(e.data["seq"], e.data["state"]) for e in events] == [(1, "delivered"), (2, "delivered")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_owner_leaving_locks_the_membership_before_the_room_as_a_batch_of_receipts_does(django_user_model):
+    """A batch of receipts locks its senders' memberships, then the rooms' rows.
+    The owner's `room.leave` beside it must wait for the membership without
+    holding the room's row, or each would wait for the other (a deadlock
+    PostgreSQL breaks after `deadlock_timeout` by failing one of them)."""
+    ana, bob = people(django_user_model, "ana", "bob")
+    room = room_with("owned", [ana, bob], [bob])
+    Room.objects.filter(pk=room.pk).update(owner=ana)
+    holding, release = threading.Event(), threading.Event()
+    failures: list[BaseException] = []
+    room_row_free: list[bool] = []
+
+    def receipts() -> None:
+        try:
+            with transaction.atomic():
+                Membership.objects.select_for_update().filter(room=room, user=ana).first()
+                holding.set()
+                release.wait(30)
+                # The rooms' rows come last in the batch: free unless the leave took it.
+                with connection.cursor() as cursor:
+                    cursor.execute("SAVEPOINT probe")
+                    try:
+                        cursor.execute("SELECT id FROM messaging_room WHERE id = %s FOR UPDATE NOWAIT", [room.pk])
+                        room_row_free.append(True)
+                    except OperationalError:
+                        cursor.execute("ROLLBACK TO SAVEPOINT probe")
+                        room_row_free.append(False)
+        except BaseException as exc:  # reported by the test's thread
+            failures.append(exc)
+        finally:
+            holding.set()
+            connections.close_all()
+
+    def leave() -> None:
+        try:
+            apply_command(ana, "room.leave", {"room": "owned"})
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=receipts)
+    holder.start()
+    assert holding.wait(30)
+    leaver = threading.Thread(target=leave)
+    leaver.start()
+
+    def leave_waits_for_the_membership() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted")
+            return cursor.fetchone()[0] == 1
+
+    try:
+        wait_until(leave_waits_for_the_membership, what="the leave waiting for the owner's membership row")
+    finally:
+        release.set()
+        holder.join(30)
+        leaver.join(30)
+    assert not failures, failures
+    assert room_row_free == [True], "the leave held the room's row while it waited for the membership"
+    room.refresh_from_db()
+    assert room.owner_id is None
+    assert not Membership.objects.filter(room=room, user=ana).exists()
+    assert Membership.objects.filter(room=room, user=bob).exists()
 
 
 BIG = 300
