@@ -57,7 +57,8 @@ def parse_args() -> argparse.Namespace:
                         'e.g. "--ws websockets --loop asyncio"')
     p.add_argument("--idle", type=int, default=10000, help="idle sockets for the memory check (0: skip)")
     p.add_argument("--configs", default="full,echo,tutorial",
-                   help='comma-separated; a lever rides on a config as "full+KEY=VALUE+KEY=VALUE"')
+                   help='comma-separated; a lever rides on a config as "full+KEY=VALUE+KEY=VALUE" '
+                        '(the server\'s environment; IDS=random: the load generator\'s command ids)')
     p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the full path's server (a lever)")
     p.add_argument("--rate", type=float, default=None,
                    help="only paced runs at this many commands/s (each config, every round, about 6 s each): "
@@ -156,6 +157,11 @@ def paced(load: Load, rate: float) -> Load:
 def kind_of(config: str) -> str:
     """A config is a kind ("full", "echo", "tutorial"), optionally with levers: "full+CHANNEL_LAYER=pubsub"."""
     return config.split("+", 1)[0]
+
+
+# A lever of the load generator, not of the server: "full+IDS=random" sends
+# random (uuid4) command ids instead of time-ordered ones.
+RANDOM_IDS = "IDS=random"
 
 
 def server_env(config: str, base: dict[str, str], levers: dict[str, str]) -> dict[str, str]:
@@ -354,6 +360,8 @@ def main() -> None:
         quiesce(args.database)
 
         def measure(name: str, servers: list[Server], kind: str, load: Load, what: str) -> None:
+            if RANDOM_IDS in name.split(",")[0].split("+")[1:]:
+                load = Load(**{**load.__dict__, "random_ids": True})
             result = run_load(servers, kind, sessions, sized(name, load), f"{label} {what}")
             if r < 0:
                 calibrated[name] = result["acks_per_s"]

@@ -27,6 +27,9 @@ import orjson
 import websockets
 from picows import WSCloseCode, WSListener, WSMsgType, WSTransport, ws_connect
 
+# Command ids as the project's clients mint them: time-ordered (messaging/ids.py).
+from messaging.ids import time_ordered_id
+
 TEXT = WSMsgType.TEXT
 CLOSE = WSMsgType.CLOSE
 CONTINUATION = WSMsgType.CONTINUATION
@@ -69,7 +72,13 @@ class Load:
     # first, then a socket's receipt i moves its delivered and read to i + 1
     # (every one a move: message states advance, a `status` frame fans out).
     receipts: bool = False
+    # Command ids as uuid4 (random) instead of time-ordered: a lever, to measure
+    # what random ids cost the database's indexes (docs/PERFORMANCE.md).
+    random_ids: bool = False
     timeout: float = 60.0
+
+    def new_id(self) -> str:
+        return uuid.uuid4().hex if self.random_ids else time_ordered_id()
 
 
 @dataclass
@@ -210,10 +219,10 @@ async def drive(target: Target, sessions: list[str], load: Load, progress=None, 
     rng = random.Random(run_tag)
     try:
         if load.seed_only_duplicates:
-            seeded = await asyncio.gather(*(_seed(s, load.messages) for s in sockets))
+            seeded = await asyncio.gather(*(_seed(s, load.messages, load) for s in sockets))
         elif load.receipts:
             per_socket = -(-load.messages // load.room_size)  # a room's sockets post `messages` or more
-            await asyncio.gather(*(_seed(s, per_socket) for s in sockets))
+            await asyncio.gather(*(_seed(s, per_socket, load) for s in sockets))
             seeded = [_receipts(s, load.messages) for s in sockets]
         else:
             seeded = [[] for _ in sockets]
@@ -279,7 +288,7 @@ async def drive(target: Target, sessions: list[str], load: Load, progress=None, 
                     # One copy of an id in flight per socket: the client matches acks by id.
                     id, d = pick
                 else:
-                    id, d = uuid.uuid4().hex, {"room": socket.room, "body": f"message {i} from socket {n}"}
+                    id, d = load.new_id(), {"room": socket.room, "body": f"message {i} from socket {n}"}
                 if per_socket_interval:
                     delay = due - time.perf_counter()
                     if delay > 0:
@@ -317,10 +326,10 @@ async def drive(target: Target, sessions: list[str], load: Load, progress=None, 
     return result
 
 
-async def _seed(socket: Socket, count: int) -> list[tuple[str, dict]]:
+async def _seed(socket: Socket, count: int, load: Load) -> list[tuple[str, dict]]:
     ids = []
     for i in range(count):
-        id, d = uuid.uuid4().hex, {"room": socket.room, "body": f"seed {i}"}
+        id, d = load.new_id(), {"room": socket.room, "body": f"seed {i}"}
         ack = await asyncio.wait_for(socket.call(id, "room.post", d), 30)
         assert ack["ok"], ack
         ids.append((id, d))

@@ -18,8 +18,9 @@ import random
 import time
 import urllib.error
 import urllib.request
-import uuid
 from typing import Any, Callable
+
+from ..ids import time_ordered_id
 
 RETRIED = frozenset({409, 429, 502, 503, 504})
 
@@ -28,7 +29,7 @@ def http_command(base_url: str, t: str, d: Any, *, id: str | None = None, token:
                  retries: int = 5, timeout: float = 10.0, backoff_base: float = 0.5, backoff_cap: float = 10.0,
                  rand: Callable[[], float] = random.random) -> tuple[int, dict]:
     """POST one command; its final status and body (the ack, or an error frame)."""
-    key = id or uuid.uuid4().hex
+    key = id or time_ordered_id()
     headers = {"Content-Type": "application/json", "Idempotency-Key": key}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"

@@ -19,10 +19,11 @@ import os
 import random
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
+
+from ..ids import time_ordered_id
 
 # Commands whose order within a room is what the user sees.
 ORDERED_TYPES = frozenset({"room.post", "message.edit", "message.delete"})
@@ -154,7 +155,7 @@ class Outbox:
             raise OutboxFull(f"{len(self.entries)} actions are waiting to be settled")
         order = max(time.time_ns(), self._last_order + 1)
         self._last_order = order
-        entry = Entry(id or uuid.uuid4().hex, t, d, order)
+        entry = Entry(id or time_ordered_id(), t, d, order)
         self.store.put(entry.stored())
         self.entries[entry.id] = entry
         return entry

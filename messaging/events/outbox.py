@@ -15,7 +15,6 @@ plus `command_id` and `user` of the command that caused it
 """
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import orjson
@@ -23,6 +22,7 @@ from django.db import connection
 from django.utils import timezone
 
 from ..conf import get_settings
+from ..ids import uuid7
 from .models import Event
 
 def room_table() -> str:
@@ -62,10 +62,22 @@ def emit_many(ctx: Any, type: str, room: str, datas: list[dict], *, at: tuple[in
     cause = {"command_id": ctx.command_id, "user": ctx.user.pk}
     Event.objects.bulk_create(
         # Through orjson, as frames are: a UUID user id becomes its text, as on the wire.
-        Event(event_id=uuid.uuid4(), type=type, room_id=room_id, room=room, position=first + n,
+        Event(event_id=uuid7(), type=type, room_id=room_id, room=room, position=first + n,
               data=orjson.loads(orjson.dumps({**data, **cause})), created_at=now)
         for n, data in enumerate(datas)
     )
+
+
+# `messaging.ids.uuid7` in SQL, for PostgreSQL before 18 (which has `uuidv7()`):
+# a random UUID whose first 6 bytes become the Unix time in milliseconds
+# (`int8send`'s last 6 bytes) and whose version 4 becomes 7 (bits 52 and 53,
+# counted from the low bit of each byte, set on 0100). Time-ordered, so the
+# events' unique index takes inserts at its end (messaging/ids.py).
+EVENT_ID_SQL = (
+    "encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing"
+    " substring(int8send((extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3) FROM 1 FOR 6),"
+    " 52, 1), 53, 1), 'hex')::uuid"
+)
 
 
 # The `room.post` statement's part (messaging/chat/sql/posts_and_records.sql, at `{events}`): per stored post its
@@ -75,7 +87,7 @@ def emit_many(ctx: Any, type: str, room: str, datas: list[dict], *, at: tuple[in
 # order so that ids, too, follow the room's order.
 POSTED_EVENTS = """, event AS (
     INSERT INTO {event} (event_id, type, room_id, room, position, data, created_at)
-    SELECT gen_random_uuid(), 'message.posted', p.room_id, i.room, t.events_before + (p.seq - t.before),
+    SELECT """ + EVENT_ID_SQL + """, 'message.posted', p.room_id, i.room, t.events_before + (p.seq - t.before),
            jsonb_build_object('room', i.room, 'seq', p.seq, 'id', i.command_id,
                               'sender', jsonb_build_object('id', i.user_json, 'name', i.name),
                               'body', i.body, 'at', s.at_text, 'version', 1, 'rev', p.rev,

@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from typing import Any
+
+from ..ids import time_ordered_id
 
 
 class FrameClient:
@@ -32,7 +33,7 @@ class FrameClient:
 
     async def send(self, t: str, d: dict, id: str | None = None) -> str:
         """Send one command without waiting; returns its id (a new one unless given)."""
-        id = id or uuid.uuid4().hex
+        id = id or time_ordered_id()
         await self._send_text(json.dumps({"id": id, "t": t, "d": d}))
         return id
 

@@ -1,6 +1,7 @@
 """The outbox: each effect's event commits in the effect's own transaction (messaging/events/outbox.py)."""
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -83,6 +84,27 @@ async def test_the_portable_post_writes_the_same_event(make_user, open_clients):
     assert portable["data"]["seq"] == 2 and portable["data"]["body"] == "portable"
 
 
+async def test_event_ids_are_time_ordered_on_both_paths(make_user, open_clients):
+    """The posts' statement mints its events' ids in SQL, `emit` in Python:
+    both UUID version 7 whose first 48 bits are the time of the post, in ms."""
+    ana = await make_user("Ana")
+    client = await open_clients(ana)
+    await client.join("lobby")
+    before = time.time_ns() // 1_000_000
+    for n in range(3):
+        await client.send("room.post", {"room": "lobby", "body": f"fast {n}"})
+    await client.frames("msg", 3)
+    await database_sync_to_async(post_on_the_portable_path)(ana, "portable")
+    after = time.time_ns() // 1_000_000
+    ids = [event["event_id"] for event in await events()]
+    assert len(ids) == 4
+    for event_id in ids:
+        assert event_id.version == 7 and event_id.variant == uuid.RFC_4122
+        # PostgreSQL's clock and this one are the same machine's; a millisecond of rounding either way.
+        assert before - 1 <= event_id.int >> 80 <= after + 1
+    assert sorted(ids, key=lambda i: i.int >> 80) == ids, "later events, later times"
+
+
 def post_then_fail(user) -> None:
     with transaction.atomic():
         post_on_the_portable_path(user, "rolled back")
@@ -136,6 +158,8 @@ async def test_receipts_write_one_state_event_per_message_moved(make_user, open_
     # Nothing moves again: no events.
     await b.call("receipt", {"room": "lobby", "read": 3}, id="r-3")
     found = await events()
+    # The database's function (migration 0019) and `emit` alike: time-ordered ids.
+    assert {e["event_id"].version for e in found} == {7}
     assert [e["position"] for e in found] == list(range(1, 10))
     states = [(e["data"]["seq"], e["data"]["state"], e["data"]["command_id"]) for e in found[3:]]
     assert states == [(1, "delivered", "r-1"), (2, "delivered", "r-1"),

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { backoffDelay, Connection, Outbox } from "../../messaging/contrib/chat/static/messaging/outbox.js";
+import { backoffDelay, Connection, Outbox, timeOrderedId } from "../../messaging/contrib/chat/static/messaging/outbox.js";
 
 class Clock {
   constructor() {
@@ -83,6 +83,27 @@ function makeOutbox({ store = new MemoryStore(), clock = new Clock(), connected 
 }
 
 const post = (body) => ["room.post", { room: "lobby", body }];
+
+test("ids are UUIDs of version 7: the time in milliseconds first, so later ids sort after earlier ones", () => {
+  const shape = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+  const at = Date.UTC(2026, 11, 1, 23, 59, 59, 999);
+  const id = timeOrderedId(at, new Uint8Array(10).fill(0xff));
+  assert.match(id, shape);
+  assert.equal(parseInt(id.replace(/-/g, "").slice(0, 12), 16), at);
+  assert.match(timeOrderedId(at, new Uint8Array(10)), shape, "the version and variant bits are set over any random bits");
+  const earlier = timeOrderedId(at - 1, new Uint8Array(10).fill(0xff));
+  assert.ok(earlier < timeOrderedId(at, new Uint8Array(10)), "a millisecond later sorts later, whatever the random bits");
+  const many = new Set(Array.from({ length: 10000 }, () => timeOrderedId()));
+  assert.equal(many.size, 10000);
+  for (const one of many) assert.match(one, shape);
+});
+
+test("an outbox mints time-ordered ids unless told otherwise", async () => {
+  const outbox = new Outbox({ store: new MemoryStore(), transmit: () => true, timers: new Clock() });
+  await outbox.resume();
+  const entry = await outbox.submit(...post("hi"));
+  assert.match(entry.id, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+});
 
 test("full jitter stays within [0, min(cap, base * 2^attempt))", () => {
   assert.equal(backoffDelay(0, { random: () => 0 }), 0);

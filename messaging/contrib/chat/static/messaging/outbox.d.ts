@@ -75,6 +75,12 @@ export interface OutboxOptions {
   onChange?: (change: OutboxChange) => void;
 }
 
+/**
+ * A time-ordered command id (UUID version 7): the time in milliseconds, then
+ * random bits. What an `Outbox` mints unless given `mintId`.
+ */
+export declare function timeOrderedId(now?: number, random?: Uint8Array): string;
+
 /** Full jitter: uniform in [0, min(cap, base * 2^attempt)). */
 export declare function backoffDelay(
   attempt: number,

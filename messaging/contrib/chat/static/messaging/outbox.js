@@ -20,6 +20,27 @@ export function backoffDelay(attempt, { base = BACKOFF_BASE_MS, cap = BACKOFF_CA
 }
 
 /**
+ * A time-ordered command id (UUID version 7, RFC 9562): the Unix time in
+ * milliseconds, then random bits, as messaging/ids.py mints them. The
+ * server's indexes of ids take inserts beside the ids minted just before
+ * instead of on a random page (docs/PERFORMANCE.md); any id of the
+ * protocol's rules works the same.
+ */
+export function timeOrderedId(now = Date.now(), random = crypto.getRandomValues(new Uint8Array(10))) {
+  const bytes = new Uint8Array(16);
+  let time = now;
+  for (let i = 5; i >= 0; i--) {
+    bytes[i] = time % 256;
+    time = Math.floor(time / 256);
+  }
+  bytes.set(random, 6);
+  bytes[6] = 0x70 | (bytes[6] & 0x0f); // version 7
+  bytes[8] = 0x80 | (bytes[8] & 0x3f); // variant 10
+  const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+/**
  * Pending commands, each with the id minted once for its user action.
  *
  * An entry is stored as `sending` before its first send, resent with the same
@@ -42,7 +63,7 @@ export class Outbox {
     ackTimeout = ACK_TIMEOUT_MS,
     timers = realTimers,
     random = Math.random,
-    mintId = () => crypto.randomUUID(),
+    mintId = () => timeOrderedId(),
     onChange = () => {},
   }) {
     this.store = store;
