@@ -26,6 +26,10 @@ from .conftest import apply_command, move_by_function, moves_by_function, wait_u
 
 pytestmark = [pytest.mark.django_db]
 
+# pg_locks is the whole server's: only the locks of this test database's
+# sessions (another database's receipts, a bench beside the suite, take the same advisory keys).
+OURS = "pid IN (SELECT pid FROM pg_stat_activity WHERE datname = current_database())"
+
 
 def room_with(slug: str, members: list, messages: list, joined: dict | None = None) -> Room:
     """A room of `members` (each joined at seq 0 unless `joined` says), with one message per sender in `messages`."""
@@ -122,14 +126,15 @@ def test_a_batch_takes_its_rooms_locks_in_room_id_order_whatever_order_it_was_gi
 
     def waiting_for_a_lock() -> bool:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+            cursor.execute(f"SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND {OURS}")
             return cursor.fetchone()[0] == 1
 
     try:
         wait_until(waiting_for_a_lock, what="the batch waiting for the first room's lock")
         with connection.cursor() as cursor:
-            cursor.execute("SELECT objid, granted FROM pg_locks WHERE locktype = 'advisory' AND classid = %s",
-                           [RECEIPTS_LOCK])
+            cursor.execute(
+                f"SELECT objid, granted FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND {OURS}",
+                [RECEIPTS_LOCK])
             locks = sorted(cursor.fetchall())
         assert locks == sorted([(low.pk, True), (low.pk, False)]), "the second room's lock is not held while waiting"
     finally:
@@ -180,7 +185,7 @@ def test_a_batch_takes_its_rooms_rows_for_the_events_after_every_message_row(dja
 
     def batch_waits_for_the_edit() -> bool:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted")
+            cursor.execute(f"SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted AND {OURS}")
             return cursor.fetchone()[0] == 1
 
     try:
@@ -245,7 +250,7 @@ def test_an_owner_leaving_locks_the_membership_before_the_room_as_a_batch_of_rec
 
     def leave_waits_for_the_membership() -> bool:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted")
+            cursor.execute(f"SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted AND {OURS}")
             return cursor.fetchone()[0] == 1
 
     try:
