@@ -57,6 +57,43 @@ def people(django_user_model, *names: str) -> list:
     return [django_user_model.objects.create_user(username=name) for name in names]
 
 
+def one_waits_for_the_other(hold, wait, what: str) -> list[BaseException]:
+    """`hold(held, go_on)` takes its locks in a transaction of its own thread,
+    sets `held` and waits for `go_on`; then `wait()`, in another thread, must
+    come to wait for one of its rows. Both are let go once it does (or the
+    wait fails); returns what either raised."""
+    held, go_on = threading.Event(), threading.Event()
+    failures: list[BaseException] = []
+
+    def run(body, *args) -> None:
+        try:
+            body(*args)
+        except BaseException as exc:  # reported by the test's thread
+            failures.append(exc)
+        finally:
+            held.set()
+            connections.close_all()
+
+    holder = threading.Thread(target=run, args=(hold, held, go_on))
+    holder.start()
+    assert held.wait(30)
+    waiter = threading.Thread(target=run, args=(wait,))
+    waiter.start()
+
+    def waiting_for_a_row() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted AND {OURS}")
+            return cursor.fetchone()[0] == 1
+
+    try:
+        wait_until(waiting_for_a_row, what=what)
+    finally:
+        go_on.set()
+        holder.join(30)
+        waiter.join(30)
+    return failures
+
+
 def test_a_batch_answers_each_receipt_alone_and_a_refusal_changes_nothing_else(django_user_model):
     ana, bob, cat = people(django_user_model, "ana", "bob", "cat")
     first = room_with("first", [ana, bob], [ana, ana])
@@ -153,47 +190,18 @@ def test_a_batch_takes_its_rooms_rows_for_the_events_after_every_message_row(dja
     must not hold the room's row meanwhile: the two would deadlock."""
     ana, bob = people(django_user_model, "ana", "bob")
     room = room_with("edits", [ana, bob], [ana, ana])
-    locked, go_on = threading.Event(), threading.Event()
-    failures: list[BaseException] = []
 
-    def edit() -> None:
-        try:
-            with transaction.atomic():
-                locked_message(room, 2)  # as message.edit and message.delete take them
-                locked.set()
-                go_on.wait(30)
-                next_rev(room.pk)
-        except BaseException as exc:
-            failures.append(exc)
-        finally:
-            locked.set()
-            connections.close_all()
+    def edit(held, go_on) -> None:
+        with transaction.atomic():
+            locked_message(room, 2)  # as message.edit and message.delete take them
+            held.set()
+            go_on.wait(30)
+            next_rev(room.pk)
 
     def batch() -> None:
-        try:
-            moves_by_function([(bob, "edits", 1, None), (bob, "edits", 2, None)])
-        except BaseException as exc:
-            failures.append(exc)
-        finally:
-            connections.close_all()
+        moves_by_function([(bob, "edits", 1, None), (bob, "edits", 2, None)])
 
-    editor = threading.Thread(target=edit)
-    editor.start()
-    assert locked.wait(30)
-    runner = threading.Thread(target=batch)
-    runner.start()
-
-    def batch_waits_for_the_edit() -> bool:
-        with connection.cursor() as cursor:
-            cursor.execute(f"SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted AND {OURS}")
-            return cursor.fetchone()[0] == 1
-
-    try:
-        wait_until(batch_waits_for_the_edit, what="the batch waiting for the edited message's row")
-    finally:
-        go_on.set()
-        editor.join(30)
-        runner.join(30)
+    failures = one_waits_for_the_other(edit, batch, "the batch waiting for the edited message's row")
     assert not failures, failures
     assert states(room) == {1: "delivered", 2: "delivered"}
     events = Event.objects.filter(room_id=room.pk, type="message.state").order_by("position")
@@ -209,56 +217,27 @@ def test_an_owner_leaving_locks_the_membership_before_the_room_as_a_batch_of_rec
     ana, bob = people(django_user_model, "ana", "bob")
     room = room_with("owned", [ana, bob], [bob])
     Room.objects.filter(pk=room.pk).update(owner=ana)
-    holding, release = threading.Event(), threading.Event()
-    failures: list[BaseException] = []
     room_row_free: list[bool] = []
 
-    def receipts() -> None:
-        try:
-            with transaction.atomic():
-                Membership.objects.select_for_update().filter(room=room, user=ana).first()
-                holding.set()
-                release.wait(30)
-                # The rooms' rows come last in the batch: free unless the leave took it.
-                with connection.cursor() as cursor:
-                    cursor.execute("SAVEPOINT probe")
-                    try:
-                        cursor.execute("SELECT id FROM messaging_room WHERE id = %s FOR UPDATE NOWAIT", [room.pk])
-                        room_row_free.append(True)
-                    except OperationalError:
-                        cursor.execute("ROLLBACK TO SAVEPOINT probe")
-                        room_row_free.append(False)
-        except BaseException as exc:  # reported by the test's thread
-            failures.append(exc)
-        finally:
-            holding.set()
-            connections.close_all()
+    def receipts(held, go_on) -> None:
+        with transaction.atomic():
+            Membership.objects.select_for_update().filter(room=room, user=ana).first()
+            held.set()
+            go_on.wait(30)
+            # The rooms' rows come last in the batch: free unless the leave took it.
+            with connection.cursor() as cursor:
+                cursor.execute("SAVEPOINT probe")
+                try:
+                    cursor.execute("SELECT id FROM messaging_room WHERE id = %s FOR UPDATE NOWAIT", [room.pk])
+                    room_row_free.append(True)
+                except OperationalError:
+                    cursor.execute("ROLLBACK TO SAVEPOINT probe")
+                    room_row_free.append(False)
 
     def leave() -> None:
-        try:
-            apply_command(ana, "room.leave", {"room": "owned"})
-        except BaseException as exc:
-            failures.append(exc)
-        finally:
-            connections.close_all()
+        apply_command(ana, "room.leave", {"room": "owned"})
 
-    holder = threading.Thread(target=receipts)
-    holder.start()
-    assert holding.wait(30)
-    leaver = threading.Thread(target=leave)
-    leaver.start()
-
-    def leave_waits_for_the_membership() -> bool:
-        with connection.cursor() as cursor:
-            cursor.execute(f"SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted AND {OURS}")
-            return cursor.fetchone()[0] == 1
-
-    try:
-        wait_until(leave_waits_for_the_membership, what="the leave waiting for the owner's membership row")
-    finally:
-        release.set()
-        holder.join(30)
-        leaver.join(30)
+    failures = one_waits_for_the_other(receipts, leave, "the leave waiting for the owner's membership row")
     assert not failures, failures
     assert room_row_free == [True], "the leave held the room's row while it waited for the membership"
     room.refresh_from_db()
