@@ -22,7 +22,6 @@ import uuid
 
 _VERSION = 0x7 << 76
 _VARIANT = 0x2 << 62
-_RANDOM = (1 << 80) - 1
 # The version's four bits and the variant's two, cleared before they are set.
 _FIXED = ~((0xF << 76) | (0x3 << 62))
 
@@ -30,7 +29,7 @@ _FIXED = ~((0xF << 76) | (0x3 << 62))
 def uuid7() -> uuid.UUID:
     """A UUID whose first 48 bits are the Unix time in milliseconds, the rest random."""
     milliseconds = time.time_ns() // 1_000_000
-    value = (milliseconds << 80) | (int.from_bytes(os.urandom(10), "big") & _RANDOM)
+    value = (milliseconds << 80) | int.from_bytes(os.urandom(10), "big")
     return uuid.UUID(int=(value & _FIXED) | _VERSION | _VARIANT)
 
 
