@@ -64,6 +64,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `MENTIONS_PER_MESSAGE` | 20 | most distinct `@name`s of one message that the mentions consumer looks up and notifies |
 | `API_TOKENS_PER_USER` | 20 | active API tokens one user may have (`messaging_token`, the admin); one more is refused until one is revoked |
 | `LOOP_DATABASE` | True | on PostgreSQL with psycopg 3, a batch's statement (`room.post`'s) and a receipt's run on the event loop's own connections (`messaging/core/gateway.py`), one per statement running at once and at most `max(2, DB_THREADS)`, instead of on a database thread; False: on a thread |
+| `EARLY_STATEMENT` | True | a batch's statement of posts (an `early_batch` type's, on PostgreSQL) goes to the database beside the batch's claims' Redis call instead of after it, unless the loop's last batch was mostly duplicates Redis knew (`messaging/core/pipeline.py`); False: after the claims
 
 A host project may also give each option in the environment as
 `MESSAGING_<KEY>` (see `options_from_environ`), e.g. `MESSAGING_CLAIM_LEASE=2`
@@ -116,6 +117,7 @@ class MessagingSettings:
     ROOMS_CREATED_PER_HOUR: int = 50
     ROOMS_PER_SOCKET: int = 200
     LOOP_DATABASE: bool = True
+    EARLY_STATEMENT: bool = True
     EDIT_HISTORY_RETENTION: int = 0
     MODERATION_RETENTION: int = 365 * 24 * 3600
     ROOMS_LIST_LIMIT: int = 500

@@ -15,6 +15,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from ..conf import get_settings
+from ..core.claims import Stored
 from ..core.exceptions import CommandError, Forbidden, Invalid
 from ..core.gateway import Gateway
 from ..core.handlers import CommandContext, command
@@ -230,6 +231,11 @@ def posted(ctx: CommandContext, post: Post, seq: int, at: str, rev: int) -> dict
     return {"room": post.room, "seq": seq, "at": at}
 
 
+def in_ack_order(result: dict) -> dict:
+    """A post's record's result in its ack's order (jsonb sorts keys: at, seq, room): each copy's ack is the original's."""
+    return {"room": result["room"], "seq": result["seq"], "at": result["at"]}
+
+
 @functools.cache
 def with_tables(sql: str) -> str:
     """`sql` with the app's table names in place of {membership}, {room}, {message} and {record},
@@ -249,12 +255,16 @@ def with_tables(sql: str) -> str:
     )
 
 
-# Every post of a batch in one statement: per post the membership check, per
-# room the next seqs in batch order, then the messages and the records. In
-# autocommit mode one statement is one transaction: one round trip where the
-# portable path takes six per post (BEGIN, membership, seq, message, record,
-# COMMIT), and a unique violation undoes all of it, like the portable path's
-# rollback, so a duplicate Redis forgot ends in the original ack. The
+# Every post of a batch in one statement: per post its record if it has one
+# (`known`: a post applied before is answered by it and goes no further),
+# else the membership check, per room the next seqs in batch order, then the
+# messages and the records. In autocommit mode one statement is one
+# transaction: one round trip where the portable path takes six per post
+# (BEGIN, membership, seq, message, record, COMMIT), and a unique violation
+# undoes all of it, like the portable path's rollback: a copy whose record
+# another attempt committed after this statement's snapshot was taken, or
+# two copies of one post in the statement, fail it on the record's unique
+# constraint (then each post runs alone: messaging/core/apply.py). The
 # rooms' row locks are taken by `locked`, a SELECT ... ORDER BY id FOR UPDATE
 # of its own: PostgreSQL sorts first and then locks the rows one by one as
 # they are pulled, so every batch locks its rooms in id order and two batches
@@ -263,8 +273,7 @@ def with_tables(sql: str) -> str:
 # rows `locked` has produced, so it never takes a lock out of that order.
 # `stamp` is read once, after the last lock (its count(*) over `taken` waits
 # for every update): later than any message committed before in these rooms,
-# so sent_at never goes backwards against seq. The insert of a duplicate
-# (Redis forgot it, or it comes twice) fails the whole statement. The posts
+# so sent_at never goes backwards against seq. The posts
 # come as one JSON array of [room, user, id, body, fingerprint]: psycopg
 # adapted five Python lists of 16 posts in 364 us, orjson this in 10 us.
 # The statement also writes each post's event (messaging/events/outbox.py,
@@ -282,23 +291,31 @@ def posts_statement(entries: list[tuple[CommandContext, Post, str]]) -> tuple[st
     }
 
 
-def posts_results(entries: list[tuple[CommandContext, Post, str]], rows: list[tuple]) -> list[dict | Forbidden]:
-    """Per entry its ack data, from the statement's rows (`n`, seq, time as the
-    protocol's text); posts by non-members, which have no row, are refused."""
-    stored = {n: (seq, at, rev) for n, seq, at, rev in rows}
-    results: list[dict | Forbidden] = []
+def posts_results(entries: list[tuple[CommandContext, Post, str]], rows: list[tuple]) -> list[dict | Forbidden | Stored]:
+    """Per entry, from the statement's rows: its ack data (`n`, seq, time as the protocol's text, rev),
+    or its record (`Stored`: applied before, left alone), or for a non-member (no row) `Forbidden`."""
+    found = {row[0]: row[1:] for row in rows}
+    results: list[dict | Forbidden | Stored] = []
     for n, (ctx, post, _) in enumerate(entries, start=1):
-        if n not in stored:
+        if n not in found:
             results.append(Forbidden("join the room first"))
             continue
-        results.append(posted(ctx, post, *stored[n]))
+        seq, at, rev, fingerprint, result = found[n]
+        if seq is None:
+            results.append(Stored(fingerprint, in_ack_order(orjson.loads(result))))
+        else:
+            results.append(posted(ctx, post, seq, at, rev))
     return results
 
 
-async def posts_and_records(gateway: Gateway, entries: list[tuple[CommandContext, Post, str]]) -> list[dict | Forbidden]:
+async def posts_and_records(gateway: Gateway,
+                            entries: list[tuple[CommandContext, Post, str]]) -> list[dict | Forbidden | Stored]:
     """`room.post`'s batch form on PostgreSQL: the posts and their `CommandRecord`s in one statement.
 
-    Posts by non-members are refused with `Forbidden`; the others are stored.
+    A post whose record is there already is answered by it and changes
+    nothing; posts by non-members are refused with `Forbidden`; the others
+    are stored. So the statement may run before the claims come back
+    (`early_batch`): what it applies, nothing else had.
     A host policy's own `can_post` is asked by the portable path only.
     """
     if overrides("can_post"):
@@ -306,7 +323,7 @@ async def posts_and_records(gateway: Gateway, entries: list[tuple[CommandContext
     return posts_results(entries, await gateway.fetch(*posts_statement(entries)))
 
 
-@command("room.post", validate=validate_post, batch={"postgresql": posts_and_records})
+@command("room.post", validate=validate_post, batch={"postgresql": posts_and_records}, early_batch=True)
 def post_message(ctx: CommandContext, post: Post) -> dict:
     room_id = joined_room_id(ctx.user, post.room)
     if overrides("can_post") and not get_policy().can_post(ctx.user, Room.objects.get(pk=room_id)):

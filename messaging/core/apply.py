@@ -3,7 +3,10 @@
 Per type, a batch's claimed deliveries go through the type's batch form for
 the gateway's database (one statement for all of them: `room.post` on
 PostgreSQL), else through its portable `apply`, one by one, all in one
-database thread hop. A not exactly-once delivery runs alone, through the
+database thread hop. The deliveries of an `early_batch` type go through its
+form before their claims are known (`apply_early`, beside the claims' Redis
+call): the form answers a command applied before from its record, so what
+it applies had never been applied, whatever the claims then say. A not exactly-once delivery runs alone, through the
 same two forms; those of a `gathered` type (`receipt`) that arrived
 together, from any senders, run in one call of its batch form
 (`apply_gathered`).
@@ -29,20 +32,29 @@ log = logging.getLogger(__name__)
 class Batch:
     """One run of a batch of exactly-once deliveries: its claims, what was applied, and each one's result."""
 
-    def __init__(self, deliveries: list[Delivery], claims: list[Stored | bool | None]) -> None:
+    def __init__(self, deliveries: list[Delivery], claims: list[Stored | bool | None],
+                 early: dict[int, Applied] | None = None) -> None:
         self.deliveries = deliveries
         self.claims = claims
         self.outcomes: list[Outcome | Exception | None] = [None] * len(deliveries)
-        # The deliveries to apply: claimed, or unknown to Redis.
+        # The deliveries still to apply: claimed, or unknown to Redis, and not applied early.
         self.claimed: list[int] = []
+        # What applying came to, early (`apply_early`, beside the claims) or in `apply`.
+        self.applied: dict[int, Applied] = {}
+        early = early or {}
         for i, (delivery, claim) in enumerate(zip(deliveries, claims)):
-            if isinstance(claim, Stored):
+            done = early.get(i)
+            if done is not None and _applied_now(done):
+                # Its effect is committed: whatever the claims say, this is its answer.
+                self.applied[i] = done
+            elif isinstance(claim, Stored):
                 self.outcomes[i] = replay_or_refuse(claim, delivery.fingerprint, source="redis")
+            elif done is not None:
+                self.applied[i] = done
             elif claim is False:
                 self.outcomes[i] = ClaimBusy()
             else:
                 self.claimed.append(i)
-        self.applied: dict[int, Applied] = {}
 
     async def apply(self, gateway: Gateway) -> None:
         """Apply the claimed deliveries: each type's through its batch form where
@@ -65,13 +77,36 @@ class Batch:
         """What Redis learns: each applied delivery's result (or its record's);
         the others (refused, failed, interrupted) give back their claims."""
         learned = {i: stored for i, (_, stored) in self.applied.items() if stored is not None}
-        releases = [self.deliveries[i].key for i in self.claimed if self.claims[i] is True and i not in learned]
+        releases = [self.deliveries[i].key for i, claim in enumerate(self.claims) if claim is True and i not in learned]
         return [(self.deliveries[i].key, stored) for i, stored in learned.items()], releases
 
     def results(self) -> list[Outcome | Exception]:
         for i, (result, _) in self.applied.items():
             self.outcomes[i] = result
         return self.outcomes  # type: ignore[return-value]
+
+
+def _applied_now(done: Applied) -> bool:
+    """Whether this attempt applied its command (not a refusal, a failure or a record's answer)."""
+    outcome = done[0]
+    return isinstance(outcome, Outcome) and not outcome.dup
+
+
+async def apply_early(deliveries: list[Delivery], indexes: list[int], gateway: Gateway) -> dict[int, Applied]:
+    """The deliveries at `indexes` (of `early_batch` types, one copy of each
+    command) through their batch forms, before their claims are known: per
+    index what applying came to. A form that declines or meets a unique
+    violation applies nothing here; its deliveries run after the claims, in
+    `Batch.apply`, as any others do."""
+    applied: dict[int, Applied] = {}
+    for handler, of_type in _by_type(deliveries, indexes):
+        form = handler.batch_form(gateway.vendor)
+        if form is None:
+            continue
+        done = await _apply_batch(form, handler, [deliveries[i] for i in of_type], gateway, early=True)
+        if done is not None:
+            applied.update(zip(of_type, done))
+    return applied
 
 
 def _by_type(deliveries: list[Delivery], indexes: list[int]) -> Iterator[tuple[Handler, list[int]]]:
@@ -87,18 +122,22 @@ def _entries(deliveries: list[Delivery]) -> BatchEntries:
 
 
 async def _apply_batch(form: BatchForm, handler: Handler, deliveries: list[Delivery],
-                       gateway: Gateway) -> list[Applied] | None:
+                       gateway: Gateway, *, early: bool = False) -> list[Applied] | None:
     """Claimed deliveries of one type through its batch form; None where the form declines.
 
-    A duplicate among them (one Redis forgot, or two copies of one command)
-    fails the whole statement on a unique constraint: then each delivery runs
-    alone, a batch of one, and where that fails too the record answers. Any
-    other failure leaves every delivery of the batch `unavailable`.
+    A duplicate among them (one Redis forgot, where the form does not answer
+    it from its record, or two copies of one command) fails the whole
+    statement on a unique constraint: then each delivery runs alone, a batch
+    of one, and where that fails too the record answers; `early`, before the
+    claims are known, nothing is applied (None). Any other failure leaves
+    every delivery of the batch `unavailable`.
     """
     entries = _entries(deliveries)
     try:
         results = await form(gateway, entries)
     except IntegrityError:
+        if early:
+            return None
         if len(deliveries) == 1:
             # The record answers (the statement undid this attempt's effect).
             return [await gateway.run(deliveries[0].run, answer_from_record, deliveries[0])]
@@ -120,6 +159,9 @@ async def _apply_batch(form: BatchForm, handler: Handler, deliveries: list[Deliv
     for (ctx, _, fingerprint), result in zip(entries, results, strict=True):
         if isinstance(result, CommandError):
             applied.append((result, None))
+        elif isinstance(result, Stored):
+            # Applied before: its record answers, and Redis learns it again.
+            applied.append((replay_or_refuse(result, fingerprint, source="database"), result))
         else:
             applied.append((Outcome.applied(result, ctx), Stored(fingerprint, result)))
     return applied

@@ -2,7 +2,9 @@
 
 A claim is taken atomically (`SET NX` with a lease of `CLAIM_LEASE`); the
 result then replaces the claim for `DEDUP_WINDOW`. Duplicates that Redis
-knows never touch the database. Only the claim's owner may release it
+knows are answered by it, never by the database (the statement of posts
+may look up their records beside the claims: messaging/core/pipeline.py,
+and it changes nothing for them). Only the claim's owner may release it
 (compare-and-delete), so a slow first attempt can never free a newer claim.
 
 Redis failing is never taken for "already claimed": every Redis error

@@ -18,6 +18,7 @@ from .exceptions import CommandError, Invalid, UnknownType
 from .protocol import check_data, require_object
 
 if TYPE_CHECKING:
+    from .claims import Stored
     from .gateway import Gateway
 
 
@@ -65,9 +66,11 @@ Applier = Callable[[CommandContext, Any], dict]
 # None for a type that is not exactly-once.
 BatchEntries = list[tuple[CommandContext, Any, "str | None"]]
 # A type's batch form for one database: the commands of `entries` through
-# the gateway (messaging/core/gateway.py), per command in order its ack data
-# or the `CommandError` refusing it; None where it declines (then `apply`).
-BatchForm = Callable[["Gateway", BatchEntries], Awaitable["list[dict | CommandError] | None"]]
+# the gateway (messaging/core/gateway.py), per command in order its ack data,
+# the `CommandError` refusing it, or (an `early_batch` type's form) the
+# `Stored` record of a command applied before; None where it declines (then
+# `apply`).
+BatchForm = Callable[["Gateway", BatchEntries], Awaitable["list[dict | CommandError | Stored] | None"]]
 
 
 def _accept_object(data: dict) -> dict:
@@ -91,6 +94,10 @@ class Handler:
     # Not exactly-once: whether commands of this type that arrive together,
     # from any senders, run in one call of its batch form (`pipeline.run`).
     gathered: bool = False
+    # Exactly-once: whether its batch forms answer a command applied before
+    # with its record, so that a batch's statement may run beside the
+    # batch's claims instead of after them (`pipeline.run_batch`).
+    early_batch: bool = False
 
     def batch_form(self, vendor: str) -> BatchForm | None:
         """The batch form for a database of `vendor`, if the type has one there."""
@@ -115,6 +122,7 @@ def command(
     subscribes_to: Callable[[Any], str] | None = None,
     batch: Mapping[str, BatchForm] | None = None,
     gathered: bool = False,
+    early_batch: bool = False,
 ) -> Callable[[Applier], Applier]:
     """Register `apply(ctx, data) -> ack data` as the handler of `type`.
 
@@ -141,6 +149,14 @@ def command(
     `gathered`, every one of its commands that arrived together, from any
     senders (a group commit, as exactly-once commands get): its form then
     answers each alone, and no command's refusal may undo another's effect.
+
+    `early_batch`: the type's batch forms look up each command's record in
+    their statement and answer a command applied before with it (its
+    `Stored`: fingerprint and result), changing nothing for it; only a
+    record committed while the statement runs, or a command twice in one
+    call, still raises `IntegrityError`. Such a form cannot apply a command
+    twice whatever the claims say, so the pipeline runs it beside the
+    batch's claims' Redis call rather than after it (`pipeline.run_batch`).
     """
 
     def decorate(apply: Applier) -> Applier:
@@ -153,6 +169,7 @@ def command(
                 subscribes_to=subscribes_to,
                 batch=dict(batch or {}),
                 gathered=gathered,
+                early_batch=early_batch,
             )
         )
         return apply

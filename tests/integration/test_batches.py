@@ -100,7 +100,12 @@ def redis_down(settings):
     reset_claim_store()
 
 
-def test_two_copies_of_one_command_in_a_batch_apply_once_with_redis_down(users, redis_down):
+@pytest.mark.parametrize("early", [True, False], ids=["beside the claims", "after the claims"])
+def test_two_copies_of_one_command_in_a_batch_apply_once_with_redis_down(users, redis_down, settings, early):
+    # Beside the claims, only the first copy goes out early, and the second's
+    # statement finds its record; after them, both copies fail one statement
+    # on the record's unique constraint, and each runs alone.
+    settings.MESSAGING = {**settings.MESSAGING, "EARLY_STATEMENT": early}
     ana, bob, _ = users
     results = run_batch([
         delivery(ana, "a", "twice", id="same"),
@@ -115,7 +120,9 @@ def test_two_copies_of_one_command_in_a_batch_apply_once_with_redis_down(users, 
     assert Room.objects.get(slug="a").last_seq == 2, "the undone attempt used up no seq"
 
 
-def test_a_duplicate_redis_forgot_in_a_batch_is_answered_by_its_record(users, redis_client, settings):
+def test_a_duplicate_redis_forgot_in_a_batch_is_answered_by_its_record_in_the_batch_statement(
+    users, redis_client, settings
+):
     # Statements on this thread's connection (asgiref's thread-sensitive hop), where the test counts them.
     settings.MESSAGING = {**settings.MESSAGING, "LOOP_DATABASE": False, "DB_THREADS": 0}
     ana, bob, _ = users
@@ -133,19 +140,66 @@ def test_a_duplicate_redis_forgot_in_a_batch_is_answered_by_its_record(users, re
     with CaptureQueriesContext(connection) as queries:
         fresh1, old, id_reused, fresh2 = run_batch(batch)
     statements = [q["sql"] for q in queries]
-    assert "WITH ORDINALITY" in statements[0], "the batch statement ran first, and failed"
-    # A post alone is the same statement over a one-element array of posts.
-    alone = [sql for sql in statements[1:] if "WITH ORDINALITY" in sql]
-    ids = [d.command.id for d in batch]
-    assert len(alone) == len(batch), "then each post ran alone"
-    assert [[id for id in ids if id in sql] for sql in alone] == [[id] for id in ids], "then each post ran alone"
+    assert len(statements) == 1 and "WITH ORDINALITY" in statements[0], "one statement for all of them"
     assert old.dup and old.source == "database" and old.data == before.data
+    assert list(old.data) == list(before.data) == ["room", "seq", "at"], "the original ack's order, not jsonb's"
     assert isinstance(id_reused, IdReused)
     assert not fresh1.dup and not fresh2.dup
-    assert (fresh1.data["seq"], fresh2.data["seq"]) == (2, 2), "applied once each, after the undone batch"
+    assert (fresh1.data["seq"], fresh2.data["seq"]) == (2, 2), "the record's answer took no seq"
     assert Message.objects.filter(client_msg_id="old").count() == 1
     assert Message.objects.count() == 4
     assert redis_client.get(claim_key(ana.pk, "old")).startswith(b"r:"), "Redis learned the record's answer"
+
+
+@pytest.mark.parametrize("early", [True, False], ids=["beside the claims", "after the claims"])
+def test_a_record_the_statement_did_not_see_fails_it_and_each_post_runs_alone(users, redis_client, settings,
+                                                                              monkeypatch, early):
+    """A record committed after the statement's snapshot (another attempt's,
+    between the two) is not in its `known`: the record's unique constraint
+    undoes the statement, and each post runs alone, where the record answers."""
+    settings.MESSAGING = {**settings.MESSAGING, "LOOP_DATABASE": False, "DB_THREADS": 0, "EARLY_STATEMENT": early}
+    ana, bob, _ = users
+    before = apply_command(ana, "room.post", {"room": "a", "body": "hello"}, id="old")
+    redis_client.flushdb()
+    blind = commands.POSTS_AND_RECORDS.replace("c.command_id = i.command_id", "c.command_id = i.command_id AND false")
+    assert blind != commands.POSTS_AND_RECORDS
+    monkeypatch.setattr(commands, "POSTS_AND_RECORDS", blind)
+    batch = [delivery(bob, "a", "fresh 1"), delivery(ana, "a", "hello", id="old"), delivery(ana, "b", "fresh 2")]
+    with CaptureQueriesContext(connection) as queries:
+        fresh1, old, fresh2 = run_batch(batch)
+    statements = [q["sql"] for q in queries if "WITH ORDINALITY" in q["sql"]]
+    ids = [d.command.id for d in batch]
+    # Beside the claims first, then after them (the same failure), then each alone.
+    assert len(statements) == (2 if early else 1) + len(batch)
+    assert [[id for id in ids if id in sql] for sql in statements[-len(batch):]] == [[id] for id in ids]
+    assert old.dup and old.source == "database" and old.data == before.data
+    assert not fresh1.dup and not fresh2.dup and (fresh1.data["seq"], fresh2.data["seq"]) == (2, 1)
+    assert Message.objects.filter(client_msg_id="old").count() == 1 and Message.objects.count() == 3
+
+
+@pytest.mark.parametrize("early", [True, False], ids=["beside the claims", "after the claims"])
+def test_a_post_whose_claim_another_attempt_holds(users, redis_client, settings, early):
+    """Another attempt of the command holds its claim and has not reached its
+    statement yet. Beside the claims, this batch's statement applies it, once,
+    and Redis keeps its result over the other's claim; the other attempt's
+    statement then finds the record. After the claims, it waits (ClaimBusy:
+    the pipeline polls)."""
+    settings.MESSAGING = {**settings.MESSAGING, "EARLY_STATEMENT": early}
+    ana, bob, _ = users
+    raced = delivery(ana, "a", "raced")
+    redis_client.set(raced.key, b"c:another-attempt", px=10_000)
+    first, other = run_batch([raced, delivery(bob, "a", "beside it")])
+    assert not other.dup and other.data["seq"] == (2 if early else 1)
+    if not early:
+        assert isinstance(first, ClaimBusy)
+        assert redis_client.get(raced.key) == b"c:another-attempt", "the other attempt's claim stands"
+        return
+    assert not first.dup and first.data["seq"] == 1
+    assert redis_client.get(raced.key).startswith(b"r:"), "its result, whatever claim was there"
+    redis_client.delete(raced.key)
+    [theirs] = run_batch([delivery(ana, "a", "raced", id=raced.command.id)])
+    assert theirs.dup and theirs.source == "database" and theirs.data == first.data
+    assert Message.objects.filter(client_msg_id=raced.command.id).count() == 1
 
 
 def test_a_failed_batch_releases_every_claim_and_answers_unavailable(users, redis_client, monkeypatch):

@@ -203,8 +203,13 @@ async def test_posts_stay_exactly_once_with_redis_stopped(make_user, open_client
     assert len(await rows()) == 2
 
 
-async def test_claim_of_a_killed_worker_stops_blocking_after_the_lease(make_user, open_clients, settings, redis_client):
-    settings.MESSAGING = {**settings.MESSAGING, "CLAIM_LEASE": 2, "IN_PROGRESS_WAIT": 0.3}
+@pytest.mark.parametrize("early", [False, True], ids=["statement after the claims", "statement beside the claims"])
+async def test_claim_of_a_killed_worker_stops_blocking_after_the_lease(make_user, open_clients, settings, redis_client,
+                                                                       early):
+    """A dead worker's claim blocks its id for at most `CLAIM_LEASE`. With the
+    posts' statement beside the claims it does not block a post at all: the
+    statement finds no record and applies it, once."""
+    settings.MESSAGING = {**settings.MESSAGING, "CLAIM_LEASE": 2, "IN_PROGRESS_WAIT": 0.3, "EARLY_STATEMENT": early}
     reset_claim_store()
     client = await open_clients(await make_user())
     await client.join("lobby")
@@ -225,6 +230,12 @@ async def test_claim_of_a_killed_worker_stops_blocking_after_the_lease(make_user
     assert proc.returncode == -9, proc.stderr
     assert redis_client.get(claim_key(client.user.pk, "k1")) == b"c:dead-worker"
 
+    if early:
+        applied = await client.call("room.post", {"room": "lobby", "body": "hi"}, id="k1")
+        assert applied["ok"] and applied["dup"] is False and applied["d"]["seq"] == 1
+        again = await client.call("room.post", {"room": "lobby", "body": "hi"}, id="k1")
+        assert again["ok"] and again["dup"] is True and again["d"] == applied["d"]
+        return
     busy = await client.call("room.post", {"room": "lobby", "body": "hi"}, id="k1")
     assert busy["ok"] is False and busy["error"] == {
         "code": "in_progress", "message": "the first attempt with this id is still running", "retry": True

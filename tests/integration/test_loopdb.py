@@ -113,7 +113,10 @@ def terminate(pid: int) -> None:
         cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
 
 
-async def test_a_batch_cancelled_mid_statement_stores_nothing_and_drops_its_connection(members, redis_client):
+@pytest.mark.parametrize("early", [True, False], ids=["statement beside the claims", "statement after the claims"])
+async def test_a_batch_cancelled_mid_statement_stores_nothing_and_drops_its_connection(members, redis_client, settings,
+                                                                                      early):
+    settings.MESSAGING = {**settings.MESSAGING, "EARLY_STATEMENT": early}
     ana, _ = members
     await run_batch([post(ana, "one")])
     # The room's row lock, which every post of the room takes for its seq.

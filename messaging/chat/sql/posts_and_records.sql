@@ -2,10 +2,14 @@ WITH item AS (
     SELECT e.n, e.v->>0 AS room, (e.v->>1)::{user_id} AS user_id, e.v->>2 AS command_id, e.v->>3 AS body,
            e.v->>4 AS fingerprint, e.v->1 AS user_json, e.v->>5 AS name
     FROM jsonb_array_elements(%(items)s::jsonb) WITH ORDINALITY AS e(v, n)
+), known AS MATERIALIZED (
+    SELECT i.n, c.fingerprint, c.result::text AS result FROM item i
+    JOIN {record} c ON c.user_id = i.user_id AND c.command_id = i.command_id
 ), member AS (
     SELECT i.n, m.room_id FROM item i
     JOIN {room} r ON r.slug = i.room
     JOIN {membership} m ON m.room_id = r.id AND m.user_id = i.user_id
+    WHERE NOT EXISTS (SELECT FROM known k WHERE k.n = i.n)
 ), locked AS MATERIALIZED (
     SELECT r.id, c.posts FROM {room} r
     JOIN (SELECT room_id, count(*) AS posts FROM member GROUP BY room_id) c ON c.room_id = r.id
@@ -34,4 +38,6 @@ WITH item AS (
            jsonb_build_object('room', i.room, 'seq', p.seq, 'at', s.at_text), s.at
     FROM post p JOIN item i USING (n), stamp s
 ){events}
-SELECT p.n, p.seq, s.at_text, p.rev FROM post p, stamp s
+SELECT p.n, p.seq, s.at_text, p.rev, NULL, NULL FROM post p, stamp s
+UNION ALL
+SELECT k.n, NULL, NULL, NULL, k.fingerprint, k.result FROM known k
