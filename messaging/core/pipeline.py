@@ -223,7 +223,7 @@ async def run_batch(deliveries: list[Delivery]) -> list[Outcome | Exception]:
     try:
         applied_early = await apply_early(deliveries, early, gateway) if early else None
         claims, claimed = await asyncio.shield(claiming)
-    except asyncio.CancelledError:
+    except BaseException:
         await _give_back(claiming, deliveries, store, owner)
         raise
     _recent().after(claims)
@@ -241,8 +241,8 @@ async def run_batch(deliveries: list[Delivery]) -> list[Outcome | Exception]:
 
 
 async def _give_back(claiming: asyncio.Future, deliveries: list[Delivery], store: ClaimStore, owner: str) -> None:
-    """A batch cancelled before its claims were known (its socket closed mid-statement): once they
-    are, the ones it took are released, so that a retry need not wait out their lease."""
+    """A batch cancelled (its socket closed mid-statement) or failed before its claims were known:
+    once they are, the ones it took are released, so that a retry need not wait out their lease."""
     try:
         claims, _ = await claiming
     except asyncio.CancelledError:
@@ -260,7 +260,7 @@ def _early(deliveries: list[Delivery], store: ClaimStore, gateway: Any) -> list[
     `early_batch` types with a batch form here, one copy of each command
     (a second copy waits for the first one's claim, as always).
 
-    None where there is no claims' call to run beside (no Redis), with
+    None of them where there is no claims' call to run beside (no Redis), with
     `EARLY_STATEMENT` off, or after a batch whose claims found mostly
     duplicates Redis knew: a storm of retries is answered by Redis alone,
     with no statement that would only look up their records.
