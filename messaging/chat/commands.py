@@ -232,7 +232,8 @@ def posted(ctx: CommandContext, post: Post, seq: int, at: str, rev: int) -> dict
 
 
 def in_ack_order(result: dict) -> dict:
-    """A post's record's result in its ack's order (jsonb sorts keys: at, seq, room): each copy's ack is the original's."""
+    """A post's record's result in its ack's order (jsonb sorts keys: at, seq, room):
+    each copy's ack is the original's."""
     return {"room": result["room"], "seq": result["seq"], "at": result["at"]}
 
 
@@ -291,7 +292,8 @@ def posts_statement(entries: list[tuple[CommandContext, Post, str]]) -> tuple[st
     }
 
 
-def posts_results(entries: list[tuple[CommandContext, Post, str]], rows: list[tuple]) -> list[dict | Forbidden | Stored]:
+def posts_results(entries: list[tuple[CommandContext, Post, str]],
+                  rows: list[tuple]) -> list[dict | Forbidden | Stored]:
     """Per entry, from the statement's rows: its ack data (`n`, seq, time as the protocol's text, rev),
     or its record (`Stored`: applied before, left alone), or for a non-member (no row) `Forbidden`."""
     found = {row[0]: row[1:] for row in rows}

@@ -6,8 +6,8 @@ PostgreSQL), else through its portable `apply`, one by one, all in one
 database thread hop. The deliveries of an `early_batch` type go through its
 form before their claims are known (`apply_early`, beside the claims' Redis
 call): the form answers a command applied before from its record, so what
-it applies had never been applied, whatever the claims then say. A not exactly-once delivery runs alone, through the
-same two forms; those of a `gathered` type (`receipt`) that arrived
+it applies had never been applied, whatever the claims then say. A not
+exactly-once delivery runs alone, through the same two forms; those of a `gathered` type (`receipt`) that arrived
 together, from any senders, run in one call of its batch form
 (`apply_gathered`).
 """
