@@ -228,13 +228,13 @@ def next_seq(room_id: int) -> tuple[int, int, int]:
 def posted(ctx: CommandContext, post: Post, seq: int, at: str, rev: int) -> dict:
     """A stored post's result (its ack's data), after queueing its `msg` frame for the room."""
     ctx.broadcast(post.room, msg_frame(post.room, seq, ctx.command_id, ctx.user, post.body, at, rev))
-    return {"room": post.room, "seq": seq, "at": at}
+    return post_result(post.room, seq, at)
 
 
-def in_ack_order(result: dict) -> dict:
-    """A post's record's result in its ack's order (jsonb sorts keys: at, seq, room):
-    each copy's ack is the original's."""
-    return {"room": result["room"], "seq": result["seq"], "at": result["at"]}
+def post_result(room: str, seq: int, at: str) -> dict:
+    """A post's ack data, in the ack's key order; also rebuilt from its record, whose jsonb
+    sorts the keys (at, seq, room): each copy's ack is the original's."""
+    return {"room": room, "seq": seq, "at": at}
 
 
 @functools.cache
@@ -304,7 +304,8 @@ def posts_results(entries: list[tuple[CommandContext, Post, str]],
             continue
         seq, at, rev, fingerprint, result = found[n]
         if seq is None:
-            results.append(Stored(fingerprint, in_ack_order(orjson.loads(result))))
+            recorded = orjson.loads(result)
+            results.append(Stored(fingerprint, post_result(recorded["room"], recorded["seq"], recorded["at"])))
         else:
             results.append(posted(ctx, post, seq, at, rev))
     return results

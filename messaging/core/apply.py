@@ -7,9 +7,9 @@ database thread hop. The deliveries of an `early_batch` type go through its
 form before their claims are known (`apply_early`, beside the claims' Redis
 call): the form answers a command applied before from its record, so what
 it applies had never been applied, whatever the claims then say. A not
-exactly-once delivery runs alone, through the same two forms; those of a `gathered` type (`receipt`) that arrived
-together, from any senders, run in one call of its batch form
-(`apply_gathered`).
+exactly-once delivery runs alone, through the same two forms; those of a
+`gathered` type (`receipt`) that arrived together, from any senders, run in
+one call of its batch form (`apply_gathered`).
 """
 from __future__ import annotations
 
@@ -59,16 +59,7 @@ class Batch:
     async def apply(self, gateway: Gateway) -> None:
         """Apply the claimed deliveries: each type's through its batch form where
         it has one for this database, the rest one by one in one thread hop."""
-        portable: list[int] = []
-        for handler, indexes in _by_type(self.deliveries, self.claimed):
-            form = handler.batch_form(gateway.vendor)
-            applied = None
-            if form is not None:
-                applied = await _apply_batch(form, handler, [self.deliveries[i] for i in indexes], gateway)
-            if applied is None:
-                portable.extend(indexes)
-            else:
-                self.applied.update(zip(indexes, applied))
+        portable = await _through_forms(self.deliveries, self.claimed, gateway, self.applied)
         if portable:
             done = await gateway.run(apply_each, [self.deliveries[i] for i in portable])
             self.applied.update(zip(portable, done))
@@ -99,14 +90,25 @@ async def apply_early(deliveries: list[Delivery], indexes: list[int], gateway: G
     violation applies nothing here; its deliveries run after the claims, in
     `Batch.apply`, as any others do."""
     applied: dict[int, Applied] = {}
+    await _through_forms(deliveries, indexes, gateway, applied, early=True)
+    return applied
+
+
+async def _through_forms(deliveries: list[Delivery], indexes: list[int], gateway: Gateway,
+                         applied: dict[int, Applied], *, early: bool = False) -> list[int]:
+    """The deliveries at `indexes`, each type's through its batch form for this
+    database, into `applied`; the indexes no form took (none here, or it declined)."""
+    declined: list[int] = []
     for handler, of_type in _by_type(deliveries, indexes):
         form = handler.batch_form(gateway.vendor)
-        if form is None:
-            continue
-        done = await _apply_batch(form, handler, [deliveries[i] for i in of_type], gateway, early=True)
-        if done is not None:
+        done = None
+        if form is not None:
+            done = await _apply_batch(form, handler, [deliveries[i] for i in of_type], gateway, early=early)
+        if done is None:
+            declined.extend(of_type)
+        else:
             applied.update(zip(of_type, done))
-    return applied
+    return declined
 
 
 def _by_type(deliveries: list[Delivery], indexes: list[int]) -> Iterator[tuple[Handler, list[int]]]:
