@@ -30,8 +30,10 @@ from messaging.ops.metrics import BATCH_PHASE_NAMES
 
 from . import bigroom
 from .load import Load, Target, drive, hold_idle
+from .configs import RANDOM_IDS, default_configs, kind_of, server_env, server_of
 from .report import markdown
 from .servers import ROOT, Server
+from .targets import targets
 
 SECRET = "bench-secret-not-for-production"
 # The servers' `/metrics`, read around each full-path load for its batches.
@@ -51,14 +53,18 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=3.0,
                    help="a calibration round (not reported) sizes each peak run to last about this long, "
                         "with at least --messages per socket (0: no calibration, --messages only)")
-    p.add_argument("--server", choices=["daphne", "uvicorn"], default="daphne", help="for every config")
+    p.add_argument("--server", choices=["daphne", "uvicorn"], default="daphne",
+                   help="for every config without a SERVER= lever of its own")
     p.add_argument("--server-args", default=None,
                    help='the server\'s own options in place of the defaults (uvicorn: bench.servers.UVICORN_ARGS), '
                         'e.g. "--ws websockets --loop asyncio"')
     p.add_argument("--idle", type=int, default=10000, help="idle sockets for the memory check (0: skip)")
-    p.add_argument("--configs", default="full,echo,tutorial",
+    p.add_argument("--configs", default=None,
                    help='comma-separated; a lever rides on a config as "full+KEY=VALUE+KEY=VALUE" '
-                        '(the server\'s environment; IDS=random: the load generator\'s command ids)')
+                        '(the server\'s environment; IDS=random: the load generator\'s command ids; '
+                        'SERVER=daphne or uvicorn: the server of this config). Default: full,echo,tutorial, '
+                        'and with --server uvicorn also echo+SERVER=daphne, the plain stack on its reference '
+                        'server, measured in the same run as the full path on uvicorn')
     p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the full path's server (a lever)")
     p.add_argument("--rate", type=float, default=None,
                    help="only paced runs at this many commands/s (each config, every round, about 6 s each): "
@@ -152,24 +158,6 @@ def paced(load: Load, rate: float) -> Load:
     """`load` offered at `rate` commands/s for about 6 s, whatever the rate:
     the p99 of a short run is one hiccup of the shared machine."""
     return Load(**{**load.__dict__, "rate": rate, "messages": max(20, int(rate * 6 / load.sockets))})
-
-
-def kind_of(config: str) -> str:
-    """A config is a kind ("full", "echo", "tutorial"), optionally with levers: "full+CHANNEL_LAYER=pubsub"."""
-    return config.split("+", 1)[0]
-
-
-# A lever of the load generator, not of the server: "full+IDS=random" sends
-# random (uuid4) command ids instead of time-ordered ones.
-RANDOM_IDS = "IDS=random"
-
-
-def server_env(config: str, base: dict[str, str], levers: dict[str, str]) -> dict[str, str]:
-    if config == "tutorial":
-        # Django's defaults, as a tutorial leaves them: a connection per request.
-        return {**base, "CONN_MAX_AGE": "0"}
-    own = dict(kv.split("=", 1) for kv in config.split("+")[1:])
-    return {**base, **levers, **own}
 
 
 class Measured:
@@ -298,7 +286,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     base = prepare(args, out)
     levers = dict(kv.split("=", 1) for kv in args.env)
-    configs = args.configs.split(",")
+    configs = (args.configs or default_configs(args.server)).split(",")
     reference = Load(sockets=args.sockets, window=args.window, messages=args.messages,
                      duplicates=args.duplicates, room_size=args.room_size)
     if args.rate:
@@ -308,8 +296,10 @@ def main() -> None:
     server_args = None if args.server_args is None else tuple(shlex.split(args.server_args))
 
     def start(config: str, count: int = 1) -> list[Server]:
-        return [Server(args.server, server_env(config, base, levers), out, args=server_args).start()
-                for _ in range(count)]
+        server = server_of(config, args.server)
+        # --server-args are the options of --server's server.
+        own_args = server_args if server == args.server else None
+        return [Server(server, server_env(config, base, levers), out, args=own_args).start() for _ in range(count)]
 
     with_sessions = start("full")
     try:
@@ -408,7 +398,8 @@ def main() -> None:
     fractions = (0.25, 0.5, 0.75, 1.0)
     points: dict[str, dict[float, list[dict]]] = {}
     for r in range(0 if args.peak_only else args.rounds):
-        for config in configs:
+        # The curve is of this run's server; a config on another is there for its peak.
+        for config in (c for c in configs if server_of(c, args.server) == args.server):
             quiesce(args.database)
             servers = start(config)
             try:
@@ -516,54 +507,6 @@ def idle_memory(start, session: str, count: int) -> dict:
         for s in servers:
             s.stop()
     return {"sockets": count, "rss_before_mb": round(before / 2**20, 1), "rss_mb": round(after / 2**20, 1)}
-
-
-# Issue 26: the full path's share of the echo consumer's acks/s, per server.
-FULL_OF_ECHO = {"daphne": 0.8, "uvicorn": 0.6}
-
-
-def targets(peak: dict, curves: dict, idle: dict | None, big: dict | None = None, server: str = "daphne") -> dict:
-    """Each target of issue 26 (and those of issue 6 still standing) with its measured value
-    and whether it was met (None: not measured). One run serves one server: the target
-    across servers (full on uvicorn >= echo on daphne) is read from two runs' tables."""
-
-    def ratio(a: str, b: str) -> float | None:
-        if a in peak and b in peak and peak[b]["acks_per_s"]:
-            return round(peak[a]["acks_per_s"] / peak[b]["acks_per_s"], 2)
-        return None
-
-    half = next((p for p in curves.get("full", []) if p["fraction"] == 0.5), None)
-    share = FULL_OF_ECHO.get(server, 0.6)
-    measured = [
-        (f"full / echo >= {share} ({server})", ratio("full", "echo"), share, True),
-        ("full / tutorial >= 5", ratio("full", "tutorial"), 5, True),
-        ("duplicates / first-time >= 2", ratio("full, duplicates only", "full, first-time posts only"), 2, True),
-        ("receipts / first-time >= 0.5", ratio("full, receipts", "full, first-time posts only"), 0.5, True),
-        ("p99 ms at half of peak <= 25", half["p99_ms"] if half else None, 25, False),
-        # The target (issue 26) is stated for 10,000 sockets; a smaller --idle is no measure of it.
-        ("idle MB for 10000 sockets <= 300", idle["rss_mb"] if idle and idle["sockets"] >= 10000 else None, 300, False),
-    ]
-    if big:
-        measured += [
-            ("big room: share of posts reaching every socket >= 1",
-             round(big["posts_reaching_all"] / big["posts"], 3) if big["posts"] else None, 1, True),
-            ("big room: p99 ms from ack to last delivery <= 150", big["ack_to_last_delivery_p99_ms"], 150, False),
-            # O(members) frames for all members' receipts: a constant per receipt (1 would be one per sender's message).
-            ("big room: frames per receipt <= 1", big["frames_per_receipt"], 1, False),
-        ]
-    met = {
-        name: {"value": value, "met": None if value is None else (value >= limit if at_least else value <= limit)}
-        for name, value, limit, at_least in measured
-    }
-    # Not targets: the same ratio for the stack alone, what the box allows, and
-    # for the duplicates Redis answers, where the database takes no share.
-    # Issue 26 retired the 1.5x target for two processes on these 2 cores (docs/PERFORMANCE.md).
-    met["two processes / one"] = {"value": ratio("full, two processes", "full"), "met": None}
-    met["echo: two processes / one"] = {"value": ratio("echo, two processes", "echo"), "met": None}
-    met["duplicates only: two processes / one"] = {
-        "value": ratio("full, duplicates only, two processes", "full, duplicates only"), "met": None,
-    }
-    return met
 
 
 def plot(curves: dict, path: Path) -> None:

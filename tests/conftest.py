@@ -13,7 +13,7 @@ from django.db import connection, connections
 from messaging.core.gateway import close_database_threads
 from messaging.core.runtime import close_all_runtimes
 
-from .support.servers import ROOT, Daphne
+from .support.servers import ROOT, Daphne, Uvicorn
 
 
 @pytest.fixture(autouse=True)
@@ -72,6 +72,21 @@ def start_daphne(server_env, tmp_path):
 
     def start(args: tuple[str, ...] = (), ready_path: str = "/login/", **env: str) -> Daphne:
         server = Daphne({**server_env, **env}, log_dir=tmp_path, args=args, ready_path=ready_path).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def start_uvicorn(server_env, tmp_path):
+    """`start_uvicorn(args=(...), **env)`: the same as `start_daphne`, served by uvicorn."""
+    servers: list[Uvicorn] = []
+
+    def start(args: tuple[str, ...] = (), **env: str) -> Uvicorn:
+        server = Uvicorn({**server_env, **env}, log_dir=tmp_path, args=args).start()
         servers.append(server)
         return server
 

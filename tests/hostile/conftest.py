@@ -26,18 +26,13 @@ def daphne(start_daphne):
 
 
 @pytest.fixture
-def uvicorn(server_env, tmp_path):
+def uvicorn(start_uvicorn):
     """`uvicorn(args=(...), **env)`: the demo project served by uvicorn, its /metrics as `daphne`'s."""
-    servers: list[Uvicorn] = []
 
     def start(args: tuple[str, ...] = (), **env: str) -> Uvicorn:
-        server = Uvicorn({**server_env, "METRICS_TOKEN": METRICS_TOKEN, **env}, log_dir=tmp_path, args=args).start()
-        servers.append(server)
-        return server
+        return start_uvicorn(args, METRICS_TOKEN=METRICS_TOKEN, **env)
 
-    yield start
-    for server in servers:
-        server.stop()
+    return start
 
 
 def proc_status_kib(pid: int, field: str) -> int:
