@@ -30,7 +30,7 @@ from messaging.ops.metrics import BATCH_PHASE_NAMES
 
 from . import bigroom
 from .load import Load, Target, drive, hold_idle
-from .configs import RANDOM_IDS, default_configs, kind_of, server_env, server_of
+from .configs import IDS_LEVER, RANDOM_IDS, default_configs, kind_of, levers_of, server_env, server_of
 from .report import markdown
 from .servers import ROOT, Server
 from .targets import targets
@@ -350,7 +350,7 @@ def main() -> None:
         quiesce(args.database)
 
         def measure(name: str, servers: list[Server], kind: str, load: Load, what: str) -> None:
-            if RANDOM_IDS in name.split(",")[0].split("+")[1:]:
+            if levers_of(name.split(",")[0]).get(IDS_LEVER) == RANDOM_IDS:
                 load = Load(**{**load.__dict__, "random_ids": True})
             result = run_load(servers, kind, sessions, sized(name, load), f"{label} {what}")
             if r < 0:

@@ -15,7 +15,7 @@ def kind_of(config: str) -> str:
 
 # A lever of the load generator, not of the server: "full+IDS=random" sends
 # random (uuid4) command ids instead of time-ordered ones.
-RANDOM_IDS = "IDS=random"
+IDS_LEVER, RANDOM_IDS = "IDS", "random"
 # A lever of the bench: "echo+SERVER=daphne" serves that config with daphne
 # whatever --server says, so that a target across servers (full on uvicorn
 # against echo on daphne) is measured in one run, its rounds interleaved.

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from typing import Callable, Iterator
 
 import pytest
 import redis
@@ -65,31 +66,28 @@ def server_env(transactional_db, static_root):
     client.close()
 
 
-@pytest.fixture
-def start_daphne(server_env, tmp_path):
-    """`start_daphne(args=(...), ready_path=..., **env)`: one more daphne process of the demo project, stopped at the end."""
+def servers_of(kind: type[Daphne], server_env: dict[str, str], tmp_path) -> Iterator[Callable[..., Daphne]]:
+    """A fixture's `start(args=(...), ready_path=..., **env)`: one more `kind` process
+    (daphne, uvicorn) of the demo project; those it started are stopped at the end."""
     servers: list[Daphne] = []
 
     def start(args: tuple[str, ...] = (), ready_path: str = "/login/", **env: str) -> Daphne:
-        server = Daphne({**server_env, **env}, log_dir=tmp_path, args=args, ready_path=ready_path).start()
+        server = kind({**server_env, **env}, log_dir=tmp_path, args=args, ready_path=ready_path).start()
         servers.append(server)
         return server
 
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture
+def start_daphne(server_env, tmp_path):
+    """`start_daphne(args=(...), ready_path=..., **env)`: one more daphne process of the demo project, stopped at the end."""
+    yield from servers_of(Daphne, server_env, tmp_path)
 
 
 @pytest.fixture
 def start_uvicorn(server_env, tmp_path):
     """`start_uvicorn(args=(...), **env)`: the same as `start_daphne`, served by uvicorn."""
-    servers: list[Uvicorn] = []
-
-    def start(args: tuple[str, ...] = (), **env: str) -> Uvicorn:
-        server = Uvicorn({**server_env, **env}, log_dir=tmp_path, args=args).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
+    yield from servers_of(Uvicorn, server_env, tmp_path)

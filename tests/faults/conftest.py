@@ -72,3 +72,21 @@ def raw_db() -> psycopg.Connection:
         host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"] or "postgres", dbname=db["NAME"],
         autocommit=False,
     )
+
+
+def database_time():
+    with raw_db() as db, db.cursor() as cur:
+        cur.execute("SELECT clock_timestamp()")
+        return cur.fetchone()[0]
+
+
+def terminate_backends(since) -> int:
+    """End this test database's backends opened since `since` (the server's, not
+    the test's own): what a failover does to a server's connections."""
+    with raw_db() as db, db.cursor() as cur:
+        cur.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_start > %s",
+            [since],
+        )
+        return cur.fetchone()[0]

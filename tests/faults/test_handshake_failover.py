@@ -13,27 +13,9 @@ from asgiref.sync import sync_to_async
 from messaging.client import sign_in
 from messaging.testing import SocketClient
 
-from .conftest import raw_db
+from .conftest import database_time, terminate_backends
 
 pytestmark = [pytest.mark.e2e]
-
-
-def database_time():
-    with raw_db() as db, db.cursor() as cur:
-        cur.execute("SELECT clock_timestamp()")
-        return cur.fetchone()[0]
-
-
-def terminate_backends(since) -> int:
-    """End this test database's backends opened since `since` (the server's, not
-    the test's own): what a failover does to a server's connections."""
-    with raw_db() as db, db.cursor() as cur:
-        cur.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_start > %s",
-            [since],
-        )
-        return cur.fetchone()[0]
 
 
 async def test_a_handshake_after_the_backends_were_terminated_signs_the_user_in(start_daphne):
