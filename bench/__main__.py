@@ -32,6 +32,7 @@ from . import bigroom
 from .load import Load, Target, drive, hold_idle
 from .configs import IDS_LEVER, RANDOM_IDS, default_configs, kind_of, levers_of, server_env, server_of
 from .report import markdown
+from .seed import seed_rooms
 from .servers import ROOT, Server
 from .targets import targets
 
@@ -49,6 +50,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--messages", type=int, default=150, help="commands per socket and run")
     p.add_argument("--duplicates", type=float, default=0.1)
     p.add_argument("--room-size", type=int, default=4)
+    p.add_argument("--rooms", type=int, default=0,
+                   help="other people's rooms in the database before the runs, untimed (bench/seed.py)")
+    p.add_argument("--room-members", type=int, default=10, help="members of each of --rooms")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seconds", type=float, default=3.0,
                    help="a calibration round (not reported) sizes each peak run to last about this long, "
@@ -142,6 +146,7 @@ def prepare(args: argparse.Namespace, out: Path) -> dict[str, str]:
             " messaging_event"
             " CASCADE"
         )
+    seed_rooms(args.database, args.rooms, args.room_members)
     redis.Redis.from_url(args.redis).flushdb()
     return env
 

@@ -289,6 +289,7 @@ def posts_statement(entries: list[tuple[CommandContext, Post, str]]) -> tuple[st
              for ctx, post, fingerprint in entries]
     return with_tables(POSTS_AND_RECORDS.replace("{events}", posted_events_sql())), {
         "items": orjson.dumps(items).decode(), "state": MessageState.SENT, "type": entries[0][0].type,
+        "count": len(items),
     }
 
 
