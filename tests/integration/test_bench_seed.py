@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
+from psycopg.conninfo import make_conninfo
 
 from bench.seed import SEED, seed_rooms
 from messaging.models import Membership, Room
@@ -11,9 +12,10 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 def database_url() -> str:
+    """The test database, as the bench is given its own (a libpq connection string)."""
     params = connection.get_connection_params()
-    return (f"postgresql://{params.get('user') or 'postgres'}@{params.get('host') or '127.0.0.1'}:"
-            f"{params.get('port') or 5432}/{params['dbname']}")
+    keys = ("dbname", "user", "password", "host", "port")
+    return make_conninfo(**{key: params[key] for key in keys if params.get(key)})
 
 
 def test_n_rooms_of_m_members_each(django_user_model):

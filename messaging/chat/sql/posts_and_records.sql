@@ -2,9 +2,10 @@ WITH item AS (
     SELECT e.n, e.v->>0 AS room, (e.v->>1)::{user_id} AS user_id, e.v->>2 AS command_id, e.v->>3 AS body,
            e.v->>4 AS fingerprint, e.v->1 AS user_json, e.v->>5 AS name
     FROM jsonb_array_elements(%(items)s::jsonb) WITH ORDINALITY AS e(v, n)
-    -- Every post (count is the array's length), and the planner's estimate of
-    -- how many: a tenth of 100, where the array alone is 100, which makes it
-    -- hash the whole room table, an O(rooms) scan in every batch.
+    -- count is the array's length, so every post is kept. The LIMIT is for
+    -- the planner: its generic plan then takes a batch for a tenth of the 100
+    -- rows it assumes of any array, and looks each room up by slug instead of
+    -- hashing the whole room table in every batch.
     LIMIT %(count)s
 ), known AS MATERIALIZED (
     SELECT i.n, c.fingerprint, c.result::text AS result FROM item i
