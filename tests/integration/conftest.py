@@ -105,6 +105,16 @@ def apply_command(user, t: str, d: dict, id: str | None = None):
     return async_to_sync(pipeline.submit)(user, Command(id=id or uuid.uuid4().hex, t=t, d=d))
 
 
+def database_conninfo() -> str:
+    """The test database as a libpq connection string, for code that opens a connection of its own (the bench's)."""
+    from django.db import connection
+    from psycopg.conninfo import make_conninfo
+
+    params = connection.get_connection_params()
+    keys = ("dbname", "user", "password", "host", "port")
+    return make_conninfo(**{key: params[key] for key in keys if params.get(key)})
+
+
 def post_delivery(user, room: str, body: str, id: str | None = None):
     """One delivery of a `room.post`, validated, as a batch carries it."""
     from messaging.core import pipeline

@@ -15,10 +15,11 @@ import re
 import pytest
 from django.db import connection
 
+from bench.seed import seed_rooms
 from messaging.chat import commands
-from messaging.models import Membership, Room
+from messaging.models import Room
 
-from .conftest import apply_command, post_delivery
+from .conftest import apply_command, database_conninfo, post_delivery
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -51,32 +52,22 @@ def nodes(plan: dict):
 
 @pytest.fixture
 def many_rooms(django_user_model):
-    """A user in two rooms, among ROOMS rooms of MEMBERS members each, and fresh statistics of the tables."""
+    """A user in two rooms, among ROOMS rooms of MEMBERS members each (the bench's `--rooms`), analyzed."""
     user = django_user_model.objects.create_user(username="many-rooms")
     for room in ("a", "b"):
         apply_command(user, "room.join", {"room": room})
-    users, rooms, members = django_user_model._meta.db_table, Room._meta.db_table, Membership._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {users} (password, is_superuser, username, first_name, last_name, email, is_staff,"
-            " is_active, date_joined) SELECT '', false, 'many-' || g, '', '', '', false, true, now()"
-            " FROM generate_series(1, %s) g", [MEMBERS])
-        cursor.execute(
-            f"INSERT INTO {rooms} (slug, last_seq, last_rev, last_event, private, created_at)"
-            " SELECT 'many-' || g, 0, 0, 0, false, now() FROM generate_series(1, %s) g", [ROOMS])
-        cursor.execute(
-            f"INSERT INTO {members} (room_id, user_id, joined_seq, joined_at, delivered, read, pruned_delivered,"
-            f" pruned_read) SELECT r.id, u.id, 0, now(), 0, 0, 0, 0 FROM {rooms} r, {users} u"
-            " WHERE r.slug LIKE 'many-%%' AND u.username LIKE 'many-%%' AND u.username <> 'many-rooms'")
-        for table in (users, rooms, members):
-            cursor.execute(f"ANALYZE {table}")
+    seed_rooms(database_conninfo(), ROOMS, MEMBERS)
     return user
+
+
+def statement_of(deliveries) -> tuple[str, dict]:
+    return commands.posts_statement([(d.context_for(), d.data, d.fingerprint) for d in deliveries])
 
 
 @pytest.mark.parametrize("posts", [1, 32])
 def test_a_batch_looks_its_rooms_up_by_slug_among_10000(many_rooms, posts):
     deliveries = [post_delivery(many_rooms, "ab"[i % 2], f"post {i}") for i in range(posts)]
-    sql, params = commands.posts_statement([(d.context_for(), d.data, d.fingerprint) for d in deliveries])
+    sql, params = statement_of(deliveries)
     plan = generic_plan(sql, params)
     scanned = [node for node in nodes(plan)
                if node["Node Type"] == "Seq Scan" and node.get("Relation Name") == Room._meta.db_table]
@@ -87,5 +78,5 @@ def test_the_count_is_the_batchs_posts(django_user_model):
     """The count that sets the planner's estimate is the array's length: no post is left out."""
     user = django_user_model.objects.create_user(username="counted")
     deliveries = [post_delivery(user, "ab"[i % 2], f"post {i}") for i in range(5)]
-    _, params = commands.posts_statement([(d.context_for(), d.data, d.fingerprint) for d in deliveries])
+    _, params = statement_of(deliveries)
     assert params["count"] == len(json.loads(params["items"])) == 5
