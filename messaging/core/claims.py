@@ -24,6 +24,7 @@ import redis
 import redis.asyncio as aioredis
 
 from ..conf import get_settings
+from .redis_clients import REDIS_FAILED
 from .runtime import runtime
 
 log = logging.getLogger(__name__)
@@ -134,7 +135,7 @@ class RedisClaimStore(ClaimStore):
         try:
             claim_many, _ = self._loop_scripts()
             replies = await claim_many(keys=keys, args=[CLAIM_PREFIX + owner.encode(), self.lease_ms])
-        except (OSError, redis.RedisError) as exc:
+        except REDIS_FAILED as exc:
             self._failed("claim", exc)
             return [None] * len(keys)
         return self._claims(replies)
@@ -159,7 +160,7 @@ class RedisClaimStore(ClaimStore):
         try:
             _, finish = self._loop_scripts()
             await finish(**call)
-        except (OSError, redis.RedisError) as exc:
+        except REDIS_FAILED as exc:
             # An unreleased claim frees its id when the lease runs out.
             self._failed("store", exc)
 

@@ -16,9 +16,9 @@ import asyncio
 import logging
 from typing import Any
 
-import redis
 
 from .claims import RedisClaimStore, Stored
+from .redis_clients import REDIS_FAILED
 from .runtime import by_slot
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ class ClusterClaimStore(RedisClaimStore):
         on a client that does not yet each learn them, and trip over each other."""
         try:
             await self.client.initialize()
-        except (OSError, redis.RedisError) as exc:
+        except REDIS_FAILED as exc:
             log.warning("the cluster's slots could not be read, using the database path: %s", exc)
             return False
         return True

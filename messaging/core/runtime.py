@@ -21,13 +21,13 @@ import weakref
 from typing import Any, Awaitable, Callable, TypeVar
 
 import redis.asyncio as aioredis
-from redis.asyncio.cluster import RedisCluster as AsyncCluster
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.crc import key_slot
 
 from ..conf import get_settings
 from .gateway import Gateway
+from .redis_clients import Client, Cluster
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,8 @@ def clustered() -> bool:
 
 
 def async_client(url: str, *, timeout: float | None, connect_timeout: float) -> aioredis.Redis:
-    """A new asyncio client of `url` (a cluster client with `REDIS_CLUSTER`)."""
+    """A new asyncio client of `url` (a cluster client with `REDIS_CLUSTER`)
+    that fails only with `REDIS_FAILED` (`redis_clients`)."""
     if clustered():
         # One retry, no backoff: a call fails over to the database path within
         # about two timeouts instead of waiting out a failover, and the retry
@@ -47,9 +48,9 @@ def async_client(url: str, *, timeout: float | None, connect_timeout: float) -> 
         # script whose reply was lost and that runs again finds its own claim:
         # that command is answered `in_progress`, retry true, until its lease
         # ends; nothing is applied twice.)
-        return AsyncCluster.from_url(url, socket_timeout=timeout, socket_connect_timeout=connect_timeout,
-                                     retry=AsyncRetry(NoBackoff(), 1))
-    return aioredis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=connect_timeout)
+        return Cluster.from_url(url, socket_timeout=timeout, socket_connect_timeout=connect_timeout,
+                                retry=AsyncRetry(NoBackoff(), 1))
+    return Client.from_url(url, socket_timeout=timeout, socket_connect_timeout=connect_timeout)
 
 
 def by_slot(keys: list[str]) -> dict[int, list[int]]:

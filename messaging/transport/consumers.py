@@ -19,7 +19,6 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-import redis
 from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -31,6 +30,7 @@ from ..core import handlers, pipeline
 from ..core.exceptions import BadFrame, CommandError, Invalid, RateLimited, Unavailable
 from ..core.outcomes import Delivery
 from ..core.protocol import Command, bad_frame, parse_command
+from ..core.redis_clients import REDIS_FAILED
 from ..ops import metrics
 from ..ops.logcontext import command_scope, loggable
 from .answers import Answers
@@ -59,7 +59,7 @@ def resilient(receive: Callable[[], Awaitable[dict]]) -> Callable[[], Awaitable[
         while True:
             try:
                 return await receive()
-            except (OSError, redis.RedisError) as exc:
+            except REDIS_FAILED as exc:
                 log.warning("channel layer receive failed, retrying in %.1fs: %s", pause, exc)
             await asyncio.sleep(pause)
             pause = min(pause * 2, 2.0)

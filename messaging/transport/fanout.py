@@ -36,9 +36,9 @@ import logging
 from collections import deque
 from typing import Any, Protocol, Sequence
 
-import redis
 
 from ..conf import get_settings
+from ..core.redis_clients import REDIS_FAILED
 from ..core.runtime import async_client, runtime
 from ..ops import metrics
 from .packing import pack, pack_for_user, unpack, unpack_for_user
@@ -251,7 +251,7 @@ class RedisHub(Hub):
         await self.subscriptions.close()
         try:
             await self.client.aclose()
-        except (OSError, redis.RedisError):
+        except REDIS_FAILED:
             pass
 
     async def heard(self, channel: bytes, data: bytes) -> None:
@@ -294,7 +294,7 @@ class RedisHub(Hub):
             for key, user_frames in by_user.items():
                 publish(self.user_channel(key), pack_for_user(user_frames))
             await pipe.execute()
-        except (OSError, redis.RedisError) as exc:
+        except REDIS_FAILED as exc:
             metrics.FANOUT_FRAMES.labels("lost").inc(frames)
             log.warning("%d live frames lost, Redis publish failed: %s", frames, exc)
             return

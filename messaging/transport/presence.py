@@ -36,13 +36,13 @@ import uuid
 from datetime import datetime
 from typing import Any, Awaitable, Callable
 
-import redis
 import redis.asyncio as aioredis
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from ..conf import get_settings
 from ..core.protocol import encode
+from ..core.redis_clients import REDIS_FAILED
 from ..core.runtime import clustered, runtime
 from ..models import Membership, Room
 from .fanout import get_hub, user_key
@@ -168,7 +168,7 @@ class Presence:
         pipe.zcount(self.user_set(key), now, "+inf")
         try:
             replies = await pipe.execute()
-        except (OSError, redis.RedisError) as exc:
+        except REDIS_FAILED as exc:
             log.warning("presence of user %s not written to Redis: %s", key, exc)
             return 0
         return replies[-1] - (1 if add else 0)
@@ -198,7 +198,7 @@ class Presence:
             pipe.zcount(self.user_set(key), now, "+inf")
         try:
             counts = await pipe.execute()
-        except (OSError, redis.RedisError) as exc:
+        except REDIS_FAILED as exc:
             log.warning("presence not read from Redis, this process's own sockets answer: %s", exc)
             return found
         return found | {key for key, count in zip(rest, counts) if count}
@@ -217,7 +217,7 @@ class Presence:
             try:
                 await self.heartbeat()
                 await self.reap()
-            except (OSError, redis.RedisError) as exc:
+            except REDIS_FAILED as exc:
                 log.warning("presence heartbeat failed: %s", exc)
 
     async def heartbeat(self) -> None:

@@ -29,10 +29,10 @@ import threading
 import time
 from typing import Any, Callable
 
-import redis
 import redis.asyncio as aioredis
 
 from ..conf import get_settings
+from ..core.redis_clients import REDIS_FAILED
 from ..core.runtime import runtime
 
 log = logging.getLogger(__name__)
@@ -192,7 +192,7 @@ class RedisWindow(LocalWindow):
         try:
             async with self._client().pipeline(transaction=False) as pipe:
                 count, _ = await pipe.incr(name).expire(name, math.ceil(self.window) + 1).execute()
-        except (redis.RedisError, OSError) as exc:
+        except REDIS_FAILED as exc:
             self._redis_failed(exc)
             return self._counted_here(key, slot, now)
         return self._wait(count + in_slot(self.counts, key, slot), slot, now)
@@ -254,7 +254,7 @@ class RedisWindow(LocalWindow):
                     name = self._name(key, slot)
                     pipe.incrby(name, n).expire(name, math.ceil(self.window) + 1)
                 replies = await pipe.execute()
-        except (redis.RedisError, OSError) as exc:
+        except REDIS_FAILED as exc:
             # The batch is lost to Redis, not to this process: its own count
             # takes the hits, or each cooldown would let half the limit more in.
             for key, (slot, n) in batch.items():

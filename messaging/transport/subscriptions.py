@@ -28,6 +28,7 @@ from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from ..core.redis_clients import REDIS_FAILED, Client
 from ..core.runtime import async_client, by_slot
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ class Subscriptions:
             # Else it is connecting, and subscribes this channel with the rest.
             await asyncio.wait_for(confirmed, self.timeout * 4)
             return True
-        except (OSError, redis.RedisError, asyncio.TimeoutError) as exc:
+        except (*REDIS_FAILED, asyncio.TimeoutError) as exc:
             log.warning("subscribing to %s not confirmed, the listener will retry: %r", channel, exc)
             return False
         finally:
@@ -94,7 +95,7 @@ class Subscriptions:
             return
         try:
             await listener.unsubscribe(channel)
-        except (OSError, redis.RedisError) as exc:
+        except REDIS_FAILED as exc:
             # Still subscribed at worst: the hub drops what no socket here wants.
             log.warning("unsubscribing from %s failed: %s", channel, exc)
 
@@ -130,7 +131,7 @@ class Subscriptions:
                 await self.cluster.initialize()
                 self.topology_known = True
             node = self.cluster.get_node_from_key(channel)
-        except (OSError, redis.RedisError) as exc:
+        except REDIS_FAILED as exc:
             log.warning("no master known for %s yet: %s", channel, exc)
             return UNPLACED
         return UNPLACED if node is None else (node.host, node.port)
@@ -143,7 +144,7 @@ class Subscriptions:
         try:
             await self.cluster.nodes_manager.initialize()
             self.topology_known = True
-        except (OSError, redis.RedisError) as exc:
+        except REDIS_FAILED as exc:
             log.warning("the cluster's slots could not be read: %s", exc)
             return
         for channel in self.channels_at(place):
@@ -158,9 +159,9 @@ class Subscriptions:
         reaches the listener, which knows what to subscribe again)."""
         options = {"socket_timeout": None, "socket_connect_timeout": self.timeout, "retry": Retry(NoBackoff(), 0)}
         if place is None:
-            return aioredis.Redis.from_url(self.url, **options)
+            return Client.from_url(self.url, **options)
         kwargs = {**parse_url(self.url), "host": place[0], "port": place[1], "db": 0}
-        return aioredis.Redis(**kwargs, **options)
+        return Client(**kwargs, **options)
 
 
 class Listener:
@@ -214,7 +215,7 @@ class Listener:
                 if self.place == UNPLACED:
                     raise redis.ConnectionError("the cluster has not said where these channels live")
                 await self.listen()
-            except (OSError, redis.RedisError) as exc:
+            except REDIS_FAILED as exc:
                 self.failing = True
                 log.warning("live frames paused, Redis subscription at %s failed: %s", self.place or "redis", exc)
             finally:
@@ -255,5 +256,5 @@ class Listener:
                 await pubsub.aclose()
             if client is not None:
                 await client.aclose()
-        except (OSError, redis.RedisError):
+        except REDIS_FAILED:
             pass

@@ -7,12 +7,17 @@ import asyncio
 
 import pytest
 from asgiref.sync import sync_to_async
+from redis.asyncio.cluster import RedisCluster as AsyncClusterClient
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster as ClusterClient
 
 from messaging.client import sign_in
+from messaging.core.redis_clients import Cluster
 from messaging.testing import SocketClient
 
 from ..support.cluster import RedisCluster
+from ..support.torn_clients import tear
 from .conftest import FAULT_SETTINGS, sign_in_many
 from .outbox import settle, verify
 from .test_resubscribe import post_until_heard, then_every_post_arrives_once_in_order
@@ -103,6 +108,29 @@ async def test_live_frames_cross_processes_and_resume_after_a_failover(on_cluste
         await ana.close()
         await bob.close()
 
+
+
+async def test_a_cluster_client_torn_by_its_own_failures_fails_only_with_redis_errors(redis_cluster):
+    """A failing cluster pipeline closes every connection of its client, the
+    other coroutines' too (`aclose`, then it retries): what the failover
+    above did to a join's presence read. redis-py's own cluster client leaks
+    that as AttributeError (the first half shows the cut reproduces it); the
+    app's does not."""
+
+    def client_of(cls):
+        return cls.from_url(redis_cluster.url, socket_timeout=1, socket_connect_timeout=1,
+                            retry=Retry(NoBackoff(), 1))
+
+    theirs, ours = client_of(AsyncClusterClient), client_of(Cluster)
+    try:
+        leaked = await tear(theirs, theirs.aclose, 100, until_leaked=True)
+        assert leaked["leaked"], leaked
+        outcomes = await tear(ours, ours.aclose, 40)
+        assert outcomes["leaked"] == 0, outcomes
+        assert await ours.ping()
+    finally:
+        await theirs.aclose()
+        await ours.aclose()
 
 
 async def test_the_handshake_window_and_health_use_the_cluster(start_daphne, redis_cluster):

@@ -123,3 +123,13 @@ async def test_member_lists_from_code_and_over_http_say_who_is_online(make_user,
         ack = await asubmit(ana, t, {"room": "lobby"}, id=t.replace(".", "-"))
         assert ack["ok"], ack
         assert {m["user"]: m["online"] for m in ack["d"]["members"]} == {ana.pk: False, bob.user.pk: True}
+
+
+async def test_with_redis_failing_presence_answers_from_the_process(make_user):
+    # Nothing listens on port 1: every call fails, as a Redis that is gone does.
+    ana, bob = await make_user("ana"), await make_user("bob")
+    failing = Presence("redis://127.0.0.1:1/0", timeout=0.2, ttl=30, beat=10, rooms=10)
+    await failing.opened(ana.pk)
+    assert await failing.online([ana.pk, bob.pk]) == {str(ana.pk)}, "this process's own sockets answer"
+    assert await failing.write(str(bob.pk), add=True) == 0
+    failing.close()
