@@ -15,6 +15,8 @@
   to a running server (the `websockets` package: `messaging[client]`).
 - `override_command(type, apply, **options)` and `override_registry()`:
   command types registered for one test, the registry restored after.
+- `ServerProcess(kind, app)`: a real daphne or uvicorn process of your ASGI
+  app on a port of its own, for `SocketClient` (`messaging.testing.servers`).
 
 docs/INTEGRATION.md, section 9.
 """
@@ -22,5 +24,6 @@ from __future__ import annotations
 
 from .clients import Communicator, FrameClient, SocketClient
 from .registry import override_command, override_registry
+from .servers import ServerProcess
 
-__all__ = ["Communicator", "FrameClient", "SocketClient", "override_command", "override_registry"]
+__all__ = ["Communicator", "FrameClient", "ServerProcess", "SocketClient", "override_command", "override_registry"]
