@@ -103,6 +103,11 @@ class Cluster(RedisCluster):
         with translated():
             return await super().initialize(*args, **kwargs)
 
+    async def read_slots(self) -> None:
+        """Read the slots from the cluster now (`initialize` does only once a failure has asked it to)."""
+        with translated():
+            await self.nodes_manager.initialize()
+
 
 class ClusterClientPipeline(ClusterPipeline):
     async def execute(self, raise_on_error: bool = True, allow_redirections: bool = True) -> list[Any]:

@@ -36,7 +36,6 @@ import logging
 from collections import deque
 from typing import Any, Protocol, Sequence
 
-
 from ..conf import get_settings
 from ..core.redis_clients import REDIS_FAILED
 from ..core.runtime import async_client, runtime

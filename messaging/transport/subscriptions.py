@@ -142,7 +142,7 @@ class Subscriptions:
         if self.cluster is None:
             return
         try:
-            await self.cluster.nodes_manager.initialize()
+            await self.cluster.read_slots()
             self.topology_known = True
         except REDIS_FAILED as exc:
             log.warning("the cluster's slots could not be read: %s", exc)

@@ -81,7 +81,7 @@ class Daphne(ServerProcess):
         ready_path: str = "/login/",
     ) -> None:
         super().__init__(self.kind, app, env={**(os.environ if base_env is None else base_env), **env}, args=args,
-                         port=port, log_dir=log_dir or Path("/tmp"), python=python, cwd=cwd, ready_path=ready_path)
+                         port=port, log_dir=log_dir, python=python, cwd=cwd, ready_path=ready_path)
 
 
 class Uvicorn(Daphne):
