@@ -231,7 +231,19 @@ class RedisWindow(LocalWindow):
             task = self._next_flush = asyncio.ensure_future(self._flush_later(delay))
             self._flushes.add(task)
             task.add_done_callback(self._flushes.discard)
+            # A loop that closes first would never run that batch: its runtime sends it at the close.
+            runtime().part(f"rate-window-flush:{id(self)}", lambda: self, close=RedisWindow._flush_at_close)
         return 0.0
+
+    async def _flush_at_close(self) -> None:
+        """At the close of a loop that has a batch due: the pending hits go to
+        Redis now, before its Redis clients close, so a stopping process leaves
+        none of them out of the shared count."""
+        task = self._next_flush
+        if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():
+            task.cancel()
+            self._next_flush = None
+        await self._flush(None)
 
     async def _flush_later(self, delay: float) -> None:
         await asyncio.sleep(delay)

@@ -233,6 +233,21 @@ async def test_the_background_batches_leave_no_task_running(settings, redis_clie
     await wait_for(idle, what="the batches to finish")
 
 
+def test_hits_whose_batch_is_pending_when_the_loop_closes_reach_redis(settings, redis_client):
+    # The next batch is due a minute after the first: only the loop's close can send it.
+    window = RedisWindow(settings.REDIS_URL, limit=100, window=NO_ROLLOVER, flush_interval=60)
+
+    async def serve_and_stop() -> None:
+        assert await window.ahit(USER) == 0
+        await wait_for(lambda: shared_count(redis_client) == 1, what="the first batch")
+        for _ in range(2):
+            assert await window.ahit(USER) == 0
+
+    asyncio.run(serve_and_stop())
+    assert shared_count(redis_client) == 3
+    assert window._pending == {}
+
+
 @pytest.mark.parametrize("redis_up", [True, False], ids=["redis-up", "redis-down"])
 def test_a_loop_that_ends_mid_batch_logs_no_error(settings, caplog, monkeypatch, redis_up):
     url = settings.REDIS_URL if redis_up else f"redis://127.0.0.1:{free_port()}/0"
