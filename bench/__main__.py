@@ -8,37 +8,30 @@ Traffic goes to 127.0.0.1 only; every load is bounded in count and time.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import math
 import os
-import statistics
 import shlex
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
-import psutil
 import psycopg
 import redis
-from prometheus_client.parser import text_string_to_metric_families
 
 from messaging.client import sign_in
-from messaging.ops.metrics import BATCH_PHASE_NAMES
 
 from . import bigroom
-from .load import Load, Target, drive, hold_idle
 from .configs import IDS_LEVER, RANDOM_IDS, default_configs, kind_of, levers_of, server_env, server_of
-from .report import markdown
+from .load import Load
+from .measure import METRICS_TOKEN, Progress, idle_memory, median_of, quiesce, run_load
+from .profiling import profile
+from .report import markdown, plot
 from .seed import seed_rooms
 from .servers import ROOT, Server
 from .targets import targets
 
 SECRET = "bench-secret-not-for-production"
-# The servers' `/metrics`, read around each full-path load for its batches.
-METRICS_TOKEN = "bench-metrics"
 
 
 def parse_args() -> argparse.Namespace:
@@ -88,25 +81,6 @@ def parse_args() -> argparse.Namespace:
     return p.parse_args()
 
 
-class Progress:
-    """A one-line progress bar on stderr."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.last = 0.0
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - self.last < (0.2 if sys.stderr.isatty() else 5.0) and done < total:
-            return
-        self.last = now
-        filled = int(30 * done / total)
-        sys.stderr.write(f"\r{self.label:<34} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}")
-        if done >= total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-
 def prepare(args: argparse.Namespace, out: Path) -> dict[str, str]:
     """Create and migrate the bench database, empty the bench's Redis db, collect static files."""
     url = psycopg.conninfo.conninfo_to_dict(args.database.replace("postgres://", "postgresql://", 1))
@@ -151,138 +125,10 @@ def prepare(args: argparse.Namespace, out: Path) -> dict[str, str]:
     return env
 
 
-def quiesce(database: str) -> None:
-    """Vacuum, analyze and checkpoint what the runs before wrote, so that
-    autovacuum and a checkpoint they triggered do not land inside the next runs."""
-    with psycopg.connect(database, autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE")
-        conn.execute("CHECKPOINT")
-
-
 def paced(load: Load, rate: float) -> Load:
     """`load` offered at `rate` commands/s for about 6 s, whatever the rate:
     the p99 of a short run is one hiccup of the shared machine."""
     return Load(**{**load.__dict__, "rate": rate, "messages": max(20, int(rate * 6 / load.sockets))})
-
-
-class Measured:
-    """Over the timed part of one load: the server processes' CPU, and what the
-    rest of the box spent (PostgreSQL's and Redis's processes, every core's
-    busy time); then the servers' memory. The box's two cores carry them all,
-    and the load generator: what a second server process can add depends on
-    what is left."""
-
-    def __init__(self, servers: list[Server], *, batches: bool = False) -> None:
-        self.procs = [psutil.Process(s.pid) for s in servers]
-        # The full path's servers: their batches' counters too.
-        self.urls = [s.url for s in servers] if batches else []
-        self.marks: dict[str, tuple] = {}
-        self.batches: dict[str, dict[str, float]] = {}
-
-    def mark(self, when: str) -> None:
-        """`drive`'s `timed`: the counters at "start" and at "end"; the servers'
-        metrics are read outside that span, so reading them is not counted."""
-        if when == "start" and self.urls:
-            self.batches[when] = batch_counters(self.urls)
-        servers = sum(t.user + t.system for t in (p.cpu_times() for p in self.procs))
-        self.marks[when] = (time.perf_counter(), servers, service_cpu(), busy_cpu())
-        if when == "end" and self.urls:
-            self.batches[when] = batch_counters(self.urls)
-
-    def done(self) -> dict:
-        (t0, servers0, services0, box0), (t1, servers1, services1, box1) = self.marks["start"], self.marks["end"]
-        wall = t1 - t0
-        spent = {
-            kind: sum(seconds - services0[kind].get(pid, 0.0) for pid, seconds in by_pid.items())
-            for kind, by_pid in services1.items()
-        }
-        return {
-            "server_cpu_cores": round((servers1 - servers0) / wall, 2),
-            "server_rss_mb": round(sum(p.memory_info().rss for p in self.procs) / 2**20, 1),
-            "postgresql_cpu_cores": round(spent["postgresql"] / wall, 2),
-            "redis_cpu_cores": round(spent["redis"] / wall, 2),
-            "box_busy_cores": round((box1 - box0) / wall, 2),
-            **self.batch_summary(wall),
-        }
-
-    def batch_summary(self, wall: float) -> dict:
-        """The full path's batches over the timed part: how many, how large, and
-        where each one's time went (mean ms per phase; the phases add up to its cycle)."""
-        if not self.batches:
-            return {}
-        spent = {key: self.batches["end"][key] - self.batches["start"].get(key, 0.0) for key in self.batches["end"]}
-        # Receipts: gathered batches, from every sender, one call each.
-        gathered = spent.get("gathered_count", 0.0)
-        receipts = {"gathered_batches_per_s": round(gathered / wall, 1),
-                    "gathered_mean_size": round(spent["gathered_size"] / gathered, 1)} if gathered else {}
-        count = spent.get("count", 0.0)
-        if not count:
-            return receipts
-        return {
-            **receipts,
-            "batches_per_s": round(count / wall, 1),
-            "batch_mean_size": round(spent["size"] / count, 1),
-            **{f"batch_{phase}_ms": round(spent[phase] / count * 1000, 2) for phase in BATCH_PHASE_NAMES},
-        }
-
-
-def batch_counters(urls: list[str]) -> dict[str, float]:
-    """Summed over the servers: batches run, commands they carried, seconds in each phase."""
-    totals: dict[str, float] = {}
-    for url in urls:
-        request = urllib.request.Request(url + "/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
-        text = urllib.request.urlopen(request, timeout=10).read().decode()
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == "messaging_command_batch_size_count":
-                    key = "count"
-                elif sample.name == "messaging_command_batch_size_sum":
-                    key = "size"
-                elif sample.name == "messaging_gathered_batch_size_count":
-                    key = "gathered_count"
-                elif sample.name == "messaging_gathered_batch_size_sum":
-                    key = "gathered_size"
-                elif sample.name == "messaging_command_batch_phase_seconds_sum":
-                    key = sample.labels["phase"]
-                else:
-                    continue
-                totals[key] = totals.get(key, 0.0) + sample.value
-    return totals
-
-
-def service_cpu() -> dict[str, dict[int, float]]:
-    """CPU seconds so far of every PostgreSQL and Redis process, by pid (a
-    backend that starts during a load counts from zero; one that ends is lost)."""
-    spent: dict[str, dict[int, float]] = {"postgresql": {}, "redis": {}}
-    for proc in psutil.process_iter(["name", "cpu_times"]):
-        name, times = proc.info["name"] or "", proc.info["cpu_times"]
-        kind = "postgresql" if name.startswith("postgres") else "redis" if name.startswith("redis-server") else None
-        if kind and times is not None:
-            spent[kind][proc.pid] = times.user + times.system
-    return spent
-
-
-def busy_cpu() -> float:
-    """CPU seconds the box's cores have run anything, summed over the cores
-    (Linux: idle, I/O wait and time stolen by the hypervisor left out)."""
-    t = psutil.cpu_times()
-    return t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
-
-
-def run_load(servers: list[Server], kind: str, sessions: list[str], load: Load, label: str) -> dict:
-    measured = Measured(servers, batches=kind == "full")
-    result = asyncio.run(drive(Target(kind, [s.url for s in servers]), sessions, load, Progress(label), measured.mark))
-    summary = {**result.summary(), **measured.done()}
-    if summary["acks_per_s"]:
-        # All the box spent per ack: the server's share, the database's, Redis's and the load generator's.
-        summary["box_cpu_us_per_ack"] = round(summary["box_busy_cores"] / summary["acks_per_s"] * 1e6, 1)
-    sys.stderr.write(f"{label}: {summary}\n")
-    return summary
-
-
-def median_of(runs: list[dict]) -> dict:
-    keys = [k for k, v in runs[0].items() if isinstance(v, (int, float)) and v is not None]
-    return {k: statistics.median(r[k] for r in runs if r.get(k) is not None) for k in keys}
 
 
 def main() -> None:
@@ -452,88 +298,6 @@ def main() -> None:
         plot(curves, out / "latency.png")
     print(tables)
     print(f"wrote {out / 'results.json'}, {out / 'results.md'}" + (f" and {out / 'latency.png'}" if curves else ""))
-
-
-def profile(start, sessions: list[str], load: Load, out: Path, *, wall: bool = False) -> None:
-    """Sample the full path's server with py-spy under the reference load; print the top frames."""
-    servers = start("full")
-    raw = out / "profile.txt"
-    try:
-        spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(servers[0].pid),
-                                "-r", "250", "-f", "raw", "-o", str(raw), "--threads", "--idle" if wall else "--gil"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(1)
-        run_load(servers, "full", sessions, Load(**{**load.__dict__, "messages": load.messages * 2}), "profiled full path")
-        spy.send_signal(subprocess.signal.SIGINT)
-        spy.wait(30)
-    finally:
-        for s in servers:
-            s.stop()
-    print(summarize_profile(raw))
-
-
-def summarize_profile(raw: Path, top: int = 25) -> str:
-    """Per function: the share of samples it is on the stack (inclusive) and on top (self)."""
-    inclusive: dict[str, int] = {}
-    own: dict[str, int] = {}
-    total = 0
-    for line in raw.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        n = int(count)
-        total += n
-        frames = [f for f in stack.split(";") if not f.startswith("thread ") and not f.startswith("process ")]
-        for frame in set(frames):
-            inclusive[frame] = inclusive.get(frame, 0) + n
-        if frames:
-            own[frames[-1]] = own.get(frames[-1], 0) + n
-    rows = sorted(inclusive.items(), key=lambda kv: -kv[1])[:top]
-    lines = [f"{total} samples; inclusive %, self %, function"]
-    lines += [f"{100 * n / total:6.1f} {100 * own.get(f, 0) / total:6.1f}  {f}" for f, n in rows]
-    lines += ["", "top self:"]
-    lines += [f"{100 * n / total:6.1f}  {f}" for f, n in sorted(own.items(), key=lambda kv: -kv[1])[:top]]
-    return "\n".join(lines)
-
-
-def idle_memory(start, session: str, count: int) -> dict:
-    servers = start("full")
-    try:
-        before = psutil.Process(servers[0].pid).memory_info().rss
-
-        async def hold() -> float:
-            sockets = await hold_idle(Target("full", [servers[0].url]), session, count)
-            await asyncio.sleep(2)
-            rss = psutil.Process(servers[0].pid).memory_info().rss
-            await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
-            return rss
-
-        sys.stderr.write(f"opening {count} idle sockets...\n")
-        after = asyncio.run(hold())
-    finally:
-        for s in servers:
-            s.stop()
-    return {"sockets": count, "rss_before_mb": round(before / 2**20, 1), "rss_mb": round(after / 2**20, 1)}
-
-
-def plot(curves: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for config, points in curves.items():
-        x = [p["offered_per_s"] for p in points]
-        line, = ax.plot(x, [p["p99_ms"] for p in points], marker="o", label=f"{config} p99")
-        ax.plot(x, [p["p50_ms"] for p in points], marker=".", linestyle="--", color=line.get_color(), label=f"{config} p50")
-    ax.set_xlabel("offered load (commands/s)")
-    ax.set_ylabel("ack latency (ms)")
-    ax.set_yscale("log")
-    ax.axhline(25, color="grey", linewidth=0.8, linestyle=":")
-    ax.set_title("ack latency against offered load (16 sockets, W=4, 10% duplicates)")
-    ax.legend(fontsize=8)
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
-"""The bench's results as the Markdown tables docs/PERFORMANCE.md shows.
+"""The bench's results as the Markdown tables docs/PERFORMANCE.md shows, and its latency plot.
 
 Built from the report `python -m bench` writes as JSON, so a table in the doc
 is the run's own, not a transcription of it.
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 from messaging.ops.metrics import BATCH_PHASE_NAMES
 
@@ -138,10 +140,31 @@ def markdown(report: dict) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def plot(curves: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for config, points in curves.items():
+        x = [p["offered_per_s"] for p in points]
+        line, = ax.plot(x, [p["p99_ms"] for p in points], marker="o", label=f"{config} p99")
+        ax.plot(x, [p["p50_ms"] for p in points], marker=".", linestyle="--", color=line.get_color(), label=f"{config} p50")
+    ax.set_xlabel("offered load (commands/s)")
+    ax.set_ylabel("ack latency (ms)")
+    ax.set_yscale("log")
+    ax.axhline(25, color="grey", linewidth=0.8, linestyle=":")
+    ax.set_title("ack latency against offered load (16 sockets, W=4, 10% duplicates)")
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 if __name__ == "__main__":
     import json
     import sys
-    from pathlib import Path
 
     # `python -m bench.report [results.json]`: the tables of an earlier run.
     print(markdown(json.loads(Path(sys.argv[1] if len(sys.argv) > 1 else "artifacts/bench/results.json").read_text())), end="")
