@@ -1,6 +1,7 @@
 """`python -m bench --profile`: py-spy samples of the full path's server under the reference load."""
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -20,7 +21,7 @@ def profile(start, sessions: list[str], load: Load, out: Path, *, wall: bool = F
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1)
         run_load(servers, "full", sessions, Load(**{**load.__dict__, "messages": load.messages * 2}), "profiled full path")
-        spy.send_signal(subprocess.signal.SIGINT)
+        spy.send_signal(signal.SIGINT)
         spy.wait(30)
     finally:
         for s in servers:
