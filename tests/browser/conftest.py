@@ -85,6 +85,10 @@ def sign_in(context, base_url: str, name: str):
 def join(page, room: str) -> None:
     page.locator("[data-testid=room-input]").fill(room)
     page.locator("[data-testid=room-join]").click()
+    # The page opens a new room on its join's answer (chat.js, joinRoom), so
+    # the title says the server has the membership: a post another page makes
+    # next counts this user among its recipients. CI once saw one stay `sent`
+    # when the title came with the join's sending instead.
     expect(page.locator("#room-title")).to_have_text(f"# {room}")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import bubbles, join, sign_in, write
+from .conftest import Relay, bubbles, join, poll, sign_in, write
 
 pytestmark = [pytest.mark.e2e]
 
@@ -52,3 +52,51 @@ def test_only_the_selected_room_is_shown_across_switches_and_a_reload(server, ne
     expect_only_on_screen(page, "alpha")
     page.get_by_role("button", name="# gamma").click()
     expect_only_on_screen(page, "gamma")
+
+
+def test_a_new_room_opens_once_the_server_has_the_membership(server, new_context):
+    """Online, the page shows a room it joins when the join is answered: a room
+    on screen is one the server counts this user in. With no answer in 5 s it
+    opens anyway; offline it opens at once and the join waits for the network."""
+    context = new_context()
+    page = sign_in(context, server.url, "ana")
+    held: list[dict] = []
+
+    def join_of(room: str) -> set[str]:
+        return {f["id"] for f in relay.sent if f["t"] == "room.join" and f["d"]["room"] == room}
+
+    def withhold(frame: dict) -> bool:
+        if frame["t"] == "ack" and frame["id"] in join_of("second") | join_of("third"):
+            held.append(frame)
+            return True
+        return False
+
+    relay = Relay(page, withhold)
+    page.reload()
+    join(page, "first")
+
+    page.locator("[data-testid=room-input]").fill("second")
+    page.locator("[data-testid=room-join]").click()
+    poll(page, lambda: held, "the server's answer to the join of second")
+    # The server has answered; the page has not heard it: still the first room.
+    expect(page.locator("#room-title")).to_have_text("# first")
+    relay.deliver(held[0])
+    expect(page.locator("#room-title")).to_have_text("# second")
+    expect(page.locator("[data-testid=member]", has_text="(you)")).to_have_count(1)
+
+    # An answer that never comes: the room opens after the wait all the same.
+    page.locator("[data-testid=room-input]").fill("third")
+    page.locator("[data-testid=room-join]").click()
+    expect(page.locator("#room-title")).to_have_text("# third", timeout=15_000)
+    assert len(held) == 2
+
+    # Offline: at once, and the join goes out with the reconnection.
+    context.set_offline(True)
+    expect(page.locator("[data-testid=conn]")).to_have_attribute("data-state", "offline")
+    page.locator("[data-testid=room-input]").fill("fourth")
+    page.locator("[data-testid=room-join]").click()
+    expect(page.locator("#room-title")).to_have_text("# fourth")
+    context.set_offline(False)
+    poll(page, lambda: join_of("fourth"), "the join of fourth after the reconnection")
+    write(page, "made it")
+    expect(bubbles(page, "made it")).to_have_attribute("data-state", "sent")

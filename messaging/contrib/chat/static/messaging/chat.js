@@ -24,6 +24,9 @@ import { badge, placeDivider, showBadge, Unread } from "./unread.js";
 const RECEIPT_BATCH_MS = 300;
 const REACTION = "reaction.add";
 const ROOM_SLUG = /^[a-z0-9][a-z0-9-]{0,63}$/;
+// A room joined while online opens on its join's answer; with none in the
+// time any command waits for its ack, it opens anyway.
+const JOIN_OPEN_WAIT_MS = ACK_TIMEOUT_MS;
 const RANK = { sending: 0, sent: 1, delivered: 2, read: 3 };
 const STATE_LABEL = { sending: "Sending", sent: "Sent", delivered: "Delivered", read: "Read", failed: "Failed" };
 
@@ -86,6 +89,7 @@ class Room {
     this.reactions = new Map(); // seq -> highest "+1" count seen
     this.bySeq = new Map(); // seq -> Bubble
     this.joining = null; // id of the join in flight
+    this.answered = null; // called once the join in flight is answered (or lost)
     this.readMark = 0;
     this.reported = { delivered: 0, read: 0 };
     this.cursor = new RevCursor();
@@ -151,10 +155,13 @@ function roomFor(slug) {
   return room;
 }
 
+let selections = 0; // how many times a room was put on screen
+
 function select(room) {
   // What the observer has not reported yet counts too: the user saw it before leaving.
   if (current && current !== room) markRead(onScreenNow());
   current = room;
+  selections += 1;
   for (const other of rooms.values()) {
     other.list.hidden = other !== room;
     if (other === room) other.button.setAttribute("aria-current", "true");
@@ -206,14 +213,40 @@ function dropRoom(slug) {
   }
 }
 
+/**
+ * A new room opens once the server has its membership (the join's answer,
+ * within milliseconds), so a room on screen is a room joined: a post anyone
+ * makes after that counts this user among its recipients. Offline, the
+ * join waits for the connection and the room opens at once; a join with no
+ * answer in JOIN_OPEN_WAIT_MS (5 s) opens it anyway.
+ */
 async function joinRoom(slug, { select: show = true } = {}) {
   if (!rooms.has(slug)) {
     await store.addRoom(slug);
-    join(roomFor(slug));
+    const room = roomFor(slug);
+    join(room);
+    if (show && room.joining) {
+      const before = selections;
+      await answerOf(room);
+      // The user opened another room meanwhile, or this one is gone.
+      if (selections !== before || rooms.get(slug) !== room) return;
+    }
   }
   if (!show) return;
   select(rooms.get(slug));
   ui.composer.focus();
+}
+
+function answerOf(room) {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, JOIN_OPEN_WAIT_MS);
+    function done() {
+      clearTimeout(timer);
+      room.answered = null;
+      resolve();
+    }
+    room.answered = done;
+  });
 }
 
 /**
@@ -729,6 +762,7 @@ function onClose() {
   unreadAsked = null;
   for (const room of rooms.values()) {
     room.joining = null;
+    room.answered?.();
     room.cursor.lost();
   }
 }
@@ -745,6 +779,7 @@ async function onAck(frame) {
       room.joining = null;
       if (frame.error.retry) setTimeout(() => connection.state === "open" && join(room), backoffDelay(2));
     }
+    room.answered?.();
   } else if (receiptRooms.has(frame.id)) {
     onReceiptAck(receiptRooms.get(frame.id), frame);
     receiptRooms.delete(frame.id);
