@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import Relay, bubbles, join, poll, sign_in, write
+from .conftest import Relay, ask_to_join, bubbles, join, poll, sign_in, write
 
 pytestmark = [pytest.mark.e2e]
 
@@ -75,8 +75,7 @@ def test_a_new_room_opens_once_the_server_has_the_membership(server, new_context
     page.reload()
     join(page, "first")
 
-    page.locator("[data-testid=room-input]").fill("second")
-    page.locator("[data-testid=room-join]").click()
+    ask_to_join(page, "second")
     poll(page, lambda: held, "the server's answer to the join of second")
     # The server has answered; the page has not heard it: still the first room.
     expect(page.locator("#room-title")).to_have_text("# first")
@@ -85,17 +84,14 @@ def test_a_new_room_opens_once_the_server_has_the_membership(server, new_context
     expect(page.locator("[data-testid=member]", has_text="(you)")).to_have_count(1)
 
     # An answer that never comes: the room opens after the wait all the same.
-    page.locator("[data-testid=room-input]").fill("third")
-    page.locator("[data-testid=room-join]").click()
+    ask_to_join(page, "third")
     expect(page.locator("#room-title")).to_have_text("# third", timeout=15_000)
     assert len(held) == 2
 
     # Offline: at once, and the join goes out with the reconnection.
     context.set_offline(True)
     expect(page.locator("[data-testid=conn]")).to_have_attribute("data-state", "offline")
-    page.locator("[data-testid=room-input]").fill("fourth")
-    page.locator("[data-testid=room-join]").click()
-    expect(page.locator("#room-title")).to_have_text("# fourth")
+    join(page, "fourth")
     context.set_offline(False)
     poll(page, lambda: join_of("fourth"), "the join of fourth after the reconnection")
     write(page, "made it")
