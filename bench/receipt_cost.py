@@ -7,11 +7,11 @@ from the client over a local connection: the wall time of all the receipts,
 per receipt, with `synchronous_commit` off (the commit's flush is the same
 for both), and the shared buffers the database touched per receipt (its
 `pg_stat_database` counters: the bench database's alone, nothing else may
-use it meanwhile), which a shared machine's load does not move. Version 3 (migration 0014: per message, `EXISTS` over the
-room's memberships) and version 4 (migration 0016: the room's two lowest
-effective watermarks by index) run on the same rows, the room rebuilt
-between them; both are in a migrated database (version 3 stays for rolling
-deploys). Nothing of the app's Python runs: this is PostgreSQL's share alone.
+use it meanwhile), which a shared machine's load does not move. The
+function is the receipts' one (`messaging_move_watermarks_v4`: the room's
+two lowest effective watermarks by index), so the cost per receipt should
+not grow with the room. Nothing of the app's Python runs: this is
+PostgreSQL's share alone.
 """
 from __future__ import annotations
 
@@ -21,8 +21,7 @@ import time
 
 import psycopg
 
-V3 = "SELECT * FROM messaging_move_watermarks_v3(%s, %s, NULL, %s, 300, 100, '', true)"
-V4 = ("SELECT * FROM messaging_move_watermarks_v4(ARRAY[%s]::text[], ARRAY[%s], ARRAY[NULL]::bigint[], "
+MOVE = ("SELECT * FROM messaging_move_watermarks_v4(ARRAY[%s]::text[], ARRAY[%s], ARRAY[NULL]::bigint[], "
       "ARRAY[%s]::bigint[], ARRAY['']::text[], 300, 100, true)")
 
 
@@ -90,20 +89,16 @@ def main() -> None:
     with psycopg.connect(args.database, autocommit=True) as conn:
         drop(conn, "cost-%")
         # A warm-up, so that the first size does not pay for the cold caches.
-        for call in (V3, V4):
-            run(args.database, call, "cost-warm", build(conn, "cost-warm", 50, args.messages), args.messages)
-            drop(conn, "cost-warm")
-        print("| members | version 3: ms, buffers per receipt | version 4: ms, buffers per receipt |")
+        run(args.database, MOVE, "cost-warm", build(conn, "cost-warm", 50, args.messages), args.messages)
+        drop(conn, "cost-warm")
+        print("| members | ms per receipt | shared buffers per receipt |")
         print("| --- | --- | --- |")
         for size in (int(s) for s in args.sizes.split(",")):
-            cells = []
-            for version, call in (("v3", V3), ("v4", V4)):
-                slug = f"cost-{size}-{version}"
-                readers = build(conn, slug, size, args.messages)
-                seconds, buffers = run(args.database, call, slug, readers, args.messages)
-                cells.append(f"{seconds * 1000:.3f} ms, {buffers:.0f}")
-                drop(conn, slug)
-            print(f"| {size} | {cells[0]} | {cells[1]} |", flush=True)
+            slug = f"cost-{size}"
+            readers = build(conn, slug, size, args.messages)
+            seconds, buffers = run(args.database, MOVE, slug, readers, args.messages)
+            drop(conn, slug)
+            print(f"| {size} | {seconds * 1000:.3f} | {buffers:.0f} |", flush=True)
 
 
 if __name__ == "__main__":

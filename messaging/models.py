@@ -72,13 +72,7 @@ class Membership(models.Model):
             models.CheckConstraint(condition=models.Q(read__lte=models.F("delivered")), name="messaging_read_lte_delivered"),
         ]
         indexes = [
-            # Version 3 of the receipt's function (migration 0014) asks, per
-            # message, whether any recipient is still behind it (`NOT
-            # EXISTS`): by these, only the members behind are read
-            # (docs/PERFORMANCE.md, "Big rooms"). Kept for it during a rolling deploy.
-            models.Index(fields=["room", "delivered"], name="messaging_membership_delivered"),
-            models.Index(fields=["room", "read"], name="messaging_membership_read"),
-            # Version 4 (migration 0016) and the ORM's form read the room's
+            # The receipts' function (migration 0016) and the ORM's form read the room's
             # two lowest effective watermarks and its two earliest members:
             # two rows of each, whatever the room's size.
             models.Index(models.F("room"), Greatest("delivered", "joined_seq"), name="messaging_member_eff_delivered"),

@@ -14,26 +14,22 @@ the generic plan is right for all of them, and it saves the planning too.
 """
 from django.db import migrations
 
+from . import _sql
 
 SIGNATURE = "messaging_move_watermarks_v4(text[], {user_id}[], bigint[], bigint[], text[], bigint, bigint, boolean)"
-
-
-def user_id_type(apps, schema_editor) -> str:
-    membership = apps.get_model("messaging", "Membership")
-    return membership._meta.get_field("user").db_type(schema_editor.connection)
 
 
 def generic_plans(apps, schema_editor) -> None:
     if schema_editor.connection.vendor != "postgresql":
         return
-    function = SIGNATURE.format(user_id=user_id_type(apps, schema_editor))
+    function = SIGNATURE.format(user_id=_sql.user_id_type(apps, schema_editor))
     schema_editor.execute(f"ALTER FUNCTION {function} SET plan_cache_mode = force_generic_plan")
 
 
 def default_plans(apps, schema_editor) -> None:
     if schema_editor.connection.vendor != "postgresql":
         return
-    function = SIGNATURE.format(user_id=user_id_type(apps, schema_editor))
+    function = SIGNATURE.format(user_id=_sql.user_id_type(apps, schema_editor))
     schema_editor.execute(f"ALTER FUNCTION {function} RESET plan_cache_mode")
 
 

@@ -2,12 +2,16 @@
 redundant one; a membership's watermark moves deleted with it by the database."""
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import psycopg
 import pytest
 from django.apps import apps
 from django.core.management import call_command
 from django.db import connection
 
+import messaging
 from messaging.models import Membership, Room
 
 pytestmark = [pytest.mark.django_db]
@@ -111,52 +115,88 @@ def move_function_arguments(name: str = "messaging_move_watermarks") -> list[str
         return [arguments for (arguments,) in cursor.fetchall()]
 
 
+EARLIER_VERSIONS = ("messaging_move_watermarks", "messaging_move_watermarks_v2", "messaging_move_watermarks_v3")
+
+
 def test_a_receipts_move_is_one_function_taking_the_hosts_user_id():
     user_id = Membership._meta.get_field("user").db_type(connection)
-    assert move_function_arguments("messaging_move_watermarks_v2") == [
-        f"text, {user_id}, bigint, bigint, bigint, bigint"
+    assert move_function_arguments("messaging_move_watermarks_v4") == [
+        f"text[], {user_id}[], bigint[], bigint[], text[], bigint, bigint, boolean"
     ]
-    # Kept for processes of the version before, during a rolling deploy.
-    assert move_function_arguments() == [f"text, {user_id}, bigint, bigint"]
+    # Dropped by 0020, the release after the last one that called them.
+    assert [name for name in EARLIER_VERSIONS if move_function_arguments(name)] == []
+
+
+def membership_index_names() -> set[str]:
+    with connection.cursor() as cursor:
+        return set(connection.introspection.get_constraints(cursor, Membership._meta.db_table))
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_move_function_migrations_go_back_and_forward_again(django_user_model):
+def test_the_contract_migration_goes_back_to_every_version_and_forward_again(django_user_model):
     from .conftest import move_by_function as move_watermarks
 
+    raw_indexes = {"messaging_membership_delivered", "messaging_membership_read"}
     try:
-        call_command("migrate", "messaging", "0007", verbosity=0)
-        assert move_function_arguments("messaging_move_watermarks_v2") == []
-        assert len(move_function_arguments()) == 1
+        call_command("migrate", "messaging", "0019", verbosity=0)
+        assert [name for name in EARLIER_VERSIONS if len(move_function_arguments(name)) == 1] == list(EARLIER_VERSIONS)
+        assert raw_indexes <= membership_index_names()
         call_command("migrate", "messaging", "0006", verbosity=0)
-        assert move_function_arguments() == []
+        assert [name for name in EARLIER_VERSIONS if move_function_arguments(name)] == []
     finally:
         # Every app forward: going back also unapplied the apps that depend on
         # messaging (the reactions app), which `migrate messaging` leaves behind.
         call_command("migrate", verbosity=0)
-    assert len(move_function_arguments()) == 1 and len(move_function_arguments("messaging_move_watermarks_v2")) == 1
+    assert [name for name in EARLIER_VERSIONS if move_function_arguments(name)] == []
+    assert not raw_indexes & membership_index_names()
     user = django_user_model.objects.create_user(username="mover")
     Membership.objects.create(user=user, room=Room.objects.create(slug="again", last_seq=1))
     assert move_watermarks(user, "again", 1, None).watermarks.delivered == 1
 
 
-@pytest.mark.django_db(transaction=True)
-def test_receipts_of_the_version_before_and_of_this_one_move_the_same_room(django_user_model):
-    # During a rolling deploy the processes of the version before call the
-    # function of migration 0007; their receipts and this version's count alike.
-    from messaging.models import Message
-    from .conftest import move_by_function as move_watermarks
-
-    ana, bob, cat = (django_user_model.objects.create_user(username=n) for n in ("ana", "bob", "cat"))
-    room = Room.objects.create(slug="rolling", last_seq=2)
-    for user in (ana, bob, cat):
-        Membership.objects.create(user=user, room=room)
-    for seq in (1, 2):
-        Message.objects.create(room=room, seq=seq, sender=ana, client_msg_id=f"m{seq}", body="x", sent_at=room.created_at)
+def functions_in_the_database() -> set[str]:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT * FROM messaging_move_watermarks(%s, %s, %s, %s)", ["rolling", bob.pk, 2, 2])
-        assert cursor.fetchall() == [(2, 0, 0, 2, 2)]
-    move = move_watermarks(cat, "rolling", 2, 1)
-    assert [(m.seq, m.state) for m in move.messages] == [(1, "delivered"), (2, "delivered"), (1, "read")]
-    assert move.members == 3
-    assert dict(Message.objects.filter(room=room).values_list("seq", "state")) == {1: "read", 2: "delivered"}
+        cursor.execute("SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+                       " WHERE n.nspname = current_schema() AND p.proname LIKE 'messaging%%'")
+        return {name for (name,) in cursor.fetchall()}
+
+
+def functions_the_code_calls() -> set[str]:
+    """Every `messaging_...(` the app's code outside its migrations names: its statements and modules."""
+    root = Path(messaging.__file__).parent
+    named: set[str] = set()
+    for path in [*root.rglob("*.sql"), *root.rglob("*.py")]:
+        if "migrations" not in path.parts:
+            named |= set(re.findall(r"\b(messaging_[a-z0-9_]+)\(", path.read_text(encoding="utf-8")))
+    return named
+
+
+def index_definitions(schema: str) -> set[str]:
+    """Every index of the schema's tables as PostgreSQL writes it, the schema's name taken out."""
+    with connection.cursor() as cursor:
+        # Django's own record of the migrations is no model.
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND tablename <> 'django_migrations'",
+                       [schema])
+        return {definition.replace(f" {schema}.", " ") for (definition,) in cursor.fetchall()}
+
+
+def test_the_database_holds_only_what_the_current_code_uses():
+    # Functions: exactly those the code calls.
+    assert functions_in_the_database() == functions_the_code_calls() == {"messaging_move_watermarks_v4"}
+    # Tables and indexes: exactly what Django makes of the current models, in a
+    # schema of its own, beside what the migrations left in the test database.
+    migrated = index_definitions("public")
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE SCHEMA fresh")
+        cursor.execute("SET LOCAL search_path TO fresh")
+    try:
+        with connection.schema_editor() as editor:
+            for model in apps.get_models():
+                editor.create_model(model)
+        fresh = index_definitions("fresh")
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL search_path TO public")
+            cursor.execute("DROP SCHEMA fresh CASCADE")
+    assert migrated - fresh == set(), "indexes the migrations left that the models do not declare"
+    assert fresh - migrated == set(), "indexes the models declare that the migrations did not make"
