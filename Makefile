@@ -8,13 +8,13 @@ PORT ?= 8000
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/messaging
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/1
 
-.PHONY: install run test clean bench lock audit chaos
+.PHONY: install run test clean bench lock audit chaos docs
 
 # requirements*.txt are the pins people edit; requirements*.lock (`make lock`)
 # pin every package beneath them with the hashes of its files, and pip
 # installs nothing else and nothing whose hash differs.
 PIP_INSTALL := $(BIN)/pip install --quiet --disable-pip-version-check --require-hashes
-LOCKS := requirements.lock requirements-dev.lock requirements-bench.lock
+LOCKS := requirements.lock requirements-dev.lock requirements-bench.lock requirements-docs.lock
 
 $(VENV)/.installed: requirements-dev.lock
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +38,7 @@ test: install
 		$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) staticfiles .pytest_cache .hypothesis artifacts
+	rm -rf $(VENV) $(DOCS_VENV) site staticfiles .pytest_cache .hypothesis artifacts
 
 # The benchmark (docs/PERFORMANCE.md): a few minutes; its own database and Redis db.
 # BENCH_ARGS="--rounds 1 --idle 0" for a quick look.
@@ -46,10 +46,23 @@ bench: install
 	$(PIP_INSTALL) -r requirements-bench.lock
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
+# The documentation site (mkdocs.yml, docs/) into site/, with --strict: a broken
+# link or anchor fails it. Its own virtualenv, so the site's packages (MkDocs,
+# Material, mkdocstrings) stay out of the app's and the suite's; mkdocstrings
+# reads the source with griffe and imports nothing of it.
+DOCS_VENV := .venv-docs
+$(DOCS_VENV)/.installed: requirements-docs.lock
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes -r requirements-docs.lock
+	touch $@
+
+docs: $(DOCS_VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict
+
 # After editing a requirements*.txt: each lock again from its input (the
-# runtime's for deployments, the suite's, the bench's), with hashes.
+# runtime's for deployments, the suite's, the bench's, the docs site's), with hashes.
 lock: install
-	for name in requirements requirements-dev requirements-bench; do \
+	for name in requirements requirements-dev requirements-bench requirements-docs; do \
 		CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet --generate-hashes --allow-unsafe \
 			--strip-extras --no-emit-index-url --no-emit-trusted-host --no-emit-find-links \
 			-o $$name.lock $$name.txt || exit 1; \

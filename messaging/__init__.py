@@ -20,7 +20,7 @@ import importlib.util
 import sys
 from typing import Any
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # Public name -> the module that defines it.
 _PUBLIC = {

@@ -42,7 +42,7 @@ def run(*command: str | Path, cwd: Path | None = None, env: dict | None = None) 
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory) -> Path:
     src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md", "CHANGELOG.md"):
+    for name in ("pyproject.toml", "README.md", "CHANGELOG.md", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
     shutil.copytree(ROOT / "messaging", src / "messaging", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     dist = tmp_path_factory.mktemp("dist")
@@ -98,6 +98,15 @@ def test_wheel_carries_every_file_of_the_app(wheel):
     import messaging
 
     assert metadata["Version"] == messaging.__version__
+
+
+def test_wheel_declares_its_licence_and_ships_its_text(wheel):
+    shipped = zipfile.ZipFile(wheel)
+    metadata = email.message_from_bytes(shipped.read(next(n for n in shipped.namelist() if n.endswith("/METADATA"))))
+    assert metadata["License-Expression"] == "BSD-3-Clause"
+    assert metadata.get_all("License-File") == ["LICENSE"]
+    [licence] = [n for n in shipped.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+    assert shipped.read(licence).decode() == (ROOT / "LICENSE").read_text()
 
 
 def test_every_import_is_a_declared_requirement(wheel):

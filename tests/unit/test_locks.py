@@ -34,7 +34,7 @@ def locked(name: str) -> dict[str, tuple[str, int]]:
     return {canonicalize_name(n): (v, hashes.count("--hash=")) for n, v, hashes in LOCKED.findall(text)}
 
 
-@pytest.mark.parametrize("name", ["requirements", "requirements-dev", "requirements-bench"])
+@pytest.mark.parametrize("name", ["requirements", "requirements-dev", "requirements-bench", "requirements-docs"])
 def test_each_lock_pins_its_inputs_with_hashes(name):
     lock = locked(f"{name}.lock")
     assert lock, f"{name}.lock pins nothing"
