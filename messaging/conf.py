@@ -61,6 +61,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `WEBHOOK_BACKOFF` | 2.0 | seconds of the first retry's backoff cap; it doubles per attempt (full jitter beneath it) |
 | `WEBHOOK_BACKOFF_CAP` | 3600.0 | the most seconds between two attempts of a delivery |
 | `WEBHOOK_BATCH` | 20 | deliveries one `messaging_webhooks` round leases and sends |
+| `WEBHOOKS_ALLOW_PRIVATE` | False | webhook endpoints may be on loopback, private, link-local and other non-public addresses (a test's, a private network's); off, such an endpoint is refused when it is saved and when it is delivered to (docs/EVENTS.md) |
 | `MENTIONS_PER_MESSAGE` | 20 | most distinct `@name`s of one message that the mentions consumer looks up and notifies |
 | `API_TOKENS_PER_USER` | 20 | active API tokens one user may have (`messaging_token`, the admin); one more is refused until one is revoked |
 | `LOOP_DATABASE` | True | on PostgreSQL with psycopg 3, a batch's statement (`room.post`'s) and a receipt's run on the event loop's own connections (`messaging/core/gateway.py`), one per statement running at once and at most `max(2, DB_THREADS)`, instead of on a database thread; False: on a thread |
@@ -142,6 +143,7 @@ class MessagingSettings:
     WEBHOOK_BACKOFF: float = 2.0
     WEBHOOK_BACKOFF_CAP: float = 3600.0
     WEBHOOK_BATCH: int = 20
+    WEBHOOKS_ALLOW_PRIVATE: bool = False
     MENTIONS_PER_MESSAGE: int = 20
     API_TOKENS_PER_USER: int = 20
 

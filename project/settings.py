@@ -197,6 +197,8 @@ MESSAGING = {
     "METRICS_TOKEN": env.str("METRICS_TOKEN", default="") or None,
     # WebSocket handshakes per client address per minute (0: off), as PROTOCOL.md names it.
     "CONNECT_RATE": env.int("CONNECT_RATE", default=120),
+    # Webhook endpoints on loopback, private or link-local addresses (1: allowed), as PROTOCOL.md names it.
+    "WEBHOOKS_ALLOW_PRIVATE": env.bool("WEBHOOKS_ALLOW_PRIVATE", default=False),
     # Any other option as MESSAGING_<KEY>, e.g. MESSAGING_CLAIM_LEASE=2.
     **options_from_environ(env.ENVIRON),
 }

@@ -5,8 +5,15 @@ to `INSTALLED_APPS`; `messaging/models.py` imports them.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
+
+from ..conf import get_settings
+from .outbound import Refused, destination
+from .signatures import new_secret, standard_secret
 
 
 class Event(models.Model):
@@ -80,10 +87,19 @@ class DeadLetter(models.Model):
 
 
 class WebhookEndpoint(models.Model):
-    """A host's endpoint that receives the events, signed with its secret (messaging/events/webhooks.py)."""
+    """A host's endpoint that receives the events, signed with its secret (messaging/events/webhooks.py).
 
-    url = models.URLField(max_length=500)
-    secret = models.CharField(max_length=200, help_text="The HMAC-SHA256 key of the Messaging-Signature header.")
+    Saving one checks where its URL leads (outbound.py): a host that resolves
+    to a loopback, private, link-local or unspecified address is refused,
+    unless `WEBHOOKS_ALLOW_PRIVATE`. Its secret is kept in the Standard
+    Webhooks form (signatures.py).
+    """
+
+    url = models.URLField(max_length=500, help_text="Where the events are POSTed: a public http(s) address.")
+    # `whsec_` + base64 of up to 800 bytes: the form of any secret of 200 characters kept before.
+    secret = models.CharField(max_length=1100, default=new_secret,
+                              help_text="whsec_ and the key in base64 (Standard Webhooks); any other text is "
+                                        "kept as whsec_ and the base64 of its UTF-8 bytes, the same key.")
     # Empty: every type.
     types = models.JSONField(default=list, blank=True,
                              help_text='Event types to send, e.g. ["message.posted"]; empty for all.')
@@ -92,6 +108,23 @@ class WebhookEndpoint(models.Model):
 
     def __str__(self) -> str:
         return self.url
+
+    def clean(self) -> None:
+        super().clean()
+        self.check_destination()
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Here as well as in `clean`: code that creates endpoints skips the forms' validation.
+        self.check_destination()
+        self.secret = standard_secret(self.secret)
+        super().save(*args, **kwargs)
+
+    def check_destination(self) -> None:
+        """Refuse (ValidationError on `url`) a URL that no delivery could be sent to."""
+        try:
+            destination(self.url, allow_private=get_settings().WEBHOOKS_ALLOW_PRIVATE)
+        except (Refused, OSError, ValueError) as exc:
+            raise ValidationError({"url": str(exc)}) from None
 
     def wants(self, type: str) -> bool:
         return not self.types or type in self.types
