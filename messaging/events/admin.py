@@ -71,8 +71,9 @@ class WebhookDeliveryAdmin(InspectionAdmin):
 
 @admin.register(Notification)
 class NotificationAdmin(InspectionAdmin):
-    list_display = ("user", "room", "seq", "sender_name", "email", "created_at", "read_at")
+    list_display = ("user", "room", "seq", "sender_name", "email", "emailed_at", "created_at", "read_at")
     list_filter = ("email", "created_at")
     list_select_related = ("user",)
-    fields = ("user", "event_id", "room", "seq", "sender_name", "body", "email", "created_at", "read_at")
+    fields = ("user", "event_id", "room", "seq", "sender_name", "body", "email", "emailed_at", "digest", "due_at",
+              "created_at", "read_at")
     readonly_fields = fields

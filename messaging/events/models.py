@@ -173,13 +173,16 @@ class WebhookAttempt(models.Model):
 
 
 class Notification(models.Model):
-    """A member mentioned (`@name`) in a message: the page's badge, and at most one e-mail."""
+    """A member mentioned (`@name`) in a message: the page's badge, and at most one e-mail
+    (its own, or one digest among others: messaging/events/mention_emails.py)."""
 
     class Email(models.TextChoices):
         PENDING = "pending"
         SENT = "sent"
         ONLINE = "online"  # a socket was open: the page tells them
         NO_ADDRESS = "no address"
+        HELD = "held"  # past the hour's e-mails: waits for a digest
+        SENDING = "sending"  # its e-mail is counted in the hour and being sent (again after a crash)
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mentions",
                              db_index=False)
@@ -187,14 +190,31 @@ class Notification(models.Model):
     room = models.CharField(max_length=64)
     seq = models.PositiveBigIntegerField()
     sender_name = models.CharField(max_length=300)
+    # Blank once the message is deleted: a digest shows it as deleted.
     body = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
     read_at = models.DateTimeField(null=True, blank=True)
     email = models.CharField(max_length=10, choices=Email.choices, default=Email.PENDING)
+    # When its e-mail (its own, or its digest) was sent, or taken to be sent: what the hour's bound counts.
+    emailed_at = models.DateTimeField(null=True, blank=True)
+    # The digest it goes out in (its Message-ID), from when the digest is decided; None for its own e-mail.
+    digest = models.UUIDField(null=True, blank=True)
+    # Held, or a digest being sent: not before this.
+    due_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "event_id"], name="messaging_notification_event")]
-        indexes = [models.Index(fields=["user", "read_at"], name="messaging_notification_unread")]
+        indexes = [
+            models.Index(fields=["user", "read_at"], name="messaging_notification_unread"),
+            # The hour's bound: a user's e-mails of the last hour.
+            models.Index(fields=["user", "emailed_at"], name="messaging_notification_emailed",
+                         condition=models.Q(emailed_at__isnull=False)),
+            # The consumers' rounds: digests due, only while some wait.
+            models.Index(fields=["due_at"], name="messaging_notification_due",
+                         condition=models.Q(email__in=["held", "sending"])),
+            # prune_notifications.
+            models.Index(fields=["created_at"], name="messaging_notification_created"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.user} in {self.room}#{self.seq}"
