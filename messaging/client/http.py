@@ -9,7 +9,7 @@ The id is the command's `Idempotency-Key`: the request is retried with it,
 unchanged, after a connection failure, a timeout, `409`, `429` or `503`
 (waiting `Retry-After`, else backing off with full jitter), so it takes
 effect once. A redirect is never followed (the token would go with it, and
-the command would not run): it raises `Redirected`. The standard library only.
+urllib would turn the POST into a GET that runs nothing): it raises `Redirected`. The standard library only.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def http_command(base_url: str, t: str, d: Any, *, id: str | None = None, token:
     """POST one command; its final status and body (the ack, or an error frame).
 
     Raises `Redirected` if the server answers with a redirect: nothing is sent
-    to where it points, and the command was not applied by this request.
+    to where it points, and whatever it would answer is not taken for the ack.
     """
     key = id or time_ordered_id()
     headers = {"Content-Type": "application/json", "Idempotency-Key": key}
