@@ -61,7 +61,11 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `WEBHOOK_BACKOFF` | 2.0 | seconds of the first retry's backoff cap; it doubles per attempt (full jitter beneath it) |
 | `WEBHOOK_BACKOFF_CAP` | 3600.0 | the most seconds between two attempts of a delivery |
 | `WEBHOOK_BATCH` | 20 | deliveries one `messaging_webhooks` round leases and sends |
+| `WEBHOOKS_ALLOW_PRIVATE` | False | webhook endpoints may be on loopback, private, link-local and other non-public addresses (a test's, a private network's); off, such an endpoint is refused when it is saved and when it is delivered to (docs/EVENTS.md) |
 | `MENTIONS_PER_MESSAGE` | 20 | most distinct `@name`s of one message that the mentions consumer looks up and notifies |
+| `MENTION_EMAILS_PER_HOUR` | 10 | mention e-mails one user gets in any hour; the mentions past it wait and go out together in one e-mail (a digest) once the hour has room again (docs/EVENTS.md) |
+| `MENTION_DIGEST_ITEMS` | 50 | mentions one digest e-mail quotes, oldest first; it counts the rest ("and 12 more") |
+| `NOTIFICATION_RETENTION` | 2592000 | seconds (30 days) `prune_notifications` keeps mentions (`Notification`: the badge's rows, with the message's text), read or not |
 | `API_TOKENS_PER_USER` | 20 | active API tokens one user may have (`messaging_token`, the admin); one more is refused until one is revoked |
 | `LOOP_DATABASE` | True | on PostgreSQL with psycopg 3, a batch's statement (`room.post`'s) and a receipt's run on the event loop's own connections (`messaging/core/gateway.py`), one per statement running at once and at most `max(2, DB_THREADS)`, instead of on a database thread; False: on a thread |
 | `EARLY_STATEMENT` | True | a batch's statement of posts (an `early_batch` type's, on PostgreSQL) goes to the database beside the batch's claims' Redis call instead of after it, unless the loop's last batch was mostly duplicates Redis knew (`messaging/core/pipeline.py`); False: after the claims
@@ -142,7 +146,11 @@ class MessagingSettings:
     WEBHOOK_BACKOFF: float = 2.0
     WEBHOOK_BACKOFF_CAP: float = 3600.0
     WEBHOOK_BATCH: int = 20
+    WEBHOOKS_ALLOW_PRIVATE: bool = False
     MENTIONS_PER_MESSAGE: int = 20
+    MENTION_EMAILS_PER_HOUR: int = 10
+    MENTION_DIGEST_ITEMS: int = 50
+    NOTIFICATION_RETENTION: int = 30 * 24 * 3600
     API_TOKENS_PER_USER: int = 20
 
     def __post_init__(self) -> None:
@@ -151,7 +159,8 @@ class MessagingSettings:
                      "INBOX_LIMIT", "REPLY_BYTES_PER_TOKEN", "CONNECT_RATE_WINDOW", "EVENTS_STREAM_MAXLEN",
                      "EVENTS_BATCH", "EVENTS_PARTITIONS", "EVENTS_POLL_INTERVAL", "EVENTS_RETENTION",
                      "EVENTS_MAX_ATTEMPTS", "EVENTS_STUCK_AFTER", "WEBHOOK_TIMEOUT", "WEBHOOK_MAX_ATTEMPTS",
-                     "WEBHOOK_BACKOFF", "WEBHOOK_BACKOFF_CAP", "WEBHOOK_BATCH", "MENTIONS_PER_MESSAGE"):
+                     "WEBHOOK_BACKOFF", "WEBHOOK_BACKOFF_CAP", "WEBHOOK_BATCH", "MENTIONS_PER_MESSAGE",
+                     "MENTION_EMAILS_PER_HOUR", "MENTION_DIGEST_ITEMS", "NOTIFICATION_RETENTION"):
             if getattr(self, name) <= 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be positive")
         # A join ack always lists the joining member itself.

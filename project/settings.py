@@ -197,9 +197,24 @@ MESSAGING = {
     "METRICS_TOKEN": env.str("METRICS_TOKEN", default="") or None,
     # WebSocket handshakes per client address per minute (0: off), as PROTOCOL.md names it.
     "CONNECT_RATE": env.int("CONNECT_RATE", default=120),
+    # Webhook endpoints on loopback, private or link-local addresses (1: allowed), as PROTOCOL.md names it.
+    "WEBHOOKS_ALLOW_PRIVATE": env.bool("WEBHOOKS_ALLOW_PRIVATE", default=False),
+    # Mention e-mails one user gets in any hour; past it they wait for one digest, as PROTOCOL.md names it.
+    "MENTION_EMAILS_PER_HOUR": env.int("MENTION_EMAILS_PER_HOUR", default=10),
     # Any other option as MESSAGING_<KEY>, e.g. MESSAGING_CLAIM_LEASE=2.
     **options_from_environ(env.ENVIRON),
 }
+
+# Where e-mails go (the mentions consumer's), as PROTOCOL.md names it: the forms
+# of django-environ's EMAIL_URL, e.g. smtp+tls://user:password@host:587,
+# smtp+ssl://host:465, filemail:///folder (relative to the working directory;
+# filemail:////var/mail/chat for an absolute one), consolemail://. Unset: an
+# SMTP server on localhost:25, Django's own default. EMAIL_TIMEOUT bounds each
+# SMTP call, so a server that hangs cannot hold the consumer.
+globals().update({key: value for key, value in env.email_url("EMAIL_URL", default="smtp://localhost:25").items()
+                  if key.startswith("EMAIL_")})
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=10)
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="webmaster@localhost")
 
 # Guest sign-ins per client address per SIGNIN_RATE_WINDOW seconds (0: off):
 # past it `/login/` answers 429 and creates no account (project/guests.py).

@@ -13,7 +13,9 @@ No Django here: it speaks the wire protocol (docs/PROTOCOL.md) over a
 WebSocket (the `websockets` package: install `messaging[client]`), so it runs
 in any program. `examples/bot.py` is a complete bot. A client may sign in with an API token
 (`Client(url, token=...)`, from `manage.py messaging_token USERNAME`) instead
-of a session; `http_command` sends one command over HTTP with one.
+of a session; `http_command` sends one command over HTTP with one. No
+request of the client follows a redirect: a 3xx is a failure (`Redirected`,
+`SignInFailed`, a failed handshake), and the token stays where it was sent.
 """
 from __future__ import annotations
 
@@ -22,9 +24,10 @@ from .client import Client, Refused
 from .connection import Unauthorized
 from .http import ahttp_command, http_command
 from .outbox import FileStore, MemoryStore, Outbox, OutboxFull
+from .redirects import Redirected
 from .rooms import RoomView
 
 __all__ = [
-    "Client", "FileStore", "MemoryStore", "Outbox", "OutboxFull", "Refused", "RoomView", "SignInFailed",
-    "Unauthorized", "ahttp_command", "asign_in", "http_command", "sign_in",
+    "Client", "FileStore", "MemoryStore", "Outbox", "OutboxFull", "Redirected", "Refused", "RoomView",
+    "SignInFailed", "Unauthorized", "ahttp_command", "asign_in", "http_command", "sign_in",
 ]

@@ -14,7 +14,7 @@ import logging
 import time
 from typing import Any
 
-import websockets
+from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from .auth import handshake_headers
@@ -26,6 +26,15 @@ CLOSE_UNAUTHENTICATED = 4401
 
 class Unauthorized(Exception):
     """The server closed the socket with 4401: this session or token signs nobody in."""
+
+
+class connect_refusing_redirects(connect):
+    """websockets' `connect`, which follows a redirect (with the handshake's cookie and token when it
+    stays on the same origin), made to fail on one instead: a handshake answered with a 3xx is a
+    failed handshake, `InvalidStatus`, like a 403 (PROTOCOL 1.2, "Outbound requests")."""
+
+    def process_redirect(self, exc: Exception) -> Exception | str:
+        return exc
 
 
 class Connection:
@@ -41,7 +50,7 @@ class Connection:
             base, url = self._url()
             self.state = "connecting"
             try:
-                ws = await websockets.connect(
+                ws = await connect_refusing_redirects(
                     url, additional_headers=handshake_headers(base, session=self.session, token=self.token,
                                                               origin=self.origin),
                     open_timeout=self.open_timeout, max_size=None, compression=None, ping_interval=20,

@@ -8,7 +8,8 @@
 The id is the command's `Idempotency-Key`: the request is retried with it,
 unchanged, after a connection failure, a timeout, `409`, `429` or `503`
 (waiting `Retry-After`, else backing off with full jitter), so it takes
-effect once. The standard library only.
+effect once. A redirect is never followed (the token would go with it, and
+urllib would turn the POST into a GET that runs nothing): it raises `Redirected`. The standard library only.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import urllib.request
 from typing import Any, Callable
 
 from ..ids import time_ordered_id
+from .redirects import Redirected, not_following
 
 RETRIED = frozenset({409, 429, 502, 503, 504})
 
@@ -28,7 +30,11 @@ RETRIED = frozenset({409, 429, 502, 503, 504})
 def http_command(base_url: str, t: str, d: Any, *, id: str | None = None, token: str | None = None,
                  retries: int = 5, timeout: float = 10.0, backoff_base: float = 0.5, backoff_cap: float = 10.0,
                  rand: Callable[[], float] = random.random) -> tuple[int, dict]:
-    """POST one command; its final status and body (the ack, or an error frame)."""
+    """POST one command; its final status and body (the ack, or an error frame).
+
+    Raises `Redirected` if the server answers with a redirect: nothing is sent
+    to where it points, and whatever it would answer is not taken for the ack.
+    """
     key = id or time_ordered_id()
     headers = {"Content-Type": "application/json", "Idempotency-Key": key}
     if token is not None:
@@ -39,9 +45,11 @@ def http_command(base_url: str, t: str, d: Any, *, id: str | None = None, token:
         wait: float | None = None
         try:
             request = urllib.request.Request(base_url.rstrip("/") + "/api/commands", body, headers, method="POST")
-            with urllib.request.urlopen(request, timeout=timeout) as response:
+            with not_following.open(request, timeout=timeout) as response:
                 return response.status, json.loads(response.read())
         except urllib.error.HTTPError as exc:
+            if 300 <= exc.code < 400:
+                raise Redirected(exc.code, exc.headers.get("Location")) from None
             answer = exc.read()
             if exc.code not in RETRIED or attempt >= retries:
                 return exc.code, json.loads(answer) if answer else {}

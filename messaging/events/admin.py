@@ -4,6 +4,7 @@ configuration, so those are edited here."""
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db import models
 
 from ..admin import InspectionAdmin, ReadOnly, exact, pretty_json
 from .models import DeadLetter, Event, Notification, WebhookAttempt, WebhookDelivery, WebhookEndpoint
@@ -40,6 +41,8 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
     list_display = ("url", "active", "types", "created_at")
     list_filter = ("active",)
     fields = ("url", "secret", "types", "active")
+    # A URL typed without a scheme is taken as https, Django 6's default.
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
 
 class WebhookAttemptInline(ReadOnly, admin.TabularInline):
@@ -71,8 +74,9 @@ class WebhookDeliveryAdmin(InspectionAdmin):
 
 @admin.register(Notification)
 class NotificationAdmin(InspectionAdmin):
-    list_display = ("user", "room", "seq", "sender_name", "email", "created_at", "read_at")
+    list_display = ("user", "room", "seq", "sender_name", "email", "emailed_at", "created_at", "read_at")
     list_filter = ("email", "created_at")
     list_select_related = ("user",)
-    fields = ("user", "event_id", "room", "seq", "sender_name", "body", "email", "created_at", "read_at")
+    fields = ("user", "event_id", "room", "seq", "sender_name", "body", "email", "emailed_at", "digest", "due_at",
+              "created_at", "read_at")
     readonly_fields = fields

@@ -23,6 +23,11 @@ Two shapes of "once" (docs/EVENTS.md):
 
 The entry is acknowledged (`XACK`) only after the transaction commits: a
 consumer killed before that leaves it pending, to be reclaimed.
+
+A handler marked `also_every(seconds, task)` has its group's consumers run
+`task` between reads, at most once per `seconds` each: work that comes due
+with time rather than with an event (the mentions' digests), done by the
+group's own processes. Every consumer runs it, so `task` takes its own locks.
 """
 from __future__ import annotations
 
@@ -56,6 +61,14 @@ def outside_database(handler: Handler) -> Handler:
     return handler
 
 
+def also_every(seconds: float, task: Callable[[], Any]) -> Callable[[Handler], Handler]:
+    """Mark a handler whose group's consumers also run `task` every `seconds`, between reads."""
+    def mark(handler: Handler) -> Handler:
+        handler.also_every = (seconds, task)
+        return handler
+    return mark
+
+
 def event_of(fields: dict[str, str]) -> dict:
     """The handler's argument: the entry's fields with `data` decoded."""
     return {"event_id": fields["event_id"], "type": fields["type"], "room": fields["room"],
@@ -80,6 +93,7 @@ class GroupApplier:
         self.max_attempts = max_attempts
         self.errors: OrderedDict[str, str] = OrderedDict()
         self.stopping = False
+        self.periodic_at = float("-inf")
 
     def stop(self) -> None:
         self.stopping = True
@@ -126,6 +140,21 @@ class GroupApplier:
             return False  # left pending: reclaimed after claim_after
         self.errors.pop(entry_id, None)
         return True
+
+    def run_periodic(self) -> None:
+        """The handler's `also_every` task, if it has one and it is due; a failure is logged, not raised."""
+        periodic = getattr(self.handler, "also_every", None)
+        if periodic is None or time.monotonic() - self.periodic_at < periodic[0]:
+            return
+        self.periodic_at = time.monotonic()
+        close_old_connections()
+        try:
+            periodic[1]()
+        except (OperationalError, InterfaceError) as exc:
+            log.warning("consumer %s: database: %s", self.group, exc)
+            self.wait_for_database()
+        except Exception:
+            log.exception("consumer %s: the handler's periodic task failed", self.group)
 
     def wait_for_database(self) -> None:
         """Back off until the database answers again (it went away under a handler)."""
@@ -218,6 +247,7 @@ class Consumer(GroupApplier):
                 if self.handle(entry_id, fields, deliveries=1):
                     self.client.xack(self.stream, self.group, entry_id)
                 handled += 1
+        self.run_periodic()
         return handled
 
     def reclaim(self) -> int:

@@ -8,31 +8,31 @@ messaging.events.mentions.notify --group mentions`) in the seen-set shape
    so a redelivery adds none (the page shows the unread ones as a badge);
 2. to each of them with no socket open on any server process (the hub's
    per-user Pub/Sub channel has no subscriber) and an address, one e-mail
-   through Django's e-mail backend, with `Message-ID: <event_id@host>`, marked
-   sent right after. A crash between the two sends it again with the same
-   Message-ID, which mail systems treat as the same message; the inbox record
-   written after the handler returns stops every later redelivery.
+   through Django's e-mail backend, with `Message-ID: <event_id@host>`,
+   unless they already had `MENTION_EMAILS_PER_HOUR` in the last hour: then
+   the mention waits for a digest, one e-mail of all that waited, which the
+   group's consumers send from their own loop when the hour has room
+   (mention_emails.py says how each goes out once).
 
-A name is a member's username or display name (first name for guests), in
-any case; the sender mentioning themself is not notified. At most
-`MENTIONS_PER_MESSAGE` names of one message are looked up.
+A member is someone the message was sent to: a member of the room (its
+`Membership`) who joined before the message; a user who joined after it
+was posted never got it. A name is a member's username or
+display name (first name for guests), in any case; the sender mentioning
+themself is not notified. At most `MENTIONS_PER_MESSAGE` names of one
+message are looked up.
 """
 from __future__ import annotations
 
 import logging
 import re
 
-import redis
-
-from django.conf import settings
-from django.core.mail import EmailMessage
-from django.core.mail.utils import DNS_NAME
 from django.db import transaction
 from django.db.models import Q
 from django.db.models.functions import Lower
 
 from ..conf import get_settings
-from .consumers import outside_database
+from .consumers import also_every, outside_database
+from .mention_emails import DIGEST_CHECK_EVERY, email_mention, send_due_digests
 from .models import Notification
 
 log = logging.getLogger(__name__)
@@ -52,28 +52,17 @@ def mentioned_names(body: str, limit: int) -> list[str]:
     return names
 
 
-def mentioned_members(room: str, names: list[str], sender_id) -> list:
+def mentioned_members(room: str, seq: int, names: list[str], sender_id) -> list:
+    """The users named among the message's recipients: members who joined before message `seq`."""
     from ..models import Membership
 
-    return [m.user for m in Membership.objects.filter(room__slug=room).select_related("user")
+    return [m.user for m in Membership.objects.filter(room__slug=room, joined_seq__lt=seq).select_related("user")
             .annotate(username_l=Lower("user__username"), first_l=Lower("user__first_name"))
             .filter(Q(username_l__in=names) | Q(first_l__in=names)).exclude(user_id=sender_id)]
 
 
-def online(user_id) -> bool:
-    """Whether any server process holds a socket of the user: while it does, it
-    subscribes to the user's channel (`fanout.RedisHub.user_channel`). Without
-    Redis there is no telling: offline."""
-    url = get_settings().REDIS_URL
-    if not url:
-        return False
-    with redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2) as client:
-        db = client.connection_pool.connection_kwargs.get("db", 0)
-        [(_, count)] = client.pubsub_numsub(f"messaging:{db}:user:{user_id}")
-    return count > 0
-
-
 @outside_database
+@also_every(DIGEST_CHECK_EVERY, send_due_digests)
 def notify(event: dict) -> None:
     if event["type"] != "message.posted":
         return
@@ -81,7 +70,7 @@ def notify(event: dict) -> None:
     names = mentioned_names(data["body"], get_settings().MENTIONS_PER_MESSAGE)
     if not names:
         return
-    users = mentioned_members(event["room"], names, data["sender"]["id"])
+    users = mentioned_members(event["room"], data["seq"], names, data["sender"]["id"])
     if not users:
         return
     with transaction.atomic():
@@ -89,24 +78,8 @@ def notify(event: dict) -> None:
             [Notification(user=user, event_id=event["event_id"], room=event["room"], seq=data["seq"],
                           sender_name=data["sender"]["name"], body=data["body"]) for user in users],
             ignore_conflicts=True)
-    for notification in Notification.objects.filter(event_id=event["event_id"], email=Notification.Email.PENDING)\
-            .select_related("user"):
-        email_once(notification, event)
-
-
-def email_once(notification: Notification, event: dict) -> None:
-    user = notification.user
-    if not user.email:
-        status = Notification.Email.NO_ADDRESS
-    elif online(user.pk):
-        status = Notification.Email.ONLINE
-    else:
-        message = EmailMessage(
-            subject=f"{notification.sender_name} mentioned you in {notification.room}",
-            body=f"{notification.sender_name} in {notification.room}:\n\n{notification.body}\n",
-            from_email=settings.DEFAULT_FROM_EMAIL, to=[user.email],
-            headers={"Message-ID": f"<{event['event_id']}@{DNS_NAME}>"},
-        )
-        message.send()  # an SMTP failure raises: the event is retried after the claim time
-        status = Notification.Email.SENT
-    Notification.objects.filter(pk=notification.pk).update(email=status)
+    # Pending: new. Sending: its e-mail was decided and maybe sent when a consumer crashed (sent again, same Message-ID).
+    for notification in Notification.objects.filter(
+            event_id=event["event_id"], email__in=[Notification.Email.PENDING, Notification.Email.SENDING],
+            digest__isnull=True).select_related("user"):
+        email_mention(notification)

@@ -5,8 +5,15 @@ to `INSTALLED_APPS`; `messaging/models.py` imports them.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
+
+from ..conf import get_settings
+from .outbound import Refused, destination
+from .signatures import new_secret, standard_secret
 
 
 class Event(models.Model):
@@ -80,10 +87,19 @@ class DeadLetter(models.Model):
 
 
 class WebhookEndpoint(models.Model):
-    """A host's endpoint that receives the events, signed with its secret (messaging/events/webhooks.py)."""
+    """A host's endpoint that receives the events, signed with its secret (messaging/events/webhooks.py).
 
-    url = models.URLField(max_length=500)
-    secret = models.CharField(max_length=200, help_text="The HMAC-SHA256 key of the Messaging-Signature header.")
+    Saving one checks where its URL leads (outbound.py): a host that resolves
+    to a loopback, private, link-local or unspecified address is refused,
+    unless `WEBHOOKS_ALLOW_PRIVATE`. Its secret is kept in the Standard
+    Webhooks form (signatures.py).
+    """
+
+    url = models.URLField(max_length=500, help_text="Where the events are POSTed: a public http(s) address.")
+    # `whsec_` + base64 of up to 800 bytes: the form of any secret of 200 characters kept before.
+    secret = models.CharField(max_length=1100, default=new_secret,
+                              help_text="whsec_ and the key in base64 (Standard Webhooks); any other text is "
+                                        "kept as whsec_ and the base64 of its UTF-8 bytes, the same key.")
     # Empty: every type.
     types = models.JSONField(default=list, blank=True,
                              help_text='Event types to send, e.g. ["message.posted"]; empty for all.')
@@ -92,6 +108,23 @@ class WebhookEndpoint(models.Model):
 
     def __str__(self) -> str:
         return self.url
+
+    def clean(self) -> None:
+        super().clean()
+        self.check_destination()
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Here as well as in `clean`: code that creates endpoints skips the forms' validation.
+        self.check_destination()
+        self.secret = standard_secret(self.secret)
+        super().save(*args, **kwargs)
+
+    def check_destination(self) -> None:
+        """Refuse (ValidationError on `url`) a URL that no delivery could be sent to."""
+        try:
+            destination(self.url, allow_private=get_settings().WEBHOOKS_ALLOW_PRIVATE)
+        except (Refused, OSError, ValueError) as exc:
+            raise ValidationError({"url": str(exc)}) from None
 
     def wants(self, type: str) -> bool:
         return not self.types or type in self.types
@@ -140,13 +173,16 @@ class WebhookAttempt(models.Model):
 
 
 class Notification(models.Model):
-    """A member mentioned (`@name`) in a message: the page's badge, and at most one e-mail."""
+    """A member mentioned (`@name`) in a message: the page's badge, and at most one e-mail
+    (its own, or one digest among others: messaging/events/mention_emails.py)."""
 
     class Email(models.TextChoices):
         PENDING = "pending"
         SENT = "sent"
         ONLINE = "online"  # a socket was open: the page tells them
         NO_ADDRESS = "no address"
+        HELD = "held"  # past the hour's e-mails: waits for a digest
+        SENDING = "sending"  # its e-mail is counted in the hour and being sent (again after a crash)
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mentions",
                              db_index=False)
@@ -154,14 +190,31 @@ class Notification(models.Model):
     room = models.CharField(max_length=64)
     seq = models.PositiveBigIntegerField()
     sender_name = models.CharField(max_length=300)
+    # Blank once the message is deleted: a digest shows it as deleted.
     body = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
     read_at = models.DateTimeField(null=True, blank=True)
     email = models.CharField(max_length=10, choices=Email.choices, default=Email.PENDING)
+    # When its e-mail (its own, or its digest) was sent, or taken to be sent: what the hour's bound counts.
+    emailed_at = models.DateTimeField(null=True, blank=True)
+    # The digest it goes out in (its Message-ID), from when the digest is decided; None for its own e-mail.
+    digest = models.UUIDField(null=True, blank=True)
+    # Held, or a digest being sent: not before this.
+    due_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "event_id"], name="messaging_notification_event")]
-        indexes = [models.Index(fields=["user", "read_at"], name="messaging_notification_unread")]
+        indexes = [
+            models.Index(fields=["user", "read_at"], name="messaging_notification_unread"),
+            # The hour's bound: a user's e-mails of the last hour.
+            models.Index(fields=["user", "emailed_at"], name="messaging_notification_emailed",
+                         condition=models.Q(emailed_at__isnull=False)),
+            # The consumers' rounds: digests due, only while some wait.
+            models.Index(fields=["due_at"], name="messaging_notification_due",
+                         condition=models.Q(email__in=["held", "sending"])),
+            # prune_notifications.
+            models.Index(fields=["created_at"], name="messaging_notification_created"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.user} in {self.room}#{self.seq}"

@@ -82,6 +82,7 @@ class NatsConsumer(GroupApplier):
         return await js.pull_subscribe(SUBJECTS, durable=self.group, stream=STREAM, config=config)
 
     async def step(self, subscription, database_thread: ThreadPoolExecutor) -> int:
+        await asyncio.get_running_loop().run_in_executor(database_thread, self.run_periodic)
         try:
             messages = await subscription.fetch(self.batch, timeout=self.block)
         except (nats.errors.TimeoutError, asyncio.TimeoutError):

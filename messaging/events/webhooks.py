@@ -14,18 +14,16 @@ Two steps, each with its own guarantee:
   the delivery is dead and a dead letter says why. Every attempt is recorded.
 
 The far side cannot join our transaction, so it dedupes: every POST carries
-`Idempotency-Key: <event_id>`, the same on every retry, and
-`Messaging-Signature: t=<unix time>,v1=<hex HMAC-SHA256 of "<t>.<body>">`
-with the endpoint's secret, as Stripe signs its webhooks (`verify` checks one).
+the event's id as `webhook-id` and `Idempotency-Key`, the same on every
+retry, and is signed in the Standard Webhooks form (`webhook-timestamp`,
+`webhook-signature`: signatures.py), which receivers check with an existing
+library; `Messaging-Signature` (deprecated) is sent beside it for one more
+release. Where a POST may go, and that no redirect is followed: outbound.py.
 """
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
 import time
-import urllib.error
-import urllib.request
 from datetime import timedelta
 
 import orjson
@@ -33,12 +31,17 @@ from django.db import transaction
 from django.utils import timezone
 
 from ..conf import get_settings
+from . import outbound
 from .models import DeadLetter, WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from .retries import full_jitter
+from .signatures import MESSAGING_SIGNATURE, sign, standard_headers, verify
 
 log = logging.getLogger(__name__)
 
-SIGNATURE_HEADER = "Messaging-Signature"
+# The deprecated header's name, its signer and its checker, where receivers found them before.
+SIGNATURE_HEADER = MESSAGING_SIGNATURE
+__all__ = ["SIGNATURE_HEADER", "attempt", "backoff", "deliver_due", "enqueue", "lease_due", "post", "prune", "sign",
+           "verify"]
 
 
 def enqueue(event: dict) -> None:
@@ -49,23 +52,6 @@ def enqueue(event: dict) -> None:
          for endpoint in WebhookEndpoint.objects.filter(active=True) if endpoint.wants(event["type"])],
         ignore_conflicts=True,
     )
-
-
-def sign(secret: str, timestamp: int, body: bytes) -> str:
-    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
-    return f"t={timestamp},v1={mac}"
-
-
-def verify(secret: str, header: str, body: bytes, *, tolerance: float = 300.0, now: float | None = None) -> bool:
-    """Whether `header` (a Messaging-Signature) signs `body` with `secret`, made within `tolerance` seconds."""
-    try:
-        parts = dict(part.split("=", 1) for part in header.split(","))
-        timestamp = int(parts["t"])
-    except (KeyError, ValueError):
-        return False
-    if abs((time.time() if now is None else now) - timestamp) > tolerance:
-        return False
-    return hmac.compare_digest(sign(secret, timestamp, body), f"t={timestamp},v1={parts.get('v1', '')}")
 
 
 def backoff(attempts: int) -> float:
@@ -94,20 +80,17 @@ def lease_due(limit: int) -> list[WebhookDelivery]:
 def post(delivery: WebhookDelivery, timeout: float) -> tuple[int | None, str]:
     """POST the delivery's event; its status (None without an answer) and an error ("" on a 2xx)."""
     body = orjson.dumps(delivery.event)
-    request = urllib.request.Request(delivery.endpoint.url, data=body, method="POST", headers={
+    timestamp = int(time.time())
+    secret = delivery.endpoint.secret
+    headers = {
         "Content-Type": "application/json",
+        **standard_headers(secret, str(delivery.event_id), timestamp, body),
         "Idempotency-Key": str(delivery.event_id),
-        SIGNATURE_HEADER: sign(delivery.endpoint.secret, int(time.time()), body),
+        SIGNATURE_HEADER: sign(secret, timestamp, body),
         "User-Agent": "messaging-webhooks",
-    })
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            response.read(65536)
-            return response.status, ""
-    except urllib.error.HTTPError as exc:
-        return exc.code, f"HTTP {exc.code}"
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        return None, f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+    }
+    return outbound.post(delivery.endpoint.url, body, headers, timeout=timeout,
+                         allow_private=get_settings().WEBHOOKS_ALLOW_PRIVATE)
 
 
 def attempt(delivery: WebhookDelivery) -> None:

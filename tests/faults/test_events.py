@@ -301,16 +301,19 @@ def test_a_nats_consumer_group_reclaims_from_a_killed_consumer_and_applies_once(
         server.stop()
 
 
-def test_webhooks_through_the_processes_reach_a_failing_receiver_once(processes, poster, fault_redis):
+def test_webhooks_through_the_processes_reach_a_failing_receiver_once(processes, poster, fault_redis, settings):
     from messaging.events.models import WebhookDelivery, WebhookEndpoint
 
     from ..support.webhooks import SECRET, Receiver
 
+    # The receiver is on 127.0.0.1: allowed here, and in the processes.
+    settings.MESSAGING = {**settings.MESSAGING, "WEBHOOKS_ALLOW_PRIVATE": True}
     receiver = Receiver(["fail", "slow", "fail"])
     try:
         WebhookEndpoint.objects.create(url=receiver.url, secret=SECRET, types=["message.posted"])
         post_many(poster, ["ra"], 3, body="hook")
-        env = {"EVENTS_URL": fault_redis.url, "MESSAGING_WEBHOOK_TIMEOUT": "0.5", "MESSAGING_WEBHOOK_BACKOFF": "0.05"}
+        env = {"EVENTS_URL": fault_redis.url, "MESSAGING_WEBHOOK_TIMEOUT": "0.5", "MESSAGING_WEBHOOK_BACKOFF": "0.05",
+               "WEBHOOKS_ALLOW_PRIVATE": "1"}
         processes("messaging_relay", **relay_env(fault_redis.url))
         processes("messaging_consume", "messaging.events.webhooks.enqueue", "--group", "webhooks", **env)
         processes("messaging_webhooks", **env)

@@ -1,49 +1,24 @@
 """Mentions: a notification per member named, and one e-mail through a real SMTP server (aiosmtpd)."""
 from __future__ import annotations
 
-import email
 import time
+from datetime import timedelta
 
 import pytest
 import redis
-from aiosmtpd.controller import Controller
 from django.core.mail.utils import DNS_NAME
+from django.utils import timezone
 
+from messaging.events import mention_emails
 from messaging.events.consumers import Consumer
 from messaging.events.mentions import mentioned_names, notify
 from messaging.events.models import Event, Notification
 
-from ..support.events import join_rooms, post_many, publish_outbox
-from ..support.servers import free_port
+from ..support.events import Process, join_rooms, post_many, publish_outbox
+from ..support.mail import SmtpServer
+from ..support.servers import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
-
-
-class Mailbox:
-    def __init__(self) -> None:
-        self.messages: list[email.message.Message] = []
-
-    async def handle_DATA(self, server, session, envelope):
-        self.messages.append(email.message_from_bytes(envelope.content))
-        return "250 OK"
-
-
-class SmtpServer:
-    """aiosmtpd on a port of its own, stopped and started again (a controller runs once: a new one each time)."""
-
-    def __init__(self) -> None:
-        self.mailbox = Mailbox()
-        self.port = free_port()
-        self.controller: Controller | None = None
-
-    def start(self) -> None:
-        self.controller = Controller(self.mailbox, hostname="127.0.0.1", port=self.port)
-        self.controller.start()
-
-    def stop(self) -> None:
-        if self.controller is not None:
-            self.controller.stop()
-            self.controller = None
 
 
 @pytest.fixture
@@ -131,7 +106,7 @@ def test_with_smtp_down_the_email_is_retried_and_sent_once(people, smtp, stream,
     consumer.ensure_group()
     consumer.step()  # the handler fails: left pending
     [note] = Notification.objects.all()
-    assert note.email == "pending" and mailbox.messages == []
+    assert note.email == "sending" and mailbox.messages == []  # counted in the hour, to be sent
     server.start()
     deadline = time.monotonic() + 30
     while not mailbox.messages:
@@ -162,3 +137,141 @@ def test_the_badge_endpoint_counts_unread_mentions_and_marks_them_read(people, s
     assert client.get("/mentions").json() == {"unread": 0, "mentions": []}
     client.force_login(people["cat"])
     assert client.get("/mentions").json()["unread"] == 0
+
+
+# The hourly bound and the digest (PROTOCOL 1.2, "Mention e-mails are bounded").
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The time mention_emails decides by, moved by the test instead of waiting an hour."""
+    class Clock:
+        at = timezone.now()
+
+        def move(self, **delta) -> None:
+            self.at += timedelta(**delta)
+
+    moved = Clock()
+    monkeypatch.setattr(mention_emails, "now", lambda: moved.at)
+    return moved
+
+
+def digest_round(consumer: Consumer) -> None:
+    """One step of the consumer with its digest round due now (it runs every few seconds by itself)."""
+    consumer.periodic_at = float("-inf")
+    consumer.step()
+
+
+def published_to_a_consumer(stream, settings) -> Consumer:
+    """The outbox's events published to the stream, and a mentions consumer to read them."""
+    publish_outbox(settings.MESSAGING["REDIS_URL"])
+    consumer = mentions_consumer(stream)
+    consumer.ensure_group()
+    return consumer
+
+
+def to(mailbox, address: str) -> list:
+    return [m for m in mailbox.messages if m["To"] == address]
+
+
+def test_twelve_mentions_in_an_hour_send_ten_emails_then_one_digest_after_the_hour(
+        people, smtp, stream, settings, clock):
+    mailbox, _ = smtp
+    post_many(people["ana"], ["lobby"], 12, body="@bob look ")
+    consumer = published_to_a_consumer(stream, settings)
+    digest_round(consumer)
+    assert len(to(mailbox, "bob@example.com")) == 10  # MENTION_EMAILS_PER_HOUR, the default
+    assert sorted(Notification.objects.values_list("email", flat=True)) == ["held"] * 2 + ["sent"] * 10
+    clock.move(minutes=59, seconds=59)
+    digest_round(consumer)
+    assert len(mailbox.messages) == 10  # still within the hour of the first ten
+    clock.move(seconds=2)
+    digest_round(consumer)
+    *singles, digest = to(mailbox, "bob@example.com")
+    assert len(singles) == 10 and {m["Subject"] for m in singles} == {"Ana mentioned you in lobby"}
+    assert digest["Subject"] == "2 mentions in lobby"
+    text = digest.get_payload()
+    assert "> @bob look 10" in text and "> @bob look 11" in text and "look 9" not in text
+    held = Notification.objects.filter(seq__in=[11, 12])
+    assert digest["Message-ID"] == f"<{held[0].digest}@{DNS_NAME}>" and {n.digest for n in held} == {held[0].digest}
+    assert set(Notification.objects.values_list("email", flat=True)) == {"sent"}
+    for _ in range(3):
+        clock.move(minutes=30)
+        digest_round(consumer)
+    assert len(mailbox.messages) == 11
+
+
+def test_a_digest_quotes_at_most_its_limit_and_a_deleted_message_as_deleted(people, smtp, stream, settings, clock):
+    settings.MESSAGING = {**settings.MESSAGING, "MENTION_EMAILS_PER_HOUR": 1, "MENTION_DIGEST_ITEMS": 3}
+    mailbox, _ = smtp
+    post_many(people["ana"], ["lobby"], 6, body="@bob see ")
+    consumer = published_to_a_consumer(stream, settings)
+    digest_round(consumer)
+    assert len(mailbox.messages) == 1
+    # Deleted since: its text is gone from the mention too.
+    Notification.objects.filter(seq=2).update(body="")
+    clock.move(hours=1, seconds=1)
+    digest_round(consumer)
+    [_, digest] = mailbox.messages
+    text = digest.get_payload()
+    assert digest["Subject"] == "5 mentions in lobby"
+    assert text.count("Ana in lobby:") == 3 and "... and 2 more." in text
+    assert "> (a message since deleted)" in text and "> @bob see 2" in text and "see 4" not in text
+    assert "> \n" not in text  # no empty quote
+
+
+def test_mentions_go_only_to_members_who_got_the_message(people, smtp, stream, settings, django_user_model):
+    from .conftest import apply_command
+
+    mailbox, _ = smtp
+    eve = django_user_model.objects.create_user(username="eve", first_name="Eve", email="eve@example.com")
+    fay = django_user_model.objects.create_user(username="fay", first_name="Fay", email="fay@example.com")
+    post_many(people["ana"], ["lobby"], 1, body="@bob @eve @fay hello ")
+    # Eve joins after the message, before the consumer reads it; Fay never joins.
+    apply_command(eve, "room.join", {"room": "lobby"})
+    publish_outbox(settings.MESSAGING["REDIS_URL"])
+    consumer = mentions_consumer(stream)
+    consumer.ensure_group()
+    consumer.step()
+    assert list(Notification.objects.values_list("user__username", flat=True)) == ["guest-bob"]
+    assert [m["To"] for m in mailbox.messages] == ["bob@example.com"]
+    assert fay.pk and eve.memberships.exists()
+
+
+@pytest.mark.e2e
+def test_a_consumer_killed_between_sending_a_digest_and_marking_it_sends_it_once_in_effect(
+        people, smtp, stream, settings, server_env, tmp_path):
+    """The digest's time is reached by moving the mentions' own times back an hour (the consumers are
+    processes: no clock of theirs to move). The SMTP server SIGKILLs the consumer as the digest arrives."""
+    settings.MESSAGING = {**settings.MESSAGING, "MENTION_EMAILS_PER_HOUR": 1}
+    mailbox, server = smtp
+    post_many(people["ana"], ["lobby"], 3, body="@bob again ")
+    consumer = published_to_a_consumer(stream, settings)
+    consumer.step()
+    assert len(mailbox.messages) == 1 and Notification.objects.filter(email="held").count() == 2
+    hour_ago = timezone.now() - timedelta(hours=1, seconds=1)
+    Notification.objects.update(emailed_at=hour_ago, due_at=hour_ago)
+    env = {"EMAIL_URL": f"smtp://127.0.0.1:{server.port}", "MENTION_EMAILS_PER_HOUR": "1"}
+    args = ["messaging_consume", "messaging.events.mentions.notify", "--group", "mentions"]
+    # Killed once the server has the digest, before the consumer can mark it sent.
+    mailbox.on_message = lambda message: first.process.kill()
+    first = Process(args, {**server_env, **env}, tmp_path / "first.log")
+    try:
+        wait_until(lambda: first.process.poll() is not None, 60, "the first consumer's digest")
+        mailbox.on_message = None
+        assert len(mailbox.messages) == 2 and set(Notification.objects.values_list("email", flat=True)) == {
+            "sent", "sending"}
+        # Two consumers now: the digest is sent again by one of them, once.
+        others = [Process(args, {**server_env, **env}, tmp_path / f"other{n}.log") for n in range(2)]
+        try:
+            wait_until(lambda: not Notification.objects.exclude(email="sent").exists(), 60, "the digest marked sent")
+            time.sleep(5)  # two more rounds of each: nothing more
+        finally:
+            for process in others:
+                process.stop()
+    finally:
+        first.stop()
+    single, digest, again = mailbox.messages
+    assert single["Message-ID"] != digest["Message-ID"] == again["Message-ID"]
+    assert digest.get_payload() == again.get_payload() and "> @bob again 1" in digest.get_payload()
+    assert digest["Subject"] == "2 mentions in lobby"

@@ -14,6 +14,12 @@ from ..support.webhooks import SECRET, Receiver
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
+@pytest.fixture(autouse=True)
+def local_endpoints(settings):
+    """The receivers here are on 127.0.0.1: a deployment allows that with WEBHOOKS_ALLOW_PRIVATE."""
+    settings.MESSAGING = {**settings.MESSAGING, "WEBHOOKS_ALLOW_PRIVATE": True}
+
+
 @pytest.fixture
 def fast_retries(settings):
     settings.MESSAGING = {**settings.MESSAGING, "WEBHOOK_TIMEOUT": 0.5, "WEBHOOK_BACKOFF": 0.01,

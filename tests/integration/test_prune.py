@@ -3,6 +3,7 @@ prune_watermark_moves deletes old receipt times, and the admin's times never mov
 prune_moderation_actions deletes the moderation audit past its retention."""
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 from io import StringIO
 
@@ -158,3 +159,22 @@ def test_prune_moderation_actions_deletes_the_audit_older_than_its_retention_in_
     assert list(ModerationAction.objects.values_list("kind", flat=True)) == ["remove"]
     with pytest.raises(CommandError):
         call_command("prune_moderation_actions", "--older-than", "0", stdout=StringIO())
+
+
+def test_prune_notifications_deletes_mentions_past_their_retention(django_user_model, settings):
+    from messaging.events.models import Notification
+
+    user = django_user_model.objects.create_user(username="bob")
+    for seq, age_days, email in [(1, 40, "sent"), (2, 31, "held"), (3, 29, "sent"), (4, 0, "pending")]:
+        note = Notification.objects.create(user=user, event_id=uuid.uuid4(), room="lobby", seq=seq, sender_name="Ana",
+                                           body="@bob hi", email=email)
+        Notification.objects.filter(pk=note.pk).update(created_at=timezone.now() - timedelta(days=age_days))
+    out = StringIO()
+    call_command("prune_notifications", "--dry-run", stdout=out)
+    assert "would delete 2 mentions" in out.getvalue() and Notification.objects.count() == 4
+    call_command("prune_notifications", "--batch", "1", stdout=out)
+    assert "deleted 2 mentions" in out.getvalue()
+    assert sorted(Notification.objects.values_list("seq", flat=True)) == [3, 4]  # NOTIFICATION_RETENTION: 30 days
+    settings.MESSAGING = {**settings.MESSAGING, "NOTIFICATION_RETENTION": 24 * 3600}
+    call_command("prune_notifications", stdout=out)
+    assert list(Notification.objects.values_list("seq", flat=True)) == [4]

@@ -26,7 +26,7 @@ class Receiver:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 signed = webhooks.verify(SECRET, self.headers[webhooks.SIGNATURE_HEADER], body)
                 key = self.headers["Idempotency-Key"]
-                receiver.requests.append({"key": key, "signed": signed})
+                receiver.requests.append({"key": key, "signed": signed, "body": body, "headers": dict(self.headers)})
                 action = receiver.script.pop(0) if receiver.script else "ok"
                 if action == "fail" or not signed:
                     self.send_response(500)
