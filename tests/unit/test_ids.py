@@ -1,11 +1,11 @@
 """Time-ordered ids (messaging/ids.py): UUID version 7 as RFC 9562 lays it out,
-what the project's clients mint for commands and the outbox for events."""
+what the app mints for events and its test clients for commands (the Python
+client has its own copy, tested in clients/python/tests/test_ids.py)."""
 from __future__ import annotations
 
 import time
 import uuid
 
-from messaging.client.outbox import MemoryStore, Outbox
 from messaging.ids import time_ordered_id, uuid7
 
 
@@ -30,8 +30,3 @@ def test_ids_are_command_ids_of_the_protocol_and_do_not_repeat():
     assert len(ids) == 20000
     assert all(len(i) == 32 and int(i, 16) >= 0 and uuid.UUID(hex=i).version == 7 for i in ids)
 
-
-def test_the_client_outbox_mints_time_ordered_ids_unless_given_one():
-    outbox = Outbox(MemoryStore())
-    assert uuid.UUID(hex=outbox.add("room.post", {"room": "lobby", "body": "hi"}).id).version == 7
-    assert outbox.add("room.post", {"room": "lobby", "body": "hi"}, id="bot-1").id == "bot-1"

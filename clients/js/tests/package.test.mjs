@@ -1,40 +1,46 @@
-// The outbox as an npm package (messaging/contrib/chat/static/messaging/package.json): what it
-// ships, and that its TypeScript types declare what the module exports.
+// The npm package `messaging-outbox` (clients/js), packed and installed as its users get it
+// (packed.mjs): what it ships, how it is imported, its types, licence and version, and that its
+// module is the chat page's own file.
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { test } from "node:test";
-import { fileURLToPath } from "node:url";
 
-const folder = join(dirname(fileURLToPath(import.meta.url)), "../../messaging/contrib/chat/static/messaging");
-const manifest = JSON.parse(readFileSync(join(folder, "package.json"), "utf8"));
+import { importPackage, installed, packageFolder, packed, pageModule } from "./packed.mjs";
 
-test("the package's entry points are the page's module and its types", async () => {
-  assert.equal(manifest.type, "module");
-  assert.equal(manifest.exports["."].import, "./outbox.js");
-  assert.equal(manifest.exports["."].types, "./outbox.d.ts");
-  assert.equal(manifest.main, "./outbox.js");
-  assert.equal(manifest.types, "./outbox.d.ts");
-  const module = await import(join(folder, manifest.exports["."].import));
-  assert.equal(typeof module.Outbox, "function");
+const manifest = JSON.parse(readFileSync(join(installed, "package.json"), "utf8"));
+
+test("the tarball ships the module, its types, README and licence, and nothing of the page", () => {
+  assert.equal(packed.name, "messaging-outbox");
+  assert.deepEqual(packed.files.map((f) => f.path).sort(),
+    ["LICENSE", "README.md", "outbox.d.ts", "outbox.js", "package.json"]);
 });
 
-test("every export of outbox.js is declared in outbox.d.ts, and nothing else", async () => {
-  const module = await import(join(folder, "outbox.js"));
-  const declared = [...readFileSync(join(folder, "outbox.d.ts"), "utf8")
+test("the package's module is the chat page's own outbox.js, byte for byte", () => {
+  assert.ok(readFileSync(join(installed, "outbox.js")).equals(readFileSync(pageModule)));
+});
+
+test("the package imports by its name, through its exports, as the module and its types", async () => {
+  assert.equal(manifest.type, "module");
+  assert.deepEqual(manifest.exports["."], { types: "./outbox.d.ts", import: "./outbox.js" });
+  assert.equal(manifest.main, "./outbox.js");
+  assert.equal(manifest.types, "./outbox.d.ts");
+  const module = await importPackage();
+  assert.equal(typeof module.Outbox, "function");
+  assert.equal(typeof module.Connection, "function");
+});
+
+test("every export of the module is declared in outbox.d.ts, and nothing else", async () => {
+  const module = await importPackage();
+  const declared = [...readFileSync(join(installed, "outbox.d.ts"), "utf8")
     .matchAll(/^export declare (?:const|function|class) (\w+)/gm)].map((m) => m[1]);
   assert.deepEqual(declared.sort(), Object.keys(module).sort());
 });
 
-test("npm pack ships the module, its types and README, and nothing of the page", () => {
-  const [packed] = JSON.parse(execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"],
-    { cwd: folder, encoding: "utf8", env: { ...process.env, npm_config_update_notifier: "false" } }));
-  assert.equal(packed.name, "messaging-outbox");
-  assert.deepEqual(packed.files.map((f) => f.path).sort(), ["README.md", "outbox.d.ts", "outbox.js", "package.json"]);
-});
-
-test("the package's version is the app's", () => {
-  const init = readFileSync(join(folder, "../../../../__init__.py"), "utf8");
+test("its licence is BSD-3-Clause, and its version the Python client's: the clients are released together", () => {
+  assert.equal(manifest.license, "BSD-3-Clause");
+  // The repository's own licence, word for word.
+  assert.ok(readFileSync(join(installed, "LICENSE")).equals(readFileSync(join(packageFolder, "../../LICENSE"))));
+  const init = readFileSync(join(packageFolder, "../python/src/messaging_client/__init__.py"), "utf8");
   assert.equal(manifest.version, /__version__ = "([^"]+)"/.exec(init)[1]);
 });

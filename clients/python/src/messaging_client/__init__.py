@@ -1,6 +1,6 @@
 """A Python asyncio client of the `messaging` protocol, for bots, scripts, backends and tests.
 
-    from messaging.client import Client, FileStore, sign_in
+    from messaging_client import Client, FileStore, sign_in
 
     session = sign_in("http://127.0.0.1:8000", "bot")
     async with Client("http://127.0.0.1:8000", session=session, store=FileStore("bot-outbox.json")) as client:
@@ -10,10 +10,12 @@
             ...
 
 No Django here: it speaks the wire protocol (docs/PROTOCOL.md) over a
-WebSocket (the `websockets` package: install `messaging[client]`), so it runs
-in any program. `examples/bot.py` is a complete bot. A client may sign in with an API token
-(`Client(url, token=...)`, from `manage.py messaging_token USERNAME`) instead
-of a session; `http_command` sends one command over HTTP with one.
+WebSocket (the `websockets` package, its only dependency: `pip install
+messaging-client`), so it runs in any program and imports nothing of the
+server's app. `examples/bot.py` is a complete bot. A client may sign in
+with an API token (`Client(url, token=...)`, from `manage.py
+messaging_token USERNAME`) instead of a session; `http_command` sends one
+command over HTTP with one.
 """
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ from .connection import Unauthorized
 from .http import ahttp_command, http_command
 from .outbox import FileStore, MemoryStore, Outbox, OutboxFull
 from .rooms import RoomView
+
+__version__ = "0.3.0"
 
 __all__ = [
     "Client", "FileStore", "MemoryStore", "Outbox", "OutboxFull", "Refused", "RoomView", "SignInFailed",
