@@ -16,9 +16,12 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/1
 PIP_INSTALL := $(BIN)/pip install --quiet --disable-pip-version-check --require-hashes
 LOCKS := requirements.lock requirements-dev.lock requirements-bench.lock requirements-docs.lock
 
-$(VENV)/.installed: requirements-dev.lock
+# The Python client (clients/python) is installed too, editable, for the suite and
+# the tools that use it; its one dependency, websockets, is pinned in the lock.
+$(VENV)/.installed: requirements-dev.lock clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP_INSTALL) -r requirements-dev.lock
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation --editable clients/python
 	touch $@
 
 install: $(VENV)/.installed
@@ -30,15 +33,16 @@ run: install
 	DEBUG="$${DEBUG:-1}" $(BIN)/python manage.py migrate --noinput
 	DEBUG="$${DEBUG:-1}" $(BIN)/daphne -b $(HOST) -p $(PORT) project.asgi:application
 
-# The outbox module's own fast tests first (Node's runner), then pytest, whose
-# tests/browser drive /usr/bin/chromium when it is there (`.ci/run` installs it).
+# The page's modules' and the npm package's fast tests first (Node's runner; the
+# package's against its packed tarball), then pytest (the Python client's tests
+# too), whose tests/browser drive /usr/bin/chromium when it is there (`.ci/run` installs it).
 test: install
-	node --test --test-reporter=spec tests/js/
+	node --test --test-reporter=spec tests/js/ clients/js/tests/
 	DATABASE_URL="$${DATABASE_URL:-$(TEST_DATABASE_URL)}" REDIS_URL="$${REDIS_URL:-$(TEST_REDIS_URL)}" \
 		$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) $(DOCS_VENV) site staticfiles .pytest_cache .hypothesis artifacts
+	rm -rf $(VENV) $(DOCS_VENV) site staticfiles .pytest_cache .hypothesis artifacts clients/python/build clients/js/outbox.js
 
 # The benchmark (docs/PERFORMANCE.md): a few minutes; its own database and Redis db.
 # BENCH_ARGS="--rounds 1 --idle 0" for a quick look.

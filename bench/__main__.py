@@ -19,7 +19,7 @@ from pathlib import Path
 import psycopg
 import redis
 
-from messaging.client import sign_in
+from messaging_client import sign_in
 
 from . import bigroom
 from .configs import IDS_LEVER, RANDOM_IDS, default_configs, kind_of, levers_of, server_env, server_of

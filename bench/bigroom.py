@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import orjson
 from picows import WSMsgType, ws_connect
 
-from messaging.client import SignInFailed, sign_in
+from messaging_client import SignInFailed, sign_in
 
 from .load import Socket, Target
 

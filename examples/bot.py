@@ -1,6 +1,6 @@
-"""An echo bot on `messaging.client`: answers every "!echo TEXT" in its rooms exactly once.
+"""An echo bot on `messaging_client`: answers every "!echo TEXT" in its rooms exactly once.
 
-    pip install "messaging[client]"    # or, in this repository: export PYTHONPATH=.
+    pip install messaging-client       # in this repository: pip install clients/python (no Django)
     python examples/bot.py http://127.0.0.1:8000 --room lobby --state bot-state
     MESSAGING_TOKEN=msg_... python examples/bot.py http://127.0.0.1:8000 --room lobby   # as a real user
 
@@ -26,7 +26,7 @@ import logging
 import os
 from pathlib import Path
 
-from messaging.client import Client, FileStore, Unauthorized, asign_in
+from messaging_client import Client, FileStore, Unauthorized, asign_in
 
 PREFIX = "!echo "
 

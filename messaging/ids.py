@@ -1,4 +1,5 @@
-"""Time-ordered ids (UUID version 7, RFC 9562) for what the app and its clients mint.
+"""Time-ordered ids (UUID version 7, RFC 9562) for what the app mints (the Python client,
+which imports nothing of the app, has a copy: `messaging_client/ids.py`).
 
 A command's id and an event's id end in unique B-tree indexes that grow with
 the messages (the record's `(user, command id)`, the message's `(sender,

@@ -6,6 +6,7 @@ machine: SQLite and the in-memory channel layer. Set `DATABASE_URL` and
 """
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import environ
@@ -182,6 +183,12 @@ if REDIS_URL and not REDIS_CLUSTER:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# channels-redis is optional (the app's `redis-layer` extra): the chat needs no
+# channel layer, only a consumer that names one (the bench's comparison
+# consumer, a host's own) talks across processes through it. Without it the
+# layer is the in-memory one, within each process.
+if importlib.util.find_spec("channels_redis") is None:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 MESSAGING = {
     # The dedup window lives in Redis when there is one; without Redis the

@@ -1,33 +1,29 @@
-"""A Python asyncio client of the `messaging` protocol, for bots, scripts, backends and tests.
+"""Deprecated: the Python client is its own distribution now, `messaging-client` (`import messaging_client`).
 
-    from messaging.client import Client, FileStore, sign_in
-
-    session = sign_in("http://127.0.0.1:8000", "bot")
-    async with Client("http://127.0.0.1:8000", session=session, store=FileStore("bot-outbox.json")) as client:
-        await client.join("lobby")
-        await client.post("lobby", "hello")        # once, whatever the network and the servers do
-        async for event in client.events():        # every message once, in seq order
-            ...
-
-No Django here: it speaks the wire protocol (docs/PROTOCOL.md) over a
-WebSocket (the `websockets` package: install `messaging[client]`), so it runs
-in any program. `examples/bot.py` is a complete bot. A client may sign in with an API token
-(`Client(url, token=...)`, from `manage.py messaging_token USERNAME`) instead
-of a session; `http_command` sends one command over HTTP with one. No
-request of the client follows a redirect: a 3xx is a failure (`Redirected`,
-`SignInFailed`, a failed handshake), and the token stays where it was sent.
+This module is an alias of it for one release, so that `from messaging.client
+import Client` and `from messaging.client.outbox import Outbox` keep working
+(the same objects as `messaging_client`'s); importing it warns. It needs the
+client installed: `pip install messaging-client`, or the app's `client`
+extra. A bot or a script needs nothing else of the app: install
+`messaging-client` alone, without Django.
 """
 from __future__ import annotations
 
-from .auth import SignInFailed, asign_in, sign_in
-from .client import Client, Refused
-from .connection import Unauthorized
-from .http import ahttp_command, http_command
-from .outbox import FileStore, MemoryStore, Outbox, OutboxFull
-from .redirects import Redirected
-from .rooms import RoomView
+import sys
+import warnings
 
-__all__ = [
-    "Client", "FileStore", "MemoryStore", "Outbox", "OutboxFull", "Redirected", "Refused", "RoomView",
-    "SignInFailed", "Unauthorized", "ahttp_command", "asign_in", "http_command", "sign_in",
-]
+from messaging_client import *  # noqa: F403  the names 0.2 documented here
+from messaging_client import __all__ as __all__
+from messaging_client import auth, client, connection, http, ids, outbox, redirects, rooms
+
+# `messaging.client.outbox` and the other submodules are the client's own modules, not copies.
+for _module in (auth, client, connection, http, ids, outbox, redirects, rooms):
+    sys.modules[f"{__name__}.{_module.__name__.rpartition('.')[2]}"] = _module
+
+warnings.warn(
+    "messaging.client is deprecated and goes in the next release: the client is the messaging-client "
+    "distribution, imported as messaging_client (`pip install messaging-client`)",
+    DeprecationWarning,
+    # 2: the code that imported this module; warnings skips the import machinery's frames between.
+    stacklevel=2,
+)

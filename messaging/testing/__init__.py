@@ -12,7 +12,8 @@
   channels' `WebsocketCommunicator`: the protocol's frames (`send`, `call`,
   `ack`, `frames`, ...) without a server or a socket.
 - `SocketClient(base_url, session)`: the same methods over a real WebSocket
-  to a running server (the `websockets` package: `messaging[client]`).
+  to a running server (the `websockets` package and `messaging_client`: the
+  `client` extra).
 - `override_command(type, apply, **options)` and `override_registry()`:
   command types registered for one test, the registry restored after.
 - `ServerProcess(kind, app)`: a real daphne or uvicorn process of your ASGI

@@ -6,7 +6,7 @@ over a real WebSocket. Both keep the frames they read past while waiting for
 something else in `inbox`, so nothing a test might look for is lost.
 
 Neither is a resilient client: no outbox, no reconnects (that is
-`messaging.client.Client`). A test that must send malformed bytes or never
+`messaging_client.Client`). A test that must send malformed bytes or never
 read needs a raw socket instead (the suite's tests/support/rawws.py).
 """
 from __future__ import annotations
@@ -127,7 +127,7 @@ class Communicator(FrameClient):
 
 class SocketClient(FrameClient):
     """One WebSocket to a running server at `base_url`, signed in by the `session` cookie's value
-    (`messaging.client.sign_in` gets one from a guest form). `ws` is the
+    (`messaging_client.sign_in` gets one from a guest form). `ws` is the
     `websockets` connection underneath, once connected."""
 
     def __init__(self, base_url: str, session: str | None = None, *, origin: str | None = None,
@@ -142,7 +142,7 @@ class SocketClient(FrameClient):
     async def connect(self) -> "SocketClient":
         import websockets
 
-        from messaging.client.auth import handshake_headers
+        from messaging_client.auth import handshake_headers
 
         self.ws = await websockets.connect(
             self.base_url.replace("http", "ws", 1) + self.path,

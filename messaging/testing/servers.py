@@ -2,7 +2,7 @@
 
     server = ServerProcess("daphne", "project.asgi:application", ready_path="/login/").start()
     try:
-        session = sign_in(server.url, "ana")          # messaging.client
+        session = sign_in(server.url, "ana")          # messaging_client
         ...
     finally:
         server.stop()

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from playwright.sync_api import expect
 
-from messaging.client import sign_in as ws_sign_in
+from messaging_client import sign_in as ws_sign_in
 from messaging.contrib.reactions.models import ReactionCount
 from messaging.testing import SocketClient
 

@@ -31,7 +31,7 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
-from messaging.client import sign_in
+from messaging_client import sign_in
 
 from ..support.servers import Daphne
 from . import checker, truth

@@ -7,7 +7,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 
-from messaging.client import sign_in
+from messaging_client import sign_in
 from messaging.testing import SocketClient
 
 from ..support.crowds import catch_up, crowd

@@ -12,7 +12,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 
-from messaging.client import Client, http_command
+from messaging_client import Client, http_command
 from messaging.models import Message
 from messaging.transport.tokens import create_token
 

@@ -15,7 +15,7 @@ import uuid
 import pytest
 from asgiref.sync import sync_to_async
 
-from messaging.client import sign_in
+from messaging_client import sign_in
 from messaging.models import CommandRecord, Message
 from messaging.testing import SocketClient
 

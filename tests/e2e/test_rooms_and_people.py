@@ -8,7 +8,7 @@ import time
 import pytest
 from asgiref.sync import sync_to_async
 
-from messaging.client import sign_in
+from messaging_client import sign_in
 from messaging.testing import SocketClient as WsClient
 
 pytestmark = [pytest.mark.e2e]

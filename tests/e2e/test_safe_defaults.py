@@ -16,7 +16,7 @@ import websockets
 from asgiref.sync import sync_to_async
 from websockets.exceptions import InvalidStatus
 
-from messaging.client import sign_in
+from messaging_client import sign_in
 
 from ..support.csp import executed_inline_scripts, policy_of, sha256_source
 from ..support.servers import Daphne

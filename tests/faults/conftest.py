@@ -13,7 +13,7 @@ import redis
 from asgiref.sync import sync_to_async
 from django.db import connection
 
-from messaging.client import sign_in
+from messaging_client import sign_in
 
 from ..support.servers import Daphne, RedisServer
 from .outbox import Outbox

@@ -25,7 +25,7 @@ from messaging.events.models import DeadLetter, Event, InboxRecord
 from ..support.events import (Process, check_order_and_completeness, join_rooms, outbox_by_id, post_many,
                               stream_entries)
 from ..support.servers import free_port, wait_until
-from messaging.client import sign_in
+from messaging_client import sign_in
 from messaging.testing import SocketClient
 
 pytestmark = [pytest.mark.e2e]

@@ -13,7 +13,7 @@ import pytest
 import websockets
 from websockets.exceptions import ConnectionClosed
 
-from messaging.client import sign_in
+from messaging_client import sign_in
 
 from ..support.hostile import BROADCASTS, REFUSALS, Oracle, over_hostile_sequences
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import sync_to_async
 
-from messaging.client import sign_in
+from messaging_client import sign_in
 from messaging.testing import SocketClient
 
 from .conftest import database_time, terminate_backends

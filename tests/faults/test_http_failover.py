@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import sync_to_async
 
-from messaging.client import sign_in
+from messaging_client import sign_in
 
 from .conftest import database_time, terminate_backends
 

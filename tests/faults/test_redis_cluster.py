@@ -12,7 +12,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster as ClusterClient
 
-from messaging.client import sign_in
+from messaging_client import sign_in
 from messaging.core.redis_clients import Cluster
 from messaging.testing import SocketClient
 

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from messaging.client import sign_in
+from messaging_client import sign_in
 from messaging.testing import SocketClient
 
 from ..support.rawws import RawSocket

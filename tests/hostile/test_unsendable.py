@@ -11,7 +11,7 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
-from messaging.client import sign_in
+from messaging_client import sign_in
 from messaging.testing import SocketClient
 
 from .conftest import scrape, seed_room

@@ -17,7 +17,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import Frame, Opcode
 
-from messaging.client import sign_in
+from messaging_client import sign_in
 from messaging.conf import get_settings
 from messaging.testing import SocketClient
 

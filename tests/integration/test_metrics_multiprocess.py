@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from messaging.client import sign_in
+from messaging_client import sign_in
 from messaging.testing import SocketClient
 
 from ..support.servers import Daphne

@@ -6,7 +6,7 @@ import asyncio
 import pytest
 from channels.db import database_sync_to_async
 
-from messaging.client import sign_in
+from messaging_client import sign_in
 from messaging.contrib.reactions.models import ReactionCount
 from messaging.core.claims import reset_claim_store
 from messaging.models import CommandRecord, Membership

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 from tests.support.servers import Daphne
-from messaging.client import sign_in
+from messaging_client import sign_in
 from messaging.testing import SocketClient as WsClient
 
 from .test_wheel import host, venv, wheel  # noqa: F401  the host project, installed from the wheel

@@ -25,7 +25,7 @@ import pytest
 import redis
 from packaging.requirements import Requirement
 
-from messaging.client import sign_in
+from messaging_client import sign_in
 from messaging.testing import SocketClient
 from tests.support.hostproject import HOST, host_env, migrate, postgres_database, uuid_users_env
 from tests.support.servers import Daphne, RedisServer

@@ -189,7 +189,7 @@ export class Outbox {
 }
 
 // A room's posts, edits and deletes share its lane: an edit waits for the
-// post before it, a delete for the edit (as in messaging.client's outbox).
+// post before it, a delete for the edit (as in messaging_client's outbox).
 const ORDERED = new Set(["room.post", "message.edit", "message.delete"]);
 
 /** Posts, edits and deletes go one at a time per room; anything else has no lane (null) and is not held. */

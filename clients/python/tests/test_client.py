@@ -6,8 +6,8 @@ import asyncio
 import pytest
 from asgiref.sync import sync_to_async
 
-from messaging.client import Client, FileStore, Refused, Unauthorized, asign_in
 from messaging.models import CommandRecord, Message
+from messaging_client import Client, FileStore, Refused, Unauthorized, asign_in
 
 pytestmark = [pytest.mark.e2e]
 
@@ -147,7 +147,7 @@ async def test_the_example_bot_answers_each_message_once_across_its_own_restarts
     import subprocess
     import sys
 
-    from ..support.servers import ROOT
+    from tests.support.servers import ROOT
 
     server = start_daphne()
     ana = await clients(server.url, session=await asign_in(server.url, "ana"))
@@ -156,7 +156,7 @@ async def test_the_example_bot_answers_each_message_once_across_its_own_restarts
     def start_bot() -> subprocess.Popen:
         return subprocess.Popen(
             [sys.executable, "examples/bot.py", server.url, "--room", "lobby", "--state", str(tmp_path / "bot")],
-            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=ROOT, env=os.environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
 
     async def replies(count: int) -> list[str]:

@@ -1,6 +1,6 @@
 """Commands over HTTP (`POST /api/commands`) with an API token, for scripts that keep no socket.
 
-    from messaging.client import http_command
+    from messaging_client import http_command
 
     status, ack = http_command("http://127.0.0.1:8000", "room.post", {"room": "lobby", "body": "hi"},
                                id="deploy-42", token=token)
@@ -21,7 +21,7 @@ import urllib.error
 import urllib.request
 from typing import Any, Callable
 
-from ..ids import time_ordered_id
+from .ids import time_ordered_id
 from .redirects import Redirected, not_following
 
 RETRIED = frozenset({409, 429, 502, 503, 504})

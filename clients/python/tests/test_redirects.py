@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from messaging.client import Client, Redirected, SignInFailed, http_command, sign_in
+from messaging_client import Client, Redirected, SignInFailed, http_command, sign_in
 
-from ..support.http_servers import Recorder, redirector
+from tests.support.http_servers import Recorder, redirector
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """The client's socket: connect with backoff, rejoin, send what is due, read.
 
-`Connection` is the half of `messaging.client.Client` that owns the socket's
+`Connection` is the half of `messaging_client.Client` that owns the socket's
 life (one socket at a time, reconnecting to the next server after a failure);
 `client.py` is the other half: the API, and what each frame that arrives
 means. It runs on the client's state (its servers, outbox, requests and
@@ -20,7 +20,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from .auth import handshake_headers
 from .outbox import backoff_delay
 
-log = logging.getLogger("messaging.client.client")
+log = logging.getLogger("messaging_client.client")
 CLOSE_UNAUTHENTICATED = 4401
 
 

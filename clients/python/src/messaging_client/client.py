@@ -3,7 +3,7 @@
 What a program that talks to `messaging` (a bot, a script, another backend,
 the project's own tests) needs so that pressing "send" once means one effect:
 
-- every exactly-once command goes through the outbox (`messaging.client.outbox`):
+- every exactly-once command goes through the outbox (`messaging_client.outbox`):
   its id is minted once, it is stored before the first send, and it is resent
   with that id after every reconnect, ack timeout and `retry: true` refusal,
   until an `ok` ack or a final refusal settles it;
@@ -11,7 +11,7 @@ the project's own tests) needs so that pressing "send" once means one effect:
   the given servers when one fails;
 - after each reconnect the rooms are joined again with `since`, before the
   outbox resends anything (a post needs its membership), and every message is
-  taken once, in seq order (`messaging.client.rooms`);
+  taken once, in seq order (`messaging_client.rooms`);
 - naturally idempotent commands (`room.join`, `receipt`, `room.history`, ...)
   are requests: sent on the open socket, sent again on the next if the ack
   did not come, never stored.

@@ -1,11 +1,14 @@
-// Fast tests of the outbox module: `node --test tests/js/` (run by `make test`).
+// Fast tests of the outbox module, as the npm package ships it (packed.mjs): `node --test
+// clients/js/tests/` (run by `make test`).
 // Time is a manual clock and the socket is scripted, so backoffs and ack
 // timeouts are stepped through exactly; IndexedDB itself is exercised by
 // tests/browser (a reload keeps the outbox).
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { backoffDelay, Connection, Outbox, timeOrderedId } from "../../messaging/contrib/chat/static/messaging/outbox.js";
+import { importPackage } from "./packed.mjs";
+
+const { backoffDelay, Connection, Outbox, timeOrderedId } = await importPackage();
 
 class Clock {
   constructor() {

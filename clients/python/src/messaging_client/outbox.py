@@ -4,7 +4,7 @@ PROTOCOL.md, "The client's outbox": an action gets its id once and is stored
 before its first send; it is resent with the same id after a reconnect, after
 an ack timeout and after a `retry: true` refusal, and leaves only on an `ok`
 ack or a refusal with `retry: false`. This module holds that bookkeeping and
-its persistence; it does no network I/O (`messaging.client.Client` sends what
+its persistence; it does no network I/O (`messaging_client.Client` sends what
 it says is due), so it can be tested with a hand-stepped clock.
 
 Lanes, as in the browser's `outbox.js`: posts (and edits and deletes) of one
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from ..ids import time_ordered_id
+from .ids import time_ordered_id
 
 # Commands whose order within a room is what the user sees.
 ORDERED_TYPES = frozenset({"room.post", "message.edit", "message.delete"})

@@ -5,7 +5,7 @@ messages are taken in seq order, and a message past a gap is held until the
 gap is filled by a `room.join` with `since`, the highest seq the client has
 without a gap. A join whose backlog stops short of the ack's `last_seq` (more
 than the server's replay limit was missed) is followed by another from where
-it stopped. No I/O here: `messaging.client.Client` sends the joins this says
+it stopped. No I/O here: `messaging_client.Client` sends the joins this says
 are needed.
 """
 from __future__ import annotations
