@@ -22,6 +22,10 @@ from .outbox import backoff_delay
 
 log = logging.getLogger("messaging_client.client")
 CLOSE_UNAUTHENTICATED = 4401
+# What a socket with no room to rejoin asks before it counts as ready: any
+# answer (an ack, even `unknown_type` from a server without it) means the
+# server kept the socket, so its session or token signs someone in.
+SIGNED_IN_PROBE = "rooms.list"
 
 
 class Unauthorized(Exception):
@@ -107,6 +111,11 @@ class Connection:
         # a post needs the membership its join makes. A join that takes longer
         # than the ack timeout holds nothing up.
         joins = [self._start_join(view)[1] for view in self.rooms.values()]
+        if not joins:
+            # With no room to rejoin, nothing tells a socket the server signs
+            # nobody in (accepted, then closed with 4401 at once) from one it
+            # took: the answer to a command does, whatever it says.
+            joins = [self._ask(SIGNED_IN_PROBE, {})[1]]
         for frame in self._frames_due(joins_only=True):
             await ws.send(frame)
         if joins:
@@ -127,7 +136,7 @@ class Connection:
         now = time.monotonic()
         frames = []
         for request in self._requests.values():
-            if joins_only and request.frame["t"] != "room.join":
+            if joins_only and request.frame["t"] not in ("room.join", SIGNED_IN_PROBE):
                 continue
             overdue = request.sent and now - request.due > self.ack_timeout
             if (not request.sent and now >= request.due) or overdue:
