@@ -115,7 +115,10 @@ class Connection:
             # With no room to rejoin, nothing tells a socket the server signs
             # nobody in (accepted, then closed with 4401 at once) from one it
             # took: the answer to a command does, whatever it says.
-            joins = [self._ask(SIGNED_IN_PROBE, {})[1]]
+            probe = self._ask(SIGNED_IN_PROBE, {})[1]
+            # Its refusal (a server without it) is an answer too, read here.
+            probe.add_done_callback(lambda answer: answer.cancelled() or answer.exception())
+            joins = [probe]
         for frame in self._frames_due(joins_only=True):
             await ws.send(frame)
         if joins:
