@@ -111,6 +111,7 @@ async def test_rooms_list_shows_an_invitation_and_nothing_of_the_room(make_user,
 async def test_accepting_with_a_join_makes_a_member(make_user, open_clients):
     ana, bob, cat = await club(open_clients, make_user)
     assert (await ana.call("room.post", {"room": "club", "body": "before bob"}))["ok"]
+    assert bob.user.pk not in await members_of("club")
     ack = await bob.join("club")
     assert bob.user.pk in [m["user"] for m in ack["d"]["members"]]
     assert await members_of("club") == {ana.user.pk, bob.user.pk, cat.user.pk}
@@ -176,6 +177,7 @@ async def test_staff_cannot_invite_themselves_into_a_private_room_nor_read_it(ma
 
 async def test_a_moderator_withdraws_an_invitation_with_room_remove(make_user, open_clients):
     ana, bob, _ = await club(open_clients, make_user)
+    assert bob.user.pk not in await members_of("club")
     ack = await ana.call("room.remove", {"room": "club", "user": bob.user.pk})
     assert ack["ok"] and ack["d"] == {"room": "club", "user": bob.user.pk}
     [left] = await bob.frames("room.left", 1)
