@@ -21,14 +21,14 @@ from ..core.protocol import format_time, message_body, optional_seq, room_slug
 from ..events.outbox import emit, event_table, posted_events_sql
 from ..models import CommandRecord, Membership, Message, MessageState, Room
 from .hooks import join_hooks
+from .invitations import may_accept
 from .messages import display_name, msg_frame, stored_msg_frame
 from .policy import get_policy, overrides
 from .receipts import Asked, Move, move_watermarks_by_function, move_watermarks_portably
 from .replay import changes_since
-from .invitations import may_accept
 from .rooms import add_member, joined_room_id, room_to_join
-from .users import optional_user_id
 from .unread import unread_in
+from .users import optional_user_id
 
 
 # Members, as the join ack and room.members list them ------------------------

@@ -60,8 +60,9 @@ def visible_room(user: Any, slug: str, *, moderating: bool = False, invitee: boo
 
 
 def left_frame(room: str, user: Any, by: Any | None) -> dict:
-    """`room.left` (an extension): `user` is no longer a member of `room`; `by`
-    the moderator who removed them, or None when they left."""
+    """`room.left` (an extension): `user` is no longer a member of `room`, or no
+    longer invited to it; `by` the moderator who removed them (or withdrew the
+    invitation), or None when they left (or declined)."""
     return {"t": "room.left", "d": {"room": room, "user": user.pk, "by": None if by is None else person(by)}}
 
 
