@@ -1,5 +1,6 @@
 """Rooms and people across two daphne processes: invitations, typing and
-presence reach every process; a process killed takes its users offline."""
+presence reach every process; a process killed takes its users offline; a
+stranger's `dm.open` of an admin is a request that tells them nothing."""
 from __future__ import annotations
 
 import asyncio
