@@ -5,6 +5,13 @@ changed or deleted: a message's seq, state and stored ack are facts that
 clients have already been told. Every list page runs a fixed number of
 queries however many rows it shows (related rows are joined, counts are
 annotated), and none counts the whole table twice.
+
+The one exception is moderation (`ModeratorActions`): staff delete a
+message, or remove a member, of a room they are not a member of (a private
+room they cannot make themselves a member of: PROTOCOL.md 1.2) with an
+action of the message or membership list, as the room policy allows. Each
+act is the command's own effect, with its frames and events, and is
+recorded in the moderation audit.
 """
 from __future__ import annotations
 
@@ -12,15 +19,18 @@ import json
 from datetime import datetime
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import Count, Max, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from .chat.moderation import delete_as_moderator
 from .chat.receipts import recipient_receipts
+from .core.exceptions import CommandError
 from .core.protocol import format_time
-from .models import CommandRecord, Membership, Message, MessageVersion, ModerationAction, Room
+from .models import CommandRecord, Invitation, Membership, Message, MessageVersion, ModerationAction, Room
+from .transport.submitting import publish_from_code, submit
 
 
 class ReadOnly:
@@ -41,6 +51,21 @@ class InspectionAdmin(ReadOnly, admin.ModelAdmin):
     ordering = ("-pk",)
     # "N of M" would count the whole table once more on every filtered page.
     show_full_result_count = False
+
+
+class ModeratorActions:
+    """The list actions by which staff moderate rooms they are not in; the room
+    policy's `can_moderate` decides per room, so a host that narrows who
+    moderates narrows these too."""
+
+    def has_moderate_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_active and request.user.is_staff)
+
+    def told(self, request: HttpRequest, done: int, what: str, refused: list[str]) -> None:
+        if done:
+            self.message_user(request, f"{what}: {done}, each recorded in the moderation audit.")
+        for reason in refused:
+            self.message_user(request, reason, level=messages.WARNING)
 
 
 def pretty_json(value: Any) -> str:
@@ -116,7 +141,7 @@ class VersionInline(ReadOnly, admin.TabularInline):
 
 
 @admin.register(Message)
-class MessageAdmin(InspectionAdmin):
+class MessageAdmin(ModeratorActions, InspectionAdmin):
     list_display = ("room", "seq", "sender", "client_msg_id", "shown_body", "version", "state", "sent_at",
                     "delivered_at", "read_at")
     list_display_links = ("room", "seq")
@@ -131,6 +156,21 @@ class MessageAdmin(InspectionAdmin):
     )
     readonly_fields = fields
     inlines = (VersionInline,)
+    actions = ("delete_as_moderator",)
+
+    @admin.action(description="Delete the selected messages as a moderator", permissions=("moderate",))
+    def delete_as_moderator(self, request: HttpRequest, queryset: QuerySet[Message]) -> None:
+        done, refused = 0, []
+        for message in queryset.select_related("room"):
+            try:
+                effect = delete_as_moderator(request.user, message.pk)
+            except CommandError as exc:
+                refused.append(f"{message.room.slug}#{message.seq} not deleted: {exc}")
+                continue
+            if effect is not None:
+                publish_from_code(effect)
+                done += 1
+        self.told(request, done, "Messages deleted", refused)
 
     @admin.display(description="body")
     def shown_body(self, message: Message) -> str:
@@ -190,6 +230,44 @@ class CommandRecordAdmin(InspectionAdmin):
     def stored_ack(self, record: CommandRecord) -> str:
         return pretty_json(record.result)
 
+
+
+@admin.register(Membership)
+class MembershipAdmin(ModeratorActions, InspectionAdmin):
+    """Who is a member of which room; staff remove one here from a room they are not in (`room.remove`)."""
+
+    list_display = ("room", "user", "joined_at", "delivered", "read")
+    list_filter = ("room__private",)
+    search_fields = ("room__slug",)
+    list_select_related = ("room", "user")
+    fields = ("room", "user", "joined_seq", "joined_at", "delivered", "read")
+    readonly_fields = fields
+    actions = ("remove_as_moderator",)
+
+    @admin.action(description="Remove the selected members as a moderator", permissions=("moderate",))
+    def remove_as_moderator(self, request: HttpRequest, queryset: QuerySet[Membership]) -> None:
+        done, refused = 0, []
+        for membership in queryset.select_related("room", "user"):
+            # The command itself: its checks (not the owner, not oneself), its
+            # `room.left` to the member's sockets, its record in the audit.
+            ack = submit(request.user, "room.remove", {"room": membership.room.slug, "user": membership.user_id})
+            if ack["ok"]:
+                done += 1
+            else:
+                refused.append(f"{membership.user} not removed from {membership.room.slug}: {ack['error']['message']}")
+        self.told(request, done, "Members removed", refused)
+
+
+@admin.register(Invitation)
+class InvitationAdmin(InspectionAdmin):
+    """Invitations waiting for an answer, and those declined (or rooms left), which keep a room from asking again."""
+
+    list_display = ("room", "user", "invited_by", "created_at", "declined_at")
+    list_filter = (("declined_at", admin.EmptyFieldListFilter),)
+    search_fields = ("room__slug",)
+    list_select_related = ("room", "user", "invited_by")
+    fields = ("room", "user", "invited_by", "created_at", "declined_at")
+    readonly_fields = fields
 
 
 @admin.register(ModerationAction)

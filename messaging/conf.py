@@ -41,7 +41,9 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `MODERATION_RETENTION` | 31536000 | seconds (365 days) `prune_moderation_actions` keeps the moderation audit's rows (`ModerationAction`: removals, invitations, deletes by a moderator) |
 | `ROOMS_LIST_LIMIT` | 500 | most rooms one `rooms.list` answer lists (the most recently active; `more` says whether there are others) |
 | `ROOM_POLICY` | `"messaging.chat.policy.RoomPolicy"` | dotted path of the class every command asks who may join, post, invite, moderate, edit and delete (docs/INTEGRATION.md) |
-| `INVITES_PER_HOUR` | 200 | members one user may add with `room.invite` in any hour, counted in the database; past it `rate_limited`; 0 turns it off |
+| `INVITES_PER_HOUR` | 200 | invitations one user may send with `room.invite` in any hour, counted in the database; past it `rate_limited`; 0 turns it off |
+| `REINVITE_AFTER` | 604800 | seconds (7 days) after a user declined an invitation to a room, or left it, before `room.invite` may invite them to it again (`forbidden` until then); 0: at once |
+| `INVITATIONS_LIST_LIMIT` | 100 | most pending invitations one `rooms.list` answer lists (the newest; `more` says whether there are others) |
 | `TYPING_STATES` | 10000 | users typing in a room that one process keeps a lapse timer for; a `typing: true` past it is `rate_limited` |
 | `PRESENCE_TTL` | 30 | seconds within which a process that dies takes its users offline (its heartbeat's entries expire `PRESENCE_TTL - 1.5 * PRESENCE_BEAT` after its last beat) |
 | `PRESENCE_BEAT` | 10 | seconds between a process's heartbeats (one pipelined round trip for all its users); below `PRESENCE_TTL` / 2.5 |
@@ -127,6 +129,8 @@ class MessagingSettings:
     ROOMS_LIST_LIMIT: int = 500
     ROOM_POLICY: str = "messaging.chat.policy.RoomPolicy"
     INVITES_PER_HOUR: int = 200
+    REINVITE_AFTER: int = 7 * 24 * 3600
+    INVITATIONS_LIST_LIMIT: int = 100
     TYPING_STATES: int = 10_000
     PRESENCE_TTL: float = 30.0
     PRESENCE_BEAT: float = 10.0
@@ -164,10 +168,12 @@ class MessagingSettings:
             if getattr(self, name) <= 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be positive")
         # A join ack always lists the joining member itself.
-        for name in ("MEMBERS_ON_JOIN", "STATES_PER_RECEIPT", "ROOMS_LIST_LIMIT", "API_TOKENS_PER_USER"):
+        for name in ("MEMBERS_ON_JOIN", "STATES_PER_RECEIPT", "ROOMS_LIST_LIMIT", "API_TOKENS_PER_USER",
+                     "INVITATIONS_LIST_LIMIT"):
             if getattr(self, name) < 1:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be at least 1")
-        for name in ("CONNECT_RATE", "ROOMS_CREATED_PER_HOUR", "ROOMS_PER_SOCKET", "EDIT_HISTORY_RETENTION"):
+        for name in ("CONNECT_RATE", "ROOMS_CREATED_PER_HOUR", "ROOMS_PER_SOCKET", "EDIT_HISTORY_RETENTION",
+                     "REINVITE_AFTER"):
             if getattr(self, name) < 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be 0 (off) or positive")
         if self.INVITES_PER_HOUR < 0:

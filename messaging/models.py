@@ -228,6 +228,46 @@ class DirectRoom(models.Model):
         return f"{self.low_id} and {self.high_id}"
 
 
+class Invitation(models.Model):
+    """A request to join a room (`room.invite`, `dm.open`: PROTOCOL.md 1.2,
+    "Invitations are requests"), or the answer no to one.
+
+    Apart from `Membership` on purpose: everything that reads memberships
+    (the posts' statement, the receipts' function, presence, member lists,
+    unread, mentions) counts every row there as a member, and an invitee is
+    nobody in the room until it accepts. Accepting (`room.join`) deletes
+    the row and makes the membership; declining (`room.leave`) keeps it
+    with `declined_at`, which a member who leaves writes too: it is what
+    keeps a room from inviting them again at once (messaging/chat/invitations.py).
+    One row per room and user, reused by a later invitation.
+    """
+
+    room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="invitations", db_index=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="invitations",
+                             db_index=False)
+    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                   related_name="+")
+    # When it was (last) sent: the order `rooms.list` lists pending ones in.
+    created_at = models.DateTimeField(default=timezone.now)
+    # When the user declined it or left the room; None while it waits for an answer.
+    declined_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["room", "user"], name="messaging_invitation_unique")]
+        indexes = [
+            # A user's invitations, the newest first (`rooms.list` lists the
+            # pending ones); whole, not partial: it serves the user key's cascade too.
+            models.Index(fields=["user", "-created_at"], name="messaging_invitation_user"),
+        ]
+
+    @property
+    def pending(self) -> bool:
+        return self.declined_at is None
+
+    def __str__(self) -> str:
+        return f"{self.user_id} to {self.room_id}"
+
+
 class ModerationAction(models.Model):
     """One moderation action, for the admin's audit: who did what to whom, where.
 

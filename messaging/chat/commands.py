@@ -3,14 +3,11 @@ room.members of 1.1."""
 from __future__ import annotations
 
 import functools
-import re
-import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
-from django.contrib.auth import get_user_model
-from django.db import connection, models
+from django.db import connection
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -24,12 +21,14 @@ from ..core.protocol import format_time, message_body, optional_seq, room_slug
 from ..events.outbox import emit, event_table, posted_events_sql
 from ..models import CommandRecord, Membership, Message, MessageState, Room
 from .hooks import join_hooks
+from .invitations import may_accept
 from .messages import display_name, msg_frame, stored_msg_frame
 from .policy import get_policy, overrides
 from .receipts import Asked, Move, move_watermarks_by_function, move_watermarks_portably
 from .replay import changes_since
-from .rooms import joined_room_id, room_to_join
+from .rooms import add_member, joined_room_id, room_to_join
 from .unread import unread_in
+from .users import optional_user_id
 
 
 # Members, as the join ack and room.members list them ------------------------
@@ -95,16 +94,11 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
     room = room_to_join(ctx.user, join.room, get_settings().ROOMS_CREATED_PER_HOUR)
     read = Membership.objects.filter(room=room, user=ctx.user).values_list("read", flat=True).first()
     member = read is not None
-    if not get_policy().can_join(ctx.user, room, member=member):
+    # An invitee accepts by joining (PROTOCOL.md 1.2), a private room too.
+    if not (get_policy().can_join(ctx.user, room, member=member) or not member and may_accept(ctx.user, room)):
         raise Forbidden("this room is private: join it by invitation")
     if not member:
-        # `joined_seq` decides which messages the new member must receive
-        # before they count as delivered. Under the room's row lock, which
-        # posts take for their seq, it is exact: every seq up to it is
-        # committed, and every later post commits after this membership, so
-        # no receipt can move a message on without counting the newcomer.
-        room = Room.objects.select_for_update().get(pk=room.pk)
-        Membership.objects.get_or_create(room=room, user=ctx.user, defaults={"joined_seq": room.last_seq})
+        room, _ = add_member(room, ctx.user)
         read = 0
     members, members_total = members_on_join(room, ctx.user)
     conf = get_settings()
@@ -157,33 +151,6 @@ class MembersPage:
     room: str
     # The user id of the previous page's last entry; None for the first page.
     after: Any
-
-
-UUID_TEXT = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-INT64 = range(-(2**63), 2**63)
-
-
-def optional_user_id(data: dict, key: str) -> Any:
-    """A user id of the host's key type, as frames carry one: an integer for
-    an integer key, a UUID's text (8-4-4-4-12 hex digits) for a UUID key, a
-    string for any other; None if absent. Anything else is `Invalid`, so no
-    value reaches the database that it cannot compare with the key."""
-    value = data.get(key)
-    if value is None:
-        return None
-    pk = get_user_model()._meta.pk
-    if isinstance(pk, models.IntegerField):
-        # bool is an int in Python, but true is not a user id.
-        if isinstance(value, int) and not isinstance(value, bool) and value in INT64:
-            return value
-        raise Invalid(f"{key} must be a user id (an integer)")
-    if isinstance(pk, models.UUIDField):
-        if isinstance(value, str) and UUID_TEXT.fullmatch(value):
-            return uuid.UUID(value)
-        raise Invalid(f"{key} must be a user id (a UUID)")
-    if isinstance(value, str) and (pk.max_length is None or len(value) <= pk.max_length):
-        return value
-    raise Invalid(f"{key} must be a user id (a string)")
 
 
 def validate_members(d: dict) -> MembersPage:

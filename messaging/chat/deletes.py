@@ -2,11 +2,13 @@
 
 The tombstone keeps its seq and loses its body: the row's body is set to ""
 and every body the version history kept is cleared in the same transaction
-(`delete_message`, the whole effect), so no copy of it stays in the app's
+(`tombstone`, the whole effect), so no copy of it stays in the app's
 tables. Deleting a tombstone again is ok and changes nothing: no frame, no
 rev, an ack with the delete's version and time.
 """
 from __future__ import annotations
+
+from typing import Any
 
 from django.utils import timezone
 
@@ -14,7 +16,7 @@ from ..core.exceptions import Forbidden
 from ..core.handlers import CommandContext, command
 from ..core.protocol import format_time
 from ..events.outbox import emit
-from ..models import Message, MessageVersion, ModerationAction
+from ..models import Message, MessageVersion, ModerationAction, Room
 from .edits import MessageRef, locked_message, record_version, validate_message_ref
 from .permissions import may_delete
 from .revs import next_rev
@@ -40,18 +42,28 @@ def delete_message(ctx: CommandContext, ref: MessageRef) -> dict:
         raise Forbidden("only its sender, the room's owner or a moderator deletes a message")
     if message.deleted_at is not None:
         return deleted(room.slug, message)
+    tombstone(ctx, room, message)
+    if message.sender_id != ctx.user.pk:
+        # Someone else's message: a moderator's act (the owner's or staff's), for the admin's audit.
+        audit_delete(ctx.user, room, message)
+    return deleted(room.slug, message)
+
+
+def tombstone(ctx: CommandContext, room: Room, message: Message) -> None:
+    """The whole effect of a delete of `message` (locked, not deleted yet), in the
+    caller's transaction: its body gone from every table, its rev, its event,
+    and its `msg.delete` queued for the room on `ctx`."""
     message.rev, position = next_rev(room.pk)
     message.deleted_at = timezone.now()
     message.body, message.version = "", message.version + 1
     message.save(update_fields=["body", "version", "deleted_at", "rev"])
     MessageVersion.objects.filter(message=message, previous_body__isnull=False).update(previous_body=None)
     record_version(ctx, message, MessageVersion.Kind.DELETE, message.deleted_at, None)
-    if message.sender_id != ctx.user.pk:
-        # Someone else's message: a moderator's act (the owner's or staff's), for the admin's audit.
-        ModerationAction.objects.create(room=room, room_slug=room.slug, actor=ctx.user,
-                                        kind=ModerationAction.Kind.DELETE, target_id=message.sender_id,
-                                        seq=message.seq)
     frame = delete_frame(room.slug, message)
     emit(ctx, "message.deleted", room.slug, frame["d"], at=(room.pk, position))  # in the change's transaction
     ctx.broadcast(room.slug, frame)
-    return deleted(room.slug, message)
+
+
+def audit_delete(actor: Any, room: Room, message: Message) -> None:
+    ModerationAction.objects.create(room=room, room_slug=room.slug, actor=actor, kind=ModerationAction.Kind.DELETE,
+                                    target_id=message.sender_id, seq=message.seq)

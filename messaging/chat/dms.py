@@ -1,4 +1,4 @@
-"""Direct conversations: `dm.open` (PROTOCOL.md 1.1).
+"""Direct conversations: `dm.open` (PROTOCOL.md 1.1; an invitation since 1.2).
 
 A direct room is a private room of two users with a `DirectRoom` row naming
 the pair in a fixed order. The pair's unique constraint is what makes every
@@ -6,6 +6,11 @@ the pair in a fixed order. The pair's unique constraint is what makes every
 in the same room: a second insert would wait for the first to commit, fail,
 and read the first's room. Openers queue on the two users' rows before that
 (`direct_room`), so the second finds the first's room without trying. Its slug is random, so it says nothing of the two.
+
+The opener becomes a member; the other user is invited, once: when the room
+is made. A later `dm.open` of theirs (or their `room.join` of it) makes them
+a member; one by the opener never asks them again, so a user who declined
+or left is left alone (PROTOCOL.md 1.2).
 """
 from __future__ import annotations
 
@@ -20,8 +25,9 @@ from ..conf import get_settings
 from ..core.exceptions import Invalid
 from ..core.handlers import CommandContext, command
 from ..models import DirectRoom, Room
-from .private import add_member, invited_frame, person, required_user, target_user
-from .rooms import check_rooms_created
+from .invitations import invite, invited_frame
+from .rooms import add_member, check_rooms_created
+from .users import person, required_user, target_user
 
 
 @dataclass(frozen=True)
@@ -38,20 +44,24 @@ def ordered(a: Any, b: Any) -> tuple[Any, Any]:
     return (a, b) if str(a.pk) < str(b.pk) else (b, a)
 
 
-def direct_room(user: Any, other: Any) -> Room:
-    """The two users' direct room, made now if they have none."""
+def direct_room(user: Any, other: Any) -> tuple[Room, bool]:
+    """The two users' direct room, and whether this call made it."""
     low, high = ordered(user, other)
     found = DirectRoom.objects.filter(low=low, high=high).select_related("room").first()
     if found is not None:
-        return found.room
+        return found.room, False
     # Both users' rows, in one order for every caller: the pair's insert takes
     # a key-share lock on each, and the room count below locks the opener's,
     # so two openers from either side would otherwise deadlock. The second
-    # waits here and then finds the first one's room.
-    list(get_user_model().objects.select_for_update().filter(pk__in=[low.pk, high.pk]).order_by("pk").values_list("pk"))
+    # waits here and then finds the first one's room. A no-key lock: an
+    # open that found the room at once holds the room's row (`add_member`)
+    # and inserts a membership, whose key-share lock on the user's row must
+    # not wait for an opener here that waits for the room's row.
+    list(get_user_model().objects.select_for_update(no_key=True).filter(pk__in=[low.pk, high.pk])
+         .order_by("pk").values_list("pk"))
     found = DirectRoom.objects.filter(low=low, high=high).select_related("room").first()
     if found is not None:
-        return found.room
+        return found.room, False
     per_hour = get_settings().ROOMS_CREATED_PER_HOUR
     if per_hour:
         check_rooms_created(user, per_hour)
@@ -61,21 +71,21 @@ def direct_room(user: Any, other: Any) -> Room:
             DirectRoom.objects.create(room=room, low=low, high=high)
     except IntegrityError:
         # The other side's (or this user's other socket's) first open committed first.
-        return DirectRoom.objects.select_related("room").get(low=low, high=high).room
-    return room
+        return DirectRoom.objects.select_related("room").get(low=low, high=high).room, False
+    return room, True
 
 
 @command("dm.open", validate=validate_open, exactly_once=False)
 def open_direct(ctx: CommandContext, open: Open) -> dict:
-    """The room of the sender and `user`; both are members after it. Whoever is
-    made a member by it, other than the sender, hears `invited`."""
+    """The room of the sender and `user`. The sender is a member after it; the
+    other user is invited when the room is made, and hears `invited`."""
     if open.user == ctx.user.pk:
         raise Invalid("a direct conversation needs another user")
     other = target_user(open.user)
-    room = direct_room(ctx.user, other)
-    for member in (ctx.user, other):
-        if add_member(room, member) and member is other:
-            ctx.send_to_user(other.pk, invited_frame(room.slug, ctx.user))
+    room, made = direct_room(ctx.user, other)
+    add_member(room, ctx.user)
+    if made and invite(room, other, ctx.user):
+        ctx.send_to_user(other.pk, invited_frame(room.slug, ctx.user))
     return {"room": room.slug, "with": person(other)}
 
 

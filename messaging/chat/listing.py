@@ -1,6 +1,8 @@
 """`rooms.list` (PROTOCOL.md 1.1), for a sidebar: the user's rooms, the most
 recently active first, with their unread counts (messaging/chat/unread.py's
-rule), `private`, and `with` for a direct conversation.
+rule), `private`, and `with` for a direct conversation; then the rooms the
+user is invited to (1.2), with `invited: true` and nothing of what is in
+them (messaging/chat/invitations.py `pending_of`).
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from ..conf import get_settings
 from ..core.handlers import CommandContext, command
 from ..models import Membership, Message
 from .dms import partners
+from .invitations import pending_of
 
 
 def private_and_with(user: Any, rooms: list[dict], ids: list[int], private: list[bool]) -> list[dict]:
@@ -56,7 +59,16 @@ def rooms_of(user: Any, limit: int) -> tuple[list[dict], bool]:
     return private_and_with(user, rooms, [r[0] for r in rows], [r[2] for r in rows]), more
 
 
+def invitations_of(user: Any, limit: int) -> tuple[list[dict], bool]:
+    """The user's pending invitations as `rooms.list` entries (`pending_of`), with
+    `with` for a direct room: who asks to talk. Two queries."""
+    entries, ids, more = pending_of(user, limit)
+    return private_and_with(user, entries, ids, [entry["private"] for entry in entries]), more
+
+
 @command("rooms.list", validate=validate_rooms_list, exactly_once=False)
 def list_rooms(ctx: CommandContext, _: RoomsList) -> dict:
-    rooms, more = rooms_of(ctx.user, get_settings().ROOMS_LIST_LIMIT)
-    return {"rooms": rooms, "more": more}
+    conf = get_settings()
+    rooms, more = rooms_of(ctx.user, conf.ROOMS_LIST_LIMIT)
+    invited, more_invited = invitations_of(ctx.user, conf.INVITATIONS_LIST_LIMIT)
+    return {"rooms": rooms + invited, "more": more or more_invited}

@@ -10,7 +10,13 @@ from ..models import Message
 
 
 def display_name(user: Any) -> str:
-    return user.get_full_name() or user.get_username()
+    """How every frame, ack and event shows `user`: its display name, else `user <id>`.
+
+    Never its account name (`username`, PROTOCOL.md 1.2): that is the first
+    half of a sign-in, and an admin's often has no display name to hide it.
+    The posts' statement takes its sender's name from here too.
+    """
+    return user.get_full_name() or f"user {user.pk}"
 
 
 def msg_frame(room: str, seq: int, id: str, sender: Any, body: str, at: str, rev: int | None = None) -> dict:

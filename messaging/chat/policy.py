@@ -3,7 +3,9 @@
 `RoomPolicy` implements PROTOCOL.md 1.1: a private room is seen, joined and
 used by its members only; the room's owner (who made it with `room.create`)
 and staff users moderate it, invite to it and delete any message in it; only
-a message's sender edits it. A host project replaces it by naming its own
+a message's sender edits it. An invitation (1.2) is not asked here: whoever
+holds one may join the room it names, whatever `can_join` says, since
+`can_invite` allowed it (messaging/chat/invitations.py). A host project replaces it by naming its own
 subclass in `MESSAGING["ROOM_POLICY"]` (docs/INTEGRATION.md shows one that
 maps rooms to the host's groups).
 
@@ -49,7 +51,7 @@ class RoomPolicy:
         return bool(user.is_staff) or (room.owner_id is not None and room.owner_id == user.pk)
 
     def can_invite(self, user: Any, room: Room, *, member: bool) -> bool:
-        """Whether `user` may add members to `room` with `room.invite`; nobody joins a direct room."""
+        """Whether `user` may invite users to `room` with `room.invite`; nobody is invited into a direct room."""
         return self.can_moderate(user, room) and not is_direct(room)
 
     def can_edit(self, user: Any, room: Room, message: Message) -> bool:

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from ..core.exceptions import Forbidden, RateLimited
 from ..models import Membership, Room
+from .invitations import answered
 
 # The span `ROOMS_CREATED_PER_HOUR` counts over: any hour, not a clock hour.
 CREATION_SPAN = timedelta(hours=1)
@@ -29,6 +30,23 @@ def joined_room(user: Any, slug: str) -> Room:
     if membership is None:
         raise Forbidden("join the room first")
     return membership.room
+
+
+def add_member(room: Room, user: Any) -> tuple[Room, bool]:
+    """Make `user` a member of `room`, which answers any invitation of theirs to
+    it: the room as read under its row lock, and whether they were not one yet.
+
+    `joined_seq` decides which messages the new member must receive before
+    they count as delivered. Under the room's row lock, which posts take for
+    their seq, it is exact: every seq up to it is committed, and every later
+    post commits after this membership, so no receipt can move a message on
+    without counting the newcomer.
+    """
+    locked = Room.objects.select_for_update().get(pk=room.pk)
+    _, created = Membership.objects.get_or_create(room=locked, user=user, defaults={"joined_seq": locked.last_seq})
+    if created:
+        answered(locked, user)
+    return locked, created
 
 
 def room_to_join(user: Any, slug: str, per_hour: int) -> Room:

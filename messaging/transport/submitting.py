@@ -26,6 +26,7 @@ from asgiref.sync import AsyncToSync, SyncToAsync
 from ..chat.online import MEMBER_LISTS
 from ..core import handlers
 from ..core.exceptions import BadFrame, CommandError, Unavailable
+from ..core.handlers import CommandContext
 from ..core import pipeline
 from ..core.outcomes import Outcome
 from ..core.protocol import COMMAND_ID, AckFrame, Command, ack_error, ack_ok, encode
@@ -96,6 +97,23 @@ def publish(outcome: Outcome) -> None:
         hub.publish(room, seq, encode(frame))
     for user_id, room, frame in outcome.to_users:
         hub.publish_to_user(user_id, room, encode(frame))
+
+
+def publish_from_code(ctx: CommandContext) -> None:
+    """Publish the frames an effect committed outside the pipeline left on `ctx`
+    (the admin's moderation: messaging/chat/moderation.py), as `submit` publishes
+    a command's: on the server's loop from a sync view under it, else on a loop
+    of this call's own, whose frames are out before it returns."""
+    on_own_loop = not _server_loop_running()
+    AsyncToSync(_publish_settled)(Outcome.applied({}, ctx), on_own_loop=on_own_loop)
+
+
+async def _publish_settled(outcome: Outcome, *, on_own_loop: bool) -> None:
+    try:
+        publish(outcome)
+    finally:
+        if on_own_loop:
+            await close_loop()
 
 
 def _answered(handler: handlers.Handler | None, outcome: str, started: float, *, source: str | None = None) -> None:

@@ -28,7 +28,12 @@ def test_two_users_open_a_dm_from_the_members_panel_and_a_third_cannot_see_it(se
     expect(ana.locator("#room-title")).to_have_text("bob")
     write(ana, "just between us")
     expect(bubbles(ana, "just between us")).to_have_attribute("data-state", "sent")
-    bob.locator("[data-testid=dm-list]").get_by_role("button", name="ana").click()
+    # bob is asked first (PROTOCOL.md 1.2): an invitation in his sidebar, which he accepts.
+    invitation = bob.locator("[data-testid=invitation]")
+    expect(invitation).to_contain_text("ana wants to message you")
+    invitation.locator("[data-testid=accept]").click()
+    expect(bob.locator("[data-testid=dm-list]").get_by_role("button", name="ana")).to_be_visible()
+    expect(bob.locator("#room-title")).to_have_text("ana")
     expect(bubbles(bob, "just between us")).to_have_count(1)
     expect(bob.locator("[data-testid=members] [data-testid=member]")).to_have_count(2)
     # From bob's side the same conversation, not a new one.
@@ -90,8 +95,8 @@ def test_a_private_room_from_the_form_with_its_invite_control(server, new_contex
     ana.locator("[data-testid=invite-user]").fill(bob_id)
     ana.locator("[data-testid=invite]").click()
     expect(ana.locator("[data-testid=invite-note]")).to_have_text("Invited.")
-    # The invitation puts the room in bob's sidebar; he is a member, not its owner.
-    bob.get_by_role("button", name="# hideout").click()
+    # The invitation is in bob's sidebar; accepted, the room is his, as a member, not its owner.
+    bob.locator("[data-testid=invitation][data-room=hideout] [data-testid=accept]").click()
     expect(bob.locator("#room-title")).to_have_text("# hideout")
     expect(bob.locator("[data-testid=members] [data-testid=member]")).to_have_count(2)
     expect(bob.locator("[data-testid=invite-form]")).to_be_hidden()

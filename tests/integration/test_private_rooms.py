@@ -1,4 +1,4 @@
-"""Private rooms (PROTOCOL.md 1.1): room.create, room.invite, invited, and the
+"""Private rooms (PROTOCOL.md 1.1): room.create, room.invite (an invitation, 1.2), invited, and the
 extensions room.leave and room.remove, on the real consumer."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from channels.db import database_sync_to_async
 
-from messaging.models import CommandRecord, Membership, ModerationAction, Room
+from messaging.models import CommandRecord, Invitation, Membership, ModerationAction, Room
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -23,12 +23,18 @@ def make_staff(user) -> None:
     user.save(update_fields=["is_staff"])
 
 
+@database_sync_to_async
+def invited_to(slug: str) -> set:
+    return set(Invitation.objects.filter(room__slug=slug, declined_at__isnull=True).values_list("user_id", flat=True))
+
+
 async def private_room(open_clients, make_user, slug: str = "secret"):
-    """ana owns the private room `slug`; bob is a member by invitation; eve is not."""
+    """ana owns the private room `slug`; bob is a member by invitation, which he accepted; eve is not."""
     ana, bob, eve = [await open_clients(await make_user(name)) for name in ("ana", "bob", "eve")]
     assert (await ana.call("room.create", {"room": slug, "private": True}))["ok"]
     assert (await ana.call("room.invite", {"room": slug, "user": bob.user.pk}))["ok"]
     await bob.frames("invited", 1)
+    await bob.join(slug)
     return ana, bob, eve
 
 
@@ -64,6 +70,17 @@ async def test_create_of_an_existing_slug_is_invalid_and_changes_nothing(make_us
     assert not room.private and room.owner_id is None
     for bad in ({"room": "x", "private": "yes"}, {"room": "Bad Slug"}):
         assert (await bob.call("room.create", bad))["error"]["code"] == "invalid"
+
+
+async def test_create_answers_every_taken_slug_alike_whoever_it_is_and_whatever_it_is(make_user, open_clients):
+    ana, bob, eve = [await open_clients(await make_user(name)) for name in ("ana", "bob", "eve")]
+    await ana.join("lobby")
+    assert (await ana.call("room.create", {"room": "secret", "private": True}))["ok"]
+    dm = (await ana.call("dm.open", {"user": bob.user.pk}))["d"]["room"]
+    # A private room, a direct one and a public one: one answer, which tells nothing of which.
+    answers = [(await eve.call("room.create", {"room": slug, "private": private}))["error"]
+               for slug in ("secret", dm, "lobby") for private in (True, False)]
+    assert answers == [{"code": "invalid", "message": "this slug is taken", "retry": False}] * 6
 
 
 async def test_a_non_member_is_refused_on_every_command_of_a_private_room(make_user, open_clients):
@@ -132,7 +149,8 @@ async def test_only_the_owner_or_staff_invites(make_user, open_clients):
     staff = await open_clients(await make_user("mod"))
     await make_staff(staff.user)
     assert (await staff.call("room.invite", {"room": "secret", "user": eve.user.pk}))["ok"]
-    assert eve.user.pk in await members_of("secret")
+    # An invitation, not a membership (PROTOCOL.md 1.2).
+    assert eve.user.pk not in await members_of("secret") and eve.user.pk in await invited_to("secret")
     actions = await database_sync_to_async(lambda: list(ModerationAction.objects.values_list("actor_id", "kind", "target_id")))()
     assert (staff.user.pk, "invite", eve.user.pk) in actions
 
@@ -175,6 +193,7 @@ async def test_removed_member_stops_hearing_the_room_at_once(make_user, open_cli
 async def test_only_moderators_remove_and_the_owner_stays(make_user, open_clients):
     ana, bob, eve = await private_room(open_clients, make_user)
     assert (await ana.call("room.invite", {"room": "secret", "user": eve.user.pk}))["ok"]
+    await eve.join("secret")
     assert (await bob.call("room.remove", {"room": "secret", "user": eve.user.pk}))["error"]["code"] == "forbidden"
     staff = await open_clients(await make_user("mod"))
     await make_staff(staff.user)

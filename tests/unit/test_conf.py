@@ -31,9 +31,16 @@ def test_a_switch_that_is_neither_is_a_config_error():
         options_from_environ({"MESSAGING_LOOP_DATABASE": "maybe"})
 
 
-@pytest.mark.parametrize("name", ["MEMBERS_ON_JOIN", "STATES_PER_RECEIPT"])
+@pytest.mark.parametrize("name", ["MEMBERS_ON_JOIN", "STATES_PER_RECEIPT", "INVITATIONS_LIST_LIMIT"])
 def test_a_list_limit_below_one_is_a_config_error(name):
-    # A join ack lists at least the joining member; a receipt tells at least one state.
+    # A join ack lists at least the joining member; a receipt tells at least one state;
+    # `rooms.list` at least the newest invitation.
     with pytest.raises(ImproperlyConfigured, match=name):
         MessagingSettings(**{name: 0})
     assert getattr(MessagingSettings(**{name: 1}), name) == 1
+
+
+def test_a_negative_wait_before_inviting_again_is_a_config_error():
+    with pytest.raises(ImproperlyConfigured, match="REINVITE_AFTER"):
+        MessagingSettings(REINVITE_AFTER=-1)
+    assert MessagingSettings(REINVITE_AFTER=0).REINVITE_AFTER == 0

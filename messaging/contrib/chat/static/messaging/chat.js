@@ -831,7 +831,8 @@ function onRoomsList(frame) {
   if (!frame.ok) return;
   for (const entry of frame.d.rooms) {
     const room = rooms.get(entry.room);
-    if (!room) continue;
+    // An invitation's entry tells nothing of the room's messages.
+    if (!room || entry.invited) continue;
     room.unread.baseline(entry);
     room.showUnread();
   }

@@ -1,7 +1,8 @@
 // The people of the chat page: the members panel with presence dots and a
-// "Message" button (dm.open), who is typing, invitations, direct rooms listed
-// under the other person's name, and the invite control of a private room the
-// user owns. chat.js calls it at a few points (a join's ack, a room shown, a
+// "Message" button (dm.open), who is typing, invitations (each asks the user
+// to accept or decline: nothing of the room is shown before they accept),
+// direct rooms listed under the other person's name, and the invite control
+// of a private room the user owns. chat.js calls it at a few points (a join's ack, a room shown, a
 // frame, a keystroke); it sends its own commands, which are not the outbox's:
 // typing is ephemeral, and the others are safe to repeat or to do again.
 // User text only ever goes through textContent.
@@ -35,7 +36,10 @@ export class People {
       inviteForm: document.querySelector("[data-testid=invite-form]"),
       inviteUser: document.querySelector("[data-testid=invite-user]"),
       inviteNote: document.querySelector("[data-testid=invite-note]"),
+      invitations: document.querySelector("[data-testid=invitations]"),
+      invitationsTitle: document.querySelector("[data-testid=invitations-title]"),
     };
+    this.invitations = new Map(); // slug -> its [data-testid=invitation] entry
     this.rooms = new Map(); // slug -> {members: Map(id -> {name, online}), private, owner, typists: Map}
     this.pending = new Map(); // command id -> what to do with its ack
     this.current = null;
@@ -92,6 +96,8 @@ export class People {
     else if (frame.t === "typing") this.onTyping(d);
     else if (frame.t === "invited") this.listRooms();
     else if (frame.t === "room.left") {
+      // Left, removed, declined, or an invitation withdrawn.
+      this.dropInvitation(d.room);
       this.rooms.delete(d.room);
       this.dropRoom(d.room);
       if (this.current === d.room) this.show(null);
@@ -101,11 +107,20 @@ export class People {
 
   // Rooms -------------------------------------------------------------------
 
-  /** Learn the user's rooms (invitations, direct rooms) and add those the page does not show. */
+  /**
+   * Learn the user's rooms (direct rooms, rooms joined elsewhere) and add those
+   * the page does not show; list the invitations apart, without joining them.
+   */
   listRooms() {
     this.call("rooms.list", {}, async (ack) => {
       if (!ack.ok) return;
+      const invited = ack.d.rooms.filter((r) => r.invited === true);
+      for (const slug of this.invitations.keys()) {
+        if (!invited.some((r) => r.room === slug)) this.dropInvitation(slug);
+      }
+      for (const r of invited) this.showInvitation(r);
       for (const r of ack.d.rooms) {
+        if (r.invited === true) continue;
         const room = this.room(r.room);
         room.private = r.private;
         room.with = r.with ?? null;
@@ -113,6 +128,73 @@ export class People {
         if (r.with) this.labelDirect(r.room, r.with.name);
       }
     });
+  }
+
+  // Invitations ------------------------------------------------------------------
+
+  /** A `rooms.list` entry with `invited: true`: who asks, to what, and the two answers. */
+  showInvitation(r) {
+    if (this.invitations.has(r.room)) return;
+    const item = el("li", "invitation");
+    item.dataset.testid = "invitation";
+    item.dataset.room = r.room;
+    const text = r.with
+      ? `${r.with.name} wants to message you`
+      : `# ${r.room}${r.by ? `, from ${r.by.name}` : ""}`;
+    const accept = el("button", "accept", "Accept");
+    const decline = el("button", "decline", "Decline");
+    const note = el("p", "hint");
+    note.setAttribute("role", "status");
+    for (const [button, testid, label] of [[accept, "accept", "Accept"], [decline, "decline", "Decline"]]) {
+      button.type = "button";
+      button.dataset.testid = testid;
+      button.setAttribute("aria-label", `${label}: ${text}`);
+    }
+    accept.addEventListener("click", () => this.accept(r, [accept, decline], note));
+    decline.addEventListener("click", () => this.decline(r.room, [accept, decline]));
+    const row = el("div", "row");
+    row.append(accept, decline);
+    item.append(el("p", "invitation-text", text), row, note);
+    this.invitations.set(r.room, item);
+    this.ui.invitations.append(item);
+    this.renderInvitations();
+  }
+
+  /** Accept: the join makes the user a member; then the room opens like any other. */
+  accept(r, buttons, note) {
+    for (const button of buttons) button.disabled = true;
+    this.call("room.join", { room: r.room }, async (ack) => {
+      if (!ack.ok) {
+        for (const button of buttons) button.disabled = false;
+        note.textContent = `Not joined: ${ack.error.message || ack.error.code}`;
+        return;
+      }
+      this.dropInvitation(r.room);
+      const room = this.room(r.room);
+      room.private = r.private;
+      room.with = r.with ?? null;
+      await this.openRoom(r.room, { select: false });
+      if (r.with) this.labelDirect(r.room, r.with.name);
+      await this.openRoom(r.room, { select: true });
+    });
+  }
+
+  /** Decline (`room.leave`): the entry goes, whatever the answer (a refusal means it was gone already). */
+  decline(slug, buttons) {
+    for (const button of buttons) button.disabled = true;
+    this.call("room.leave", { room: slug }, () => this.dropInvitation(slug));
+  }
+
+  dropInvitation(slug) {
+    this.invitations.get(slug)?.remove();
+    this.invitations.delete(slug);
+    this.renderInvitations();
+  }
+
+  renderInvitations() {
+    const none = this.invitations.size === 0;
+    this.ui.invitations.hidden = none;
+    this.ui.invitationsTitle.hidden = none;
   }
 
   /** "Message" on a member: open (or find) the direct room, and show it. */
@@ -141,6 +223,7 @@ export class People {
     if (!this.current || !text) return;
     const user = /^\d+$/.test(text) ? Number(text) : text;
     this.call("room.invite", { room: this.current, user }, (ack) => {
+      // An invitation: the user joins once they accept it.
       this.ui.inviteNote.textContent = ack.ok ? "Invited." : `Not invited: ${ack.error.message || ack.error.code}`;
       if (ack.ok) {
         this.ui.inviteUser.value = "";
