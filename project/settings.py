@@ -13,7 +13,7 @@ import environ
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
-from messaging.conf import options_from_environ
+from messaging.conf import options_from_environ, trusted_proxies
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -208,9 +208,15 @@ MESSAGING = {
     "WEBHOOKS_ALLOW_PRIVATE": env.bool("WEBHOOKS_ALLOW_PRIVATE", default=False),
     # Mention e-mails one user gets in any hour; past it they wait for one digest, as PROTOCOL.md names it.
     "MENTION_EMAILS_PER_HOUR": env.int("MENTION_EMAILS_PER_HOUR", default=10),
+    # The reverse proxies whose X-Forwarded-For names the client (PROTOCOL.md 1.2):
+    # comma-separated addresses or CIDR blocks; unset, every peer is the client.
+    "TRUSTED_PROXIES": env.str("TRUSTED_PROXIES", default=""),
     # Any other option as MESSAGING_<KEY>, e.g. MESSAGING_CLAIM_LEASE=2.
     **options_from_environ(env.ENVIRON),
 }
+# Checked now, so that a malformed entry stops the server at start rather
+# than failing its first request (`manage.py check` says so too: messaging.E001).
+trusted_proxies(MESSAGING["TRUSTED_PROXIES"])
 
 # Where e-mails go (the mentions consumer's), as PROTOCOL.md names it: the forms
 # of django-environ's EMAIL_URL, e.g. smtp+tls://user:password@host:587,
