@@ -37,6 +37,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `CONNECT_RATE_WINDOW` | 60.0 | seconds of the handshake window |
 | `ROOMS_CREATED_PER_HOUR` | 50 | rooms one user may create (by joining a slug that does not exist) in any hour, counted in the database; past it such a join is `rate_limited` and creates nothing; 0 turns it off |
 | `ROOMS_CREATED_PER_ADDRESS_PER_HOUR` | 500 | rooms that may be created from one client address (messaging/transport/addresses.py) in any hour, by every user together (`room.join` of a new slug, `room.create`, `dm.open`), counted in the database; past it `rate_limited` and nothing is created; commands from server code (`messaging.submit`) have no address and are not counted; 0 turns it off |
+| `EMPTY_ROOM_RETENTION` | 2592000 | seconds (30 days) a room that never had a message (`last_rev` 0) must be old, and its newest member must have joined or invitation been sent, before `prune_empty_rooms` deletes it |
 | `TRUSTED_PROXIES` | `()` | the reverse proxies in front of the servers: addresses or CIDR blocks, as a list or one comma-separated string. A connection from one of them is taken to come from the address its `X-Forwarded-For` names (read from the right, past the trusted ones); from anyone else, from its peer address. A malformed entry stops the start with `ImproperlyConfigured` (check `messaging.E001`) |
 | `ROOMS_PER_SOCKET` | 200 | rooms one socket may have joined at once; a join of one more is `invalid` and changes nothing; 0 turns it off |
 | `EDIT_HISTORY_RETENTION` | 0 | seconds the body an edit replaced is kept in the message's version history (the admin shows it); 0 keeps none. A delete clears them at once; `prune_edit_history` clears older ones |
@@ -127,6 +128,7 @@ class MessagingSettings:
     CONNECT_RATE_WINDOW: float = 60.0
     ROOMS_CREATED_PER_HOUR: int = 50
     ROOMS_CREATED_PER_ADDRESS_PER_HOUR: int = 500
+    EMPTY_ROOM_RETENTION: int = 30 * 24 * 3600
     TRUSTED_PROXIES: tuple[str, ...] = ()
     ROOMS_PER_SOCKET: int = 200
     LOOP_DATABASE: bool = True
@@ -195,6 +197,8 @@ class MessagingSettings:
             raise ImproperlyConfigured("MESSAGING['RATE_WINDOW_KEYS'] must be at least 2")
         if self.SESSION_CHECK_INTERVAL < 0:
             raise ImproperlyConfigured("MESSAGING['SESSION_CHECK_INTERVAL'] must be 0 (off) or positive")
+        if self.EMPTY_ROOM_RETENTION <= 0:
+            raise ImproperlyConfigured("MESSAGING['EMPTY_ROOM_RETENTION'] must be positive")
         # Kept as the networks' canonical text: equal settings compare equal.
         object.__setattr__(self, "TRUSTED_PROXIES", tuple(str(n) for n in trusted_proxies(self.TRUSTED_PROXIES)))
 
