@@ -4,7 +4,8 @@ The handshake throttle (messaging/transport/handshakes.py) and the guest sign-in
 throttle (`limit_posts_per_address` on the demo's `project/guests.py`) count
 here, each in a window of its own: `limit` hits per address per `window`
 seconds. Room creation (`ROOMS_CREATED_PER_ADDRESS_PER_HOUR`, counted in the
-database: messaging/chat/rooms.py) keys on the same client.
+database: messaging/chat/rooms.py) and the demo's admin login throttle
+(django-axes, through `client_ip_of_request`) key on the same client.
 
 Why it counts where it does: in the app's Redis (`MESSAGING["REDIS_URL"]`),
 where the per-user window of messaging/transport/ratelimit.py counts too, because a
