@@ -109,6 +109,7 @@ def prepare(args: argparse.Namespace, out: Path) -> dict[str, str]:
         "CONNECT_RATE": "0",
         "SIGNIN_RATE": "0",
         "MESSAGING_ROOMS_CREATED_PER_HOUR": "0",
+        "MESSAGING_ROOMS_CREATED_PER_ADDRESS_PER_HOUR": "0",
     }
     run_env = {**os.environ, **env}
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=run_env, check=True)

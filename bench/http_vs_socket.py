@@ -199,7 +199,8 @@ def main() -> None:
            "LOG_LEVEL": "WARNING", "CONNECT_RATE": "0", "SIGNIN_RATE": "0",
            # The bench measures throughput, not the limits.
            "MESSAGING_RATE_BURST": "1000000", "MESSAGING_RATE_PER_SECOND": "1000000",
-           "MESSAGING_USER_RATE_LIMIT": "1000000", "MESSAGING_ROOMS_CREATED_PER_HOUR": "0"}
+           "MESSAGING_USER_RATE_LIMIT": "1000000", "MESSAGING_ROOMS_CREATED_PER_HOUR": "0",
+           "MESSAGING_ROOMS_CREATED_PER_ADDRESS_PER_HOUR": "0"}
     manage(env, "migrate", "--noinput", "-v0")
     # The last line: `shell` may say first what it imported.
     tokens = json.loads(manage(env, "shell", "-c", USERS_AND_TOKENS.format(users=args.users)).strip().splitlines()[-1])

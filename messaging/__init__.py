@@ -43,6 +43,9 @@ _PUBLIC = {
     "allow_protocol_close_codes": "messaging.transport.daphne_compat",
     "defer_autobahn_log_formatting": "messaging.transport.daphne_compat",
     "limit_posts_per_address": "messaging.transport.addresses",
+    "client_of_scope": "messaging.transport.addresses",
+    "client_of_request": "messaging.transport.addresses",
+    "client_ip_of_request": "messaging.transport.addresses",
     "submit": "messaging.transport.submitting",
     "asubmit": "messaging.transport.submitting",
 }

@@ -36,6 +36,9 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `CONNECT_RATE` | 120 | WebSocket handshakes per client address per `CONNECT_RATE_WINDOW`, over all processes (counted in Redis; per process without it); past it the handshake is refused with 403; 0 turns it off |
 | `CONNECT_RATE_WINDOW` | 60.0 | seconds of the handshake window |
 | `ROOMS_CREATED_PER_HOUR` | 50 | rooms one user may create (by joining a slug that does not exist) in any hour, counted in the database; past it such a join is `rate_limited` and creates nothing; 0 turns it off |
+| `ROOMS_CREATED_PER_ADDRESS_PER_HOUR` | 500 | rooms that may be created from one client address (messaging/transport/addresses.py) in any hour, by every user together (`room.join` of a new slug, `room.create`, `dm.open`), counted in the database; past it `rate_limited` and nothing is created; commands from server code (`messaging.submit`) have no address and are not counted; 0 turns it off |
+| `EMPTY_ROOM_RETENTION` | 2592000 | seconds (30 days) a room that never had a message (`last_rev` 0) must be old, and its newest member must have joined or invitation been sent, before `prune_empty_rooms` deletes it |
+| `TRUSTED_PROXIES` | `()` | the reverse proxies in front of the servers: addresses or CIDR blocks, as a list or one comma-separated string. A connection from one of them is taken to come from the address its `X-Forwarded-For` names (read from the right, past the trusted ones); from anyone else, from its peer address. A malformed entry stops the start with `ImproperlyConfigured` (check `messaging.E001`) |
 | `ROOMS_PER_SOCKET` | 200 | rooms one socket may have joined at once; a join of one more is `invalid` and changes nothing; 0 turns it off |
 | `EDIT_HISTORY_RETENTION` | 0 | seconds the body an edit replaced is kept in the message's version history (the admin shows it); 0 keeps none. A delete clears them at once; `prune_edit_history` clears older ones |
 | `MODERATION_RETENTION` | 31536000 | seconds (365 days) `prune_moderation_actions` keeps the moderation audit's rows (`ModerationAction`: removals, invitations, deletes by a moderator) |
@@ -78,13 +81,16 @@ or `MESSAGING_LOOP_DATABASE=0`.
 """
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import MISSING, dataclass, fields
-from functools import lru_cache
-from typing import Any, Mapping
+from functools import cached_property, lru_cache
+from typing import Any, Iterable, Mapping, Union
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
+
+IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,9 @@ class MessagingSettings:
     CONNECT_RATE: int = 120
     CONNECT_RATE_WINDOW: float = 60.0
     ROOMS_CREATED_PER_HOUR: int = 50
+    ROOMS_CREATED_PER_ADDRESS_PER_HOUR: int = 500
+    EMPTY_ROOM_RETENTION: int = 30 * 24 * 3600
+    TRUSTED_PROXIES: tuple[str, ...] = ()
     ROOMS_PER_SOCKET: int = 200
     LOOP_DATABASE: bool = True
     EARLY_STATEMENT: bool = True
@@ -172,8 +181,8 @@ class MessagingSettings:
                      "INVITATIONS_LIST_LIMIT"):
             if getattr(self, name) < 1:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be at least 1")
-        for name in ("CONNECT_RATE", "ROOMS_CREATED_PER_HOUR", "ROOMS_PER_SOCKET", "EDIT_HISTORY_RETENTION",
-                     "REINVITE_AFTER"):
+        for name in ("CONNECT_RATE", "ROOMS_CREATED_PER_HOUR", "ROOMS_CREATED_PER_ADDRESS_PER_HOUR", "ROOMS_PER_SOCKET",
+                     "EDIT_HISTORY_RETENTION", "REINVITE_AFTER"):
             if getattr(self, name) < 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be 0 (off) or positive")
         if self.INVITES_PER_HOUR < 0:
@@ -188,6 +197,39 @@ class MessagingSettings:
             raise ImproperlyConfigured("MESSAGING['RATE_WINDOW_KEYS'] must be at least 2")
         if self.SESSION_CHECK_INTERVAL < 0:
             raise ImproperlyConfigured("MESSAGING['SESSION_CHECK_INTERVAL'] must be 0 (off) or positive")
+        if self.EMPTY_ROOM_RETENTION <= 0:
+            raise ImproperlyConfigured("MESSAGING['EMPTY_ROOM_RETENTION'] must be positive")
+        # Kept as the networks' canonical text: equal settings compare equal.
+        object.__setattr__(self, "TRUSTED_PROXIES", tuple(str(n) for n in trusted_proxies(self.TRUSTED_PROXIES)))
+
+    @cached_property
+    def trusted_networks(self) -> tuple[IPNetwork, ...]:
+        """`TRUSTED_PROXIES` as networks, made once per settings."""
+        return trusted_proxies(self.TRUSTED_PROXIES)
+
+
+def trusted_proxies(given: str | Iterable[str] | None) -> tuple[IPNetwork, ...]:
+    """The networks of a `TRUSTED_PROXIES` value: a comma-separated string or a
+    list of addresses and CIDR blocks (`10.0.0.7`, `10.0.0.0/8`, `fd00::/8`);
+    empty entries are ignored. Anything else raises `ImproperlyConfigured`
+    naming the entry: a proxy list that is quietly wrong either trusts a
+    client's own header or counts every client as the proxy."""
+    if given is None:
+        return ()
+    entries = given.split(",") if isinstance(given, str) else list(given)
+    networks: list[IPNetwork] = []
+    for entry in entries:
+        if not isinstance(entry, str):
+            raise ImproperlyConfigured(f"TRUSTED_PROXIES: {entry!r} is not an address or a CIDR block")
+        text = entry.strip()
+        if not text:
+            continue
+        try:
+            # Strict: `10.0.0.7/8` (host bits set) is more likely a typo than a wish for 10.0.0.0/8.
+            networks.append(ipaddress.ip_network(text, strict=True))
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"TRUSTED_PROXIES: {text!r} is not an address or a CIDR block ({exc})") from None
+    return tuple(networks)
 
 
 @lru_cache(maxsize=1)

@@ -34,10 +34,19 @@ class Room(models.Model):
     # A room made by `room.join` has none. Not `created_by`, which counts joins too.
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
                               related_name="rooms_owned")
+    # The client address it was created from (messaging/transport/addresses.py:
+    # an IPv4 address or an IPv6 /64): the rooms one address may create per
+    # hour are counted here (`ROOMS_CREATED_PER_ADDRESS_PER_HOUR`). None for
+    # rooms made by server code, or before it was recorded.
+    created_from = models.CharField(max_length=64, null=True, blank=True)
 
     class Meta:
         ordering = ["slug"]
-        indexes = [models.Index(fields=["created_by", "created_at"], name="messaging_room_created_by")]
+        indexes = [
+            models.Index(fields=["created_by", "created_at"], name="messaging_room_created_by"),
+            models.Index(fields=["created_from", "created_at"], name="messaging_room_created_from",
+                         condition=models.Q(created_from__isnull=False)),
+        ]
 
     def __str__(self) -> str:
         return self.slug

@@ -7,13 +7,14 @@ machine: SQLite and the in-memory channel layer. Set `DATABASE_URL` and
 from __future__ import annotations
 
 import importlib.util
+from datetime import timedelta
 from pathlib import Path
 
 import environ
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
-from messaging.conf import options_from_environ
+from messaging.conf import options_from_environ, trusted_proxies
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -69,6 +70,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    # Failed logins per client address (the admin's): django-axes, below.
+    "axes",
     "messaging",
     "messaging.contrib.reactions",
     # The chat page at /, its scripts and styles (the demo's sign-in is project/guests.py).
@@ -85,6 +88,15 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into its 429 page.
+    "axes.middleware.AxesMiddleware",
+]
+
+# Sign-ins by password (the admin's login form) go through django-axes
+# first, which refuses an address that failed too often.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 # A Content-Security-Policy on every response (django-csp). Scripts only from
@@ -208,9 +220,15 @@ MESSAGING = {
     "WEBHOOKS_ALLOW_PRIVATE": env.bool("WEBHOOKS_ALLOW_PRIVATE", default=False),
     # Mention e-mails one user gets in any hour; past it they wait for one digest, as PROTOCOL.md names it.
     "MENTION_EMAILS_PER_HOUR": env.int("MENTION_EMAILS_PER_HOUR", default=10),
+    # The reverse proxies whose X-Forwarded-For names the client (PROTOCOL.md 1.2):
+    # comma-separated addresses or CIDR blocks; unset, every peer is the client.
+    "TRUSTED_PROXIES": env.str("TRUSTED_PROXIES", default=""),
     # Any other option as MESSAGING_<KEY>, e.g. MESSAGING_CLAIM_LEASE=2.
     **options_from_environ(env.ENVIRON),
 }
+# Checked now, so that a malformed entry stops the server at start rather
+# than failing its first request (`manage.py check` says so too: messaging.E001).
+trusted_proxies(MESSAGING["TRUSTED_PROXIES"])
 
 # Where e-mails go (the mentions consumer's), as PROTOCOL.md names it: the forms
 # of django-environ's EMAIL_URL, e.g. smtp+tls://user:password@host:587,
@@ -227,6 +245,21 @@ DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="webmaster@localhost"
 # past it `/login/` answers 429 and creates no account (project/guests.py).
 SIGNIN_RATE = env.int("SIGNIN_RATE", default=30)
 SIGNIN_RATE_WINDOW = env.float("SIGNIN_RATE_WINDOW", default=60.0)
+
+# Failed password logins (the admin's) from one client address that lock it
+# out: that failure and every attempt after it get 429 until
+# ADMIN_LOCKOUT_SECONDS have passed since the last (django-axes; 0: off). The
+# address is the app's own reading of it (messaging.client_ip_of_request:
+# TRUSTED_PROXIES and X-Forwarded-For), so a rotating header from an
+# untrusted peer does not make a new address. Attempts are kept in the
+# database (every process sees them); `manage.py axes_reset_ip ADDRESS` unlocks one.
+ADMIN_LOGIN_FAILURES = env.int("ADMIN_LOGIN_FAILURES", default=5)
+AXES_ENABLED = ADMIN_LOGIN_FAILURES > 0
+AXES_FAILURE_LIMIT = max(1, ADMIN_LOGIN_FAILURES)
+AXES_COOLOFF_TIME = timedelta(seconds=env.int("ADMIN_LOCKOUT_SECONDS", default=900))
+AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+AXES_CLIENT_IP_CALLABLE = "messaging.client_ip_of_request"
+AXES_RESET_ON_SUCCESS = True
 
 AUTH_PASSWORD_VALIDATORS: list[dict] = []
 LOGIN_URL = "/login/"

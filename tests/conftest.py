@@ -61,6 +61,7 @@ def server_env(transactional_db, static_root):
         # as for load tests, except where a test sets them.
         "CONNECT_RATE": "0",
         "SIGNIN_RATE": "0",
+        "MESSAGING_ROOMS_CREATED_PER_ADDRESS_PER_HOUR": "0",
     }
     client.flushdb()
     client.close()

@@ -91,7 +91,7 @@ def validate_join(d: dict) -> Join:
 
 @command("room.join", validate=validate_join, exactly_once=False, subscribes_to=lambda join: join.room)
 def join_room(ctx: CommandContext, join: Join) -> dict:
-    room = room_to_join(ctx.user, join.room, get_settings().ROOMS_CREATED_PER_HOUR)
+    room = room_to_join(ctx.user, join.room, ctx.client_address)
     read = Membership.objects.filter(room=room, user=ctx.user).values_list("read", flat=True).first()
     member = read is not None
     # An invitee accepts by joining (PROTOCOL.md 1.2), a private room too.

@@ -21,12 +21,11 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 
-from ..conf import get_settings
 from ..core.exceptions import Invalid
 from ..core.handlers import CommandContext, command
 from ..models import DirectRoom, Room
 from .invitations import invite, invited_frame
-from .rooms import add_member, check_rooms_created
+from .rooms import add_member, check_creation
 from .users import person, required_user, target_user
 
 
@@ -44,8 +43,8 @@ def ordered(a: Any, b: Any) -> tuple[Any, Any]:
     return (a, b) if str(a.pk) < str(b.pk) else (b, a)
 
 
-def direct_room(user: Any, other: Any) -> tuple[Room, bool]:
-    """The two users' direct room, and whether this call made it."""
+def direct_room(user: Any, other: Any, client_address: str | None = None) -> tuple[Room, bool]:
+    """The two users' direct room, and whether this call made it (by `user`, from `client_address`)."""
     low, high = ordered(user, other)
     found = DirectRoom.objects.filter(low=low, high=high).select_related("room").first()
     if found is not None:
@@ -62,12 +61,11 @@ def direct_room(user: Any, other: Any) -> tuple[Room, bool]:
     found = DirectRoom.objects.filter(low=low, high=high).select_related("room").first()
     if found is not None:
         return found.room, False
-    per_hour = get_settings().ROOMS_CREATED_PER_HOUR
-    if per_hour:
-        check_rooms_created(user, per_hour)
+    check_creation(user, client_address)
     try:
         with transaction.atomic():
-            room = Room.objects.create(slug=f"dm-{secrets.token_hex(12)}", private=True, created_by=user)
+            room = Room.objects.create(slug=f"dm-{secrets.token_hex(12)}", private=True, created_by=user,
+                                       created_from=client_address)
             DirectRoom.objects.create(room=room, low=low, high=high)
     except IntegrityError:
         # The other side's (or this user's other socket's) first open committed first.
@@ -82,7 +80,7 @@ def open_direct(ctx: CommandContext, open: Open) -> dict:
     if open.user == ctx.user.pk:
         raise Invalid("a direct conversation needs another user")
     other = target_user(open.user)
-    room, made = direct_room(ctx.user, other)
+    room, made = direct_room(ctx.user, other, ctx.client_address)
     add_member(room, ctx.user)
     if made and invite(room, other, ctx.user):
         ctx.send_to_user(other.pk, invited_frame(room.slug, ctx.user))

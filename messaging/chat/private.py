@@ -27,7 +27,7 @@ from ..core.protocol import room_slug
 from ..models import Membership, ModerationAction, Room
 from .invitations import check_reinvite, declined, invite as send_invitation, invited_frame, is_invited, withdrawn
 from .policy import get_policy
-from .rooms import check_rooms_created
+from .rooms import check_creation
 from .users import person, required_user, target_user
 
 # The span `INVITES_PER_HOUR` counts over: any hour.
@@ -102,12 +102,11 @@ def create_room(ctx: CommandContext, create: Create) -> dict:
         raise Forbidden("you may not create rooms")
     if Room.objects.filter(slug=create.room).exists():
         raise Invalid(TAKEN)
-    per_hour = get_settings().ROOMS_CREATED_PER_HOUR
-    if per_hour:
-        check_rooms_created(ctx.user, per_hour)
+    check_creation(ctx.user, ctx.client_address)
     try:
         with transaction.atomic():
-            room = Room.objects.create(slug=create.room, private=create.private, owner=ctx.user, created_by=ctx.user)
+            room = Room.objects.create(slug=create.room, private=create.private, owner=ctx.user, created_by=ctx.user,
+                                       created_from=ctx.client_address)
     except IntegrityError:
         # Another user's create or join of the slug committed first.
         raise Invalid(TAKEN) from None

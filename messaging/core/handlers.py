@@ -31,11 +31,17 @@ class CommandContext:
     `to_users` are `(user id, room or None, frame)`, sent after commit to
     that user's sockets (those joined to the room, if one is given). All are
     discarded when the transaction fails.
+
+    `client_address` is the key of the client the command came from, as the
+    transport gave it (messaging/transport/addresses.py: an IPv4 address or
+    an IPv6 /64), for limits per address; None for a command from server
+    code. The core carries it and never reads it.
     """
 
     user: Any
     command_id: str
     type: str
+    client_address: str | None = None
     replies: list[dict] = field(default_factory=list)
     broadcasts: list[tuple[str, dict]] = field(default_factory=list)
     to_users: list[tuple[Any, str | None, dict]] = field(default_factory=list)

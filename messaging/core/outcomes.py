@@ -45,6 +45,8 @@ class Delivery:
     # The caller's context variables (the command's log scope), for the work
     # done for this delivery alone on a database thread.
     context: contextvars.Context | None = None
+    # The client's address as its transport keyed it (`CommandContext.client_address`), or None.
+    client_address: str | None = None
     fingerprint: str | None = field(init=False)
     # When its entry point received it (`time.perf_counter()`), for the answer's latency.
     received: float = 0.0
@@ -70,7 +72,8 @@ class Delivery:
         return claim_key(self.user.pk, self.command.id)
 
     def context_for(self) -> CommandContext:
-        return CommandContext(user=self.user, command_id=self.command.id, type=self.handler.type)
+        return CommandContext(user=self.user, command_id=self.command.id, type=self.handler.type,
+                              client_address=self.client_address)
 
     def run(self, func: Callable[..., Any], *args: Any) -> Any:
         return func(*args) if self.context is None else self.context.run(func, *args)

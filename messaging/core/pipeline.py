@@ -51,14 +51,16 @@ BATCH_LIMIT = 64
 BATCH_OVERLAP_AFTER = 0.02
 
 
-def prepare(user: Any, command: Command, context: contextvars.Context | None = None) -> Delivery:
+def prepare(user: Any, command: Command, context: contextvars.Context | None = None,
+            client_address: str | None = None) -> Delivery:
     """The command as the pipeline runs it: its handler and validated data, fingerprinted if exactly-once.
+    `client_address` is carried to the handler's context as given (`CommandContext.client_address`).
 
     Everything that can fail for this command alone fails here, before it
     joins a batch with other users' commands: raises its `CommandError`.
     """
     handler = handlers.lookup(command.t)
-    return Delivery(user, command, handler, handlers.validate(handler, command.d), context)
+    return Delivery(user, command, handler, handlers.validate(handler, command.d), context, client_address)
 
 
 class Runs:
@@ -127,12 +129,12 @@ async def run(deliveries: list[Delivery]) -> list[Outcome | Exception]:
     return results
 
 
-async def submit(user: Any, command: Command) -> Outcome:
+async def submit(user: Any, command: Command, client_address: str | None = None) -> Outcome:
     """Run one command exactly once (or as its type says): its `Outcome`, or raises its `CommandError`.
 
     Any unexpected failure is logged and raised as `Unavailable`.
     """
-    [result] = await run([prepare(user, command, contextvars.copy_context())])
+    [result] = await run([prepare(user, command, contextvars.copy_context(), client_address)])
     if isinstance(result, BaseException):
         raise result
     return result

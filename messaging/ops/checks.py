@@ -6,7 +6,7 @@ Each has a stable id (`messaging.E…` errors stop `manage.py check` and
 
 | id | what |
 | --- | --- |
-| `messaging.E001` | `settings.MESSAGING` has unknown keys |
+| `messaging.E001` | `settings.MESSAGING` has unknown keys or a value it refuses (a malformed `TRUSTED_PROXIES` entry, a limit out of range) |
 | `messaging.E002` | the Redis channel layer's socket timeout can fire during its blocking poll |
 | `messaging.E003` | `PROMETHEUS_MULTIPROC_DIR` is not a writable directory |
 | `messaging.W001` | no `MESSAGING['REDIS_URL']` with `DEBUG` off: live frames stay in their process |

@@ -33,6 +33,7 @@ from ..core.protocol import Command, bad_frame, parse_command
 from ..core.redis_clients import REDIS_FAILED
 from ..ops import metrics
 from ..ops.logcontext import command_scope, loggable
+from .addresses import client_of_scope
 from .answers import Answers
 from .closes import CLOSE_INTERNAL, CLOSE_POLICY, CLOSE_TOO_BIG, CLOSE_UNAUTHENTICATED, CLOSE_UNSUPPORTED
 from .daphne_compat import adapt_to_daphne
@@ -175,6 +176,8 @@ class ChatConsumer(Answers, LiveRooms, Outgoing, AsyncWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.bucket = TokenBucket(conf.RATE_PER_SECOND, conf.RATE_BURST)
+        # Who the socket's commands come from, for the limits per address (rooms created).
+        self.client_address = client_of_scope(self.scope)
         session = self.scope.get("session")
         session_key = getattr(session, "session_key", None)
         if session_key and conf.SESSION_CHECK_INTERVAL > 0:
@@ -370,7 +373,7 @@ class ChatConsumer(Answers, LiveRooms, Outgoing, AsyncWebsocketConsumer):
         try:
             await self.check_rate()
             handler = handlers.lookup(command.t)
-            delivery = pipeline.prepare(self.user, command, contextvars.copy_context())
+            delivery = pipeline.prepare(self.user, command, contextvars.copy_context(), self.client_address)
             delivery.received = started
             if handler.subscribes_to is not None:
                 self.check_rooms(handler.subscribes_to(delivery.data))

@@ -1,7 +1,8 @@
 """The handshake throttle: WebSocket handshakes per client address, over every process.
 
 `HandshakeThrottle` is ASGI middleware for the websocket stack. Past
-`CONNECT_RATE` handshakes from one address per `CONNECT_RATE_WINDOW`
+`CONNECT_RATE` handshakes from one address (`client_of_scope`: the peer, or
+the client a trusted proxy names) per `CONNECT_RATE_WINDOW`
 (messaging/transport/addresses.py counts them), the handshake is refused before it is
 accepted, which the server answers with HTTP 403, and counted as
 `messaging_address_throttled_total{limit="connect"}`. Outermost on the
@@ -16,7 +17,7 @@ from channels.security.websocket import WebsocketDenier
 
 from ..conf import get_settings
 from ..ops import metrics
-from .addresses import address_window, scope_client
+from .addresses import address_window, client_of_scope
 
 ASGIApp = Callable[[dict, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[Any]]
 
@@ -39,7 +40,7 @@ async def handshake_over_limit(scope: dict) -> bool:
     """Count the handshake against its address's window; whether it is over `CONNECT_RATE`."""
     conf = get_settings()
     window = address_window("connect", conf.CONNECT_RATE, conf.CONNECT_RATE_WINDOW)
-    client = scope_client(scope)
+    client = client_of_scope(scope)
     if window is None or client is None:
         return False
     return await window.ahit_now(client) > 0

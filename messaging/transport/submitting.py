@@ -45,7 +45,7 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
-async def asubmit(user: Any, t: Any, d: Any, *, id: str | None = None) -> AckFrame:
+async def asubmit(user: Any, t: Any, d: Any, *, id: str | None = None, client_address: str | None = None) -> AckFrame:
     """Run the command `{"id": id, "t": t, "d": d}` as `user`, once; return its ack frame.
 
     `id` is required for an exactly-once type (`room.post`, a host's own types)
@@ -55,6 +55,11 @@ async def asubmit(user: Any, t: Any, d: Any, *, id: str | None = None) -> AckFra
     Refusals are acks with `ok: false`; an `id` missing or not of the
     protocol's shape raises `BadFrame`. Not rate-limited: in-process code is
     the server's own (`POST /api/commands` limits its callers itself).
+
+    `client_address`: the key of the client the command came from
+    (`messaging.client_of_request`), for the limits per address (rooms
+    created); `POST /api/commands` gives its request's. Server code gives
+    none, and is not limited by address.
     """
     if id is not None and (not isinstance(id, str) or not COMMAND_ID.fullmatch(id)):
         raise BadFrame(ID_RULE)
@@ -66,7 +71,7 @@ async def asubmit(user: Any, t: Any, d: Any, *, id: str | None = None) -> AckFra
             handler = handlers.lookup(command.t)
             if id is None and handler.exactly_once:
                 raise BadFrame(f"{handler.type} is exactly-once: it needs an id ({ID_RULE})")
-            outcome = await _execute(user, command)
+            outcome = await _execute(user, command, client_address)
         except CommandError as exc:
             _answered(handler, exc.code, started)
             return ack_error(command.id, exc.as_error())
@@ -84,9 +89,9 @@ async def asubmit(user: Any, t: Any, d: Any, *, id: str | None = None) -> AckFra
         return ack_ok(command.id, outcome.data, dup=outcome.dup)
 
 
-async def _execute(user: Any, command: Command) -> Outcome:
+async def _execute(user: Any, command: Command, client_address: str | None) -> Outcome:
     """The core's one entry: the pipeline prepares (looks up, validates, fingerprints) and runs, or raises the refusal."""
-    return await pipeline.submit(user, command)
+    return await pipeline.submit(user, command, client_address)
 
 
 def publish(outcome: Outcome) -> None:
@@ -121,7 +126,7 @@ def _answered(handler: handlers.Handler | None, outcome: str, started: float, *,
                              time.perf_counter() - started, source=source)
 
 
-def submit(user: Any, t: Any, d: Any, *, id: str | None = None) -> AckFrame:
+def submit(user: Any, t: Any, d: Any, *, id: str | None = None, client_address: str | None = None) -> AckFrame:
     """`asubmit` for sync code (a view, a Celery task, a management command): the same coroutine.
 
     Called from a thread of a running server (a sync view under daphne), it
@@ -130,7 +135,7 @@ def submit(user: Any, t: Any, d: Any, *, id: str | None = None) -> AckFrame:
     before it returns, and its runtime (connections, clients) closes with it.
     """
     on_own_loop = not _server_loop_running()
-    return AsyncToSync(_submit_settled)(user, t, d, id=id, on_own_loop=on_own_loop)
+    return AsyncToSync(_submit_settled)(user, t, d, id=id, client_address=client_address, on_own_loop=on_own_loop)
 
 
 def _server_loop_running() -> bool:
@@ -140,9 +145,10 @@ def _server_loop_running() -> bool:
     return main_loop is not None and main_loop.is_running()
 
 
-async def _submit_settled(user: Any, t: Any, d: Any, *, id: str | None, on_own_loop: bool) -> AckFrame:
+async def _submit_settled(user: Any, t: Any, d: Any, *, id: str | None, client_address: str | None,
+                          on_own_loop: bool) -> AckFrame:
     try:
-        return await asubmit(user, t, d, id=id)
+        return await asubmit(user, t, d, id=id, client_address=client_address)
     finally:
         if on_own_loop:
             await close_loop()

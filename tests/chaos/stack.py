@@ -137,6 +137,7 @@ class Stack:
             # Every client of the harness is 127.0.0.1: per-address throttles off, as for the suite's servers.
             "CONNECT_RATE": "0",
             "SIGNIN_RATE": "0",
+            "MESSAGING_ROOMS_CREATED_PER_ADDRESS_PER_HOUR": "0",
             **SERVER_SETTINGS,
         }
         return [Daphne(env, log_dir=log_dir, app="tests.chaos.app:application") for _ in range(count)]

@@ -1,6 +1,7 @@
 """prune_command_records deletes old records of custom types only; messages and post records stay.
 prune_watermark_moves deletes old receipt times, and the admin's times never move to a later receipt;
-prune_moderation_actions deletes the moderation audit past its retention."""
+prune_moderation_actions deletes the moderation audit past its retention; prune_empty_rooms deletes
+rooms that never had a message, are old and were joined by nobody lately."""
 from __future__ import annotations
 
 import uuid
@@ -11,7 +12,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from messaging.models import CommandRecord, Membership, Message, ModerationAction, Room, WatermarkMove
+from messaging.models import (CommandRecord, DirectRoom, Invitation, Membership, Message, ModerationAction, Room,
+                              WatermarkMove)
 from messaging.chat.receipts import recipient_receipts
 
 from .conftest import apply_command
@@ -178,3 +180,69 @@ def test_prune_notifications_deletes_mentions_past_their_retention(django_user_m
     settings.MESSAGING = {**settings.MESSAGING, "NOTIFICATION_RETENTION": 24 * 3600}
     call_command("prune_notifications", stdout=out)
     assert list(Notification.objects.values_list("seq", flat=True)) == [4]
+
+
+def aged(room: Room, days: float) -> Room:
+    Room.objects.filter(pk=room.pk).update(created_at=timezone.now() - timedelta(days=days))
+    return room
+
+
+def joined(room: Room, user, days_ago: float) -> None:
+    membership = Membership.objects.create(room=room, user=user)
+    Membership.objects.filter(pk=membership.pk).update(joined_at=timezone.now() - timedelta(days=days_ago))
+
+
+def test_prune_empty_rooms_deletes_only_old_rooms_never_written_in_nor_joined_lately(django_user_model):
+    ana, bob = (django_user_model.objects.create_user(username=name) for name in ("ana", "bob"))
+    unused = aged(Room.objects.create(slug="unused", created_by=ana, created_from="203.0.113.7"), 40)
+    joined(unused, ana, 40)
+    joined(unused, bob, 35)
+    ModerationAction.objects.create(room=unused, room_slug="unused", actor=ana, target=bob, kind="invite")
+    direct = aged(Room.objects.create(slug="dm-0123", private=True), 40)
+    DirectRoom.objects.create(room=direct, low=ana, high=bob)
+    joined(direct, ana, 40)
+    Invitation.objects.create(room=direct, user=bob, invited_by=ana, created_at=timezone.now() - timedelta(days=40))
+    joined(aged(Room.objects.create(slug="joined-lately"), 40), bob, 2)
+    invited_lately = aged(Room.objects.create(slug="invited-lately", private=True, owner=ana), 40)
+    joined(invited_lately, ana, 40)
+    Invitation.objects.create(room=invited_lately, user=bob, invited_by=ana, created_at=timezone.now() - timedelta(days=3))
+    aged(Room.objects.create(slug="young"), 20)
+    written = aged(Room.objects.create(slug="written", last_seq=1, last_rev=1), 400)
+    Message.objects.create(room=written, seq=1, sender=ana, client_msg_id="m1", body="hi", sent_at=timezone.now())
+    # Changed without a seq, or a message its counter does not show: used, kept.
+    aged(Room.objects.create(slug="revised", last_rev=3), 40)
+    odd = aged(Room.objects.create(slug="odd"), 40)
+    Message.objects.create(room=odd, seq=1, sender=ana, client_msg_id="m2", body="hi", sent_at=timezone.now())
+
+    out = StringIO()
+    call_command("prune_empty_rooms", "--dry-run", stdout=out)
+    assert out.getvalue().startswith("would delete 2 unused empty rooms") and Room.objects.count() == 8
+    out = StringIO()
+    call_command("prune_empty_rooms", "--batch", "1", stdout=out)
+    assert out.getvalue().startswith("deleted 2 unused empty rooms")
+    assert set(Room.objects.values_list("slug", flat=True)) == {"joined-lately", "invited-lately", "young", "written",
+                                                                "revised", "odd"}
+    # What hung on them went with them; the audit keeps its row, by slug.
+    assert not Membership.objects.filter(room_id__in=[unused.pk, direct.pk]).exists()
+    assert not DirectRoom.objects.exists()
+    assert list(Invitation.objects.values_list("room__slug", flat=True)) == ["invited-lately"]
+    assert ModerationAction.objects.get().room_id is None
+    # The slug is free: joining it makes a new room.
+    apply_command(bob, "room.join", {"room": "unused"})
+    assert Room.objects.get(slug="unused").created_by == bob
+
+    # A shorter retention, given or set, reaches younger rooms.
+    call_command("prune_empty_rooms", "--older-than", str(10 * 24 * 3600), stdout=StringIO())
+    assert not Room.objects.filter(slug="young").exists()
+
+
+def test_prune_empty_rooms_follows_its_setting_and_refuses_nonsense(settings):
+    aged(Room.objects.create(slug="week-old"), 7)
+    call_command("prune_empty_rooms", stdout=StringIO())
+    assert Room.objects.filter(slug="week-old").exists()
+    settings.MESSAGING = {**settings.MESSAGING, "EMPTY_ROOM_RETENTION": 6 * 24 * 3600}
+    call_command("prune_empty_rooms", stdout=StringIO())
+    assert not Room.objects.exists()
+    for args in (["--older-than", "0"], ["--batch", "0"]):
+        with pytest.raises(CommandError):
+            call_command("prune_empty_rooms", *args, stdout=StringIO())

@@ -16,7 +16,8 @@ from tests.support.servers import ROOT
 
 # What these tests set themselves; anything else (PATH, the test database) is inherited.
 OWN = ("DEBUG", "SECRET_KEY", "HTTPS", "SECURE_SSL_REDIRECT", "SECURE_COOKIES", "HSTS_SECONDS",
-       "HSTS_INCLUDE_SUBDOMAINS", "HSTS_PRELOAD", "PROXY_SSL_HEADER", "ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS")
+       "HSTS_INCLUDE_SUBDOMAINS", "HSTS_PRELOAD", "PROXY_SSL_HEADER", "ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS",
+       "TRUSTED_PROXIES", "MESSAGING_TRUSTED_PROXIES")
 STRONG_KEY = "k3y-" + "x8Yq2Lm0Zr7Tn4Wc9Vb1Pd6Hs5Jf3Gk8" * 2
 PRODUCTION = {"DEBUG": "0", "HTTPS": "1", "SECRET_KEY": STRONG_KEY, "ALLOWED_HOSTS": "chat.example.com"}
 
@@ -85,3 +86,11 @@ def test_check_deploy_is_clean_with_production_settings():
     checked = manage("check", "--deploy", "--fail-level", "WARNING", **PRODUCTION)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "no issues" in checked.stdout and "WARNING" not in checked.stderr, checked.stdout + checked.stderr
+
+
+def test_a_malformed_trusted_proxy_stops_the_start_and_names_the_entry():
+    for variable, value in [("TRUSTED_PROXIES", "10.0.0.0/8,nginx"), ("MESSAGING_TRUSTED_PROXIES", "10.0.0.7/8")]:
+        failed = manage("check", DEBUG="1", **{variable: value})
+        assert failed.returncode != 0
+        assert "ImproperlyConfigured: TRUSTED_PROXIES" in failed.stderr, failed.stderr[-2000:]
+    assert manage("check", DEBUG="1", TRUSTED_PROXIES="10.0.0.0/8, fd00::/8").returncode == 0

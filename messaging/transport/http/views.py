@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET
 from ...conf import get_settings
 from ...core.exceptions import BadFrame, CommandError
 from ...core.protocol import COMMAND_ID, encode, loads
+from ..addresses import client_of_request
 from ..submitting import ID_RULE, asubmit, new_id
 from .credentials import Unauthenticated, caller, check_rate
 from .openapi import document
@@ -111,7 +112,8 @@ async def commands(request: HttpRequest) -> HttpResponse:
     if not isinstance(envelope, dict):
         return error_response(400, "bad_frame", "the body must be a JSON object: {\"t\": ..., \"d\": ...}")
     try:
-        ack = await asubmit(who.user, envelope.get("t"), envelope.get("d"), id=key)
+        ack = await asubmit(who.user, envelope.get("t"), envelope.get("d"), id=key,
+                            client_address=client_of_request(request))
     except BadFrame as exc:
         return error_response(400, "bad_frame", f"Idempotency-Key: {exc.message}")
     return ack_response(ack)
