@@ -145,3 +145,9 @@ def test_the_systemd_units_are_valid(tmp_path):
     checked = subprocess.run(["systemd-analyze", "verify", "--man=no", *(str(tmp_path / n) for n in names)],
                              capture_output=True, text=True, cwd=tmp_path)
     assert checked.returncode == 0 and not checked.stderr.strip(), checked.stderr
+
+
+def test_the_prune_unit_runs_every_retention_command():
+    commands = {p.stem for p in (ROOT / "messaging" / "management" / "commands").glob("prune_*.py")}
+    unit = (ROOT / "deploy" / "systemd" / "messaging-prune.service").read_text()
+    assert commands == set(re.findall(r"manage\.py (prune_\w+)", unit))
