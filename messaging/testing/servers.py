@@ -1,4 +1,4 @@
-"""A real server process: daphne or uvicorn serving an ASGI app on a port of its own.
+"""A real server process: daphne, uvicorn or gunicorn (uvicorn's workers) serving an ASGI app on a port of its own.
 
     server = ServerProcess("daphne", "project.asgi:application", ready_path="/login/").start()
     try:
@@ -26,7 +26,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-SERVERS = ("daphne", "uvicorn")
+SERVERS = ("daphne", "uvicorn", "gunicorn")
 
 
 def free_port() -> int:
@@ -72,6 +72,11 @@ class ServerProcess:
     def command(self) -> list[str]:
         if self.kind == "daphne":
             return [self.python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), *self.args, self.app]
+        if self.kind == "gunicorn":
+            # uvicorn's workers under gunicorn's supervision (the `uvicorn-worker` package);
+            # `args` may name a config file (`-c`), whose bind this one overrides.
+            return [self.python, "-m", "gunicorn", "--worker-class", "uvicorn_worker.UvicornWorker", *self.args,
+                    "--bind", f"127.0.0.1:{self.port}", self.app]
         return [self.python, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(self.port),
                 "--log-level", "warning", *self.args, self.app]
 

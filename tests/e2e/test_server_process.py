@@ -12,7 +12,7 @@ from ..support.servers import ROOT
 pytestmark = [pytest.mark.e2e]
 
 
-@pytest.mark.parametrize("kind", ["daphne", "uvicorn"])
+@pytest.mark.parametrize("kind", ["daphne", "uvicorn", "gunicorn"])
 def test_it_serves_the_app_until_stopped(kind, server_env, tmp_path):
     server = ServerProcess(kind, env={**os.environ, **server_env}, log_dir=tmp_path, cwd=ROOT).start()
     try:

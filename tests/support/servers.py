@@ -13,7 +13,7 @@ import redis
 
 from messaging.testing.servers import ServerProcess, free_port
 
-__all__ = ["ROOT", "Daphne", "RedisServer", "Uvicorn", "free_port", "wait_until"]
+__all__ = ["ROOT", "Daphne", "Gunicorn", "RedisServer", "Uvicorn", "free_port", "wait_until"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,3 +88,9 @@ class Uvicorn(Daphne):
     """The same, served by uvicorn (`args` are uvicorn's, e.g. `("--ws", "websockets")`)."""
 
     kind = "uvicorn"
+
+
+class Gunicorn(Daphne):
+    """The same, served by gunicorn with uvicorn's workers (`args` are gunicorn's, e.g. `("-c", "deploy/gunicorn.conf.py")`)."""
+
+    kind = "gunicorn"
