@@ -39,15 +39,16 @@ LINEAR = ("server_rss_mb", "server_cpu_cores", "generators_rss_mb", "generators_
 
 
 def step_costs(step: dict, baseline: dict) -> dict:
-    """A measured step's costs per 10,000 sockets: the servers' memory growth
-    over the baseline (no socket open) and their idle CPU over the baseline's."""
+    """A step's costs per 10,000 sockets: the servers' and the generators'
+    memory growth over the baseline (no socket open), the servers' idle CPU
+    over the baseline's, the generators' CPU."""
     n = step["sockets"]
     grown = step["server_rss_mb"] - baseline["server_rss_mb"]
     return {
         "server_rss_growth_mb": round(grown, 1),
         "server_rss_mb_per_10k": round(per_10k(grown, n), 1),
         "server_cpu_cores_per_10k": round(per_10k(step["server_cpu_cores"] - baseline["server_cpu_cores"], n), 4),
-        "generators_rss_mb_per_10k": round(per_10k(step["generators_rss_mb"], n), 1),
+        "generators_rss_mb_per_10k": round(per_10k(step["generators_rss_mb"] - baseline["generators_rss_mb"], n), 1),
         "generators_cpu_cores_per_10k": round(per_10k(step["generators_cpu_cores"], n), 4),
     }
 

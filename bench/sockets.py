@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -215,6 +216,9 @@ async def run_curve(servers, options: CurveOptions, limits: dict, plan: Layout, 
             "concurrency": max(1, options.concurrency // plan.generators)}
     generators = await asyncio.gather(*(Generator.start(g, spec, out) for g in range(plan.generators)))
     try:
+        # The generators' own baseline: started, their sessions read, no socket open yet.
+        await asyncio.gather(*(g.ask("status") for g in generators))
+        baseline["generators_rss_mb"] = round(rss_mb([g.pid for g in generators]), 1)
         steps, stopped = await climb(servers, generators, plan, options, limits, baseline)
     finally:
         await asyncio.gather(*(g.stop() for g in generators))
@@ -242,7 +246,9 @@ def sockets_curve(start, options: CurveOptions, env: dict[str, str], server: str
         for s in servers:
             s.stop()
     return {
-        "server": server, "processes": options.processes, "limits": limits,
+        "server": server, "processes": options.processes, "cpus": os.cpu_count(), "limits": limits,
+        # The handshake throttle: 0 is off (the bench's servers), anything else would refuse sockets.
+        "connect_rate": env.get("CONNECT_RATE"),
         "generators": plan.generators, "source_addresses": list(plan.addresses),
         "options": {k: v for k, v in options.__dict__.items()},
         "users_and_sessions_seconds": round(signed_in, 1),

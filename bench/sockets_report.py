@@ -23,13 +23,18 @@ COLUMNS = [
 ]
 
 
+# What an idle step keeps busy, in cores.
+BUSY = ("server_cpu_cores", "generators_cpu_cores", "postgresql_cpu_cores", "redis_cpu_cores")
+
+
 def markdown(curve: dict) -> str:
     limits = curve["limits"]
     lines = [
         f"{curve['server']}, {curve['processes']} server process(es); {curve['generators']} generator process(es); "
         f"source addresses {', '.join(curve['source_addresses'])}; opening at most "
         f"{curve['options']['open_rate']:,.0f}/s; settle {curve['options']['settle']:.0f} s, "
-        f"window {curve['options']['window']:.0f} s.",
+        f"window {curve['options']['window']:.0f} s; handshake throttle "
+        f"{'off' if curve.get('connect_rate') == '0' else 'CONNECT_RATE=' + str(curve.get('connect_rate'))}.",
         f"Limits: open files {limits['fd_soft']:,} (soft) / {limits['fd_hard']:,} (hard) per process, "
         f"fs.nr_open {limits['fs.nr_open']}, fs.file-max {limits['fs.file-max']}; "
         f"ip_local_port_range {limits['net.ipv4.ip_local_port_range']} "
@@ -38,7 +43,8 @@ def markdown(curve: dict) -> str:
     ]
     base = curve["baseline"]
     rows = [["0 (baseline)", "-", cell(base["server_rss_mb"], None), "-", cell(base["server_cpu_cores"], 3), "-",
-             "-", "-", "-", cell(base["postgresql_cpu_cores"], 3), cell(base["redis_cpu_cores"], 3), "0"]]
+             cell(base.get("generators_rss_mb"), None), "-", "-", cell(base["postgresql_cpu_cores"], 3),
+             cell(base["redis_cpu_cores"], 3), "0"]]
     for step in curve["steps"]:
         rows.append([f"{step['sockets']:,}", *(cell(step.get(key), digits) for _, key, digits in COLUMNS)])
     for step in curve["extrapolated"]:
@@ -46,6 +52,14 @@ def markdown(curve: dict) -> str:
                      *("-" if key in ("opened_per_s", "open_at_end") else cell(step.get(key), digits)
                        for _, key, digits in COLUMNS)])
     lines.append(table(["sockets", *(heading for heading, _, _ in COLUMNS)], rows))
+    cpus = curve.get("cpus")
+    for step in curve["extrapolated"]:
+        busy = sum(step[key] for key in BUSY)
+        if cpus and busy > cpus:
+            lines += ["", f"At {step['sockets']:,} sockets the line's idle CPU (servers, generators, PostgreSQL, "
+                          f"Redis) comes to {busy:.1f} cores, more than the box's {cpus}: it could not hold them "
+                          "even idle."]
+            break
     stopped = curve["stopped"]
     if stopped:
         lines += ["", f"Stopped at {stopped['at']:,} sockets: " + "; ".join(stopped["reasons"])
@@ -61,7 +75,9 @@ def plot(curve: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (memory, cpu) = plt.subplots(1, 2, figsize=(10, 4.2))
-    for steps, style, label in ((curve["steps"], "-o", "measured"), (curve["extrapolated"], "--o", "extrapolated")):
+    # The extrapolated line starts from the last measured step.
+    guessed = curve["steps"][-1:] + curve["extrapolated"] if curve["extrapolated"] else []
+    for steps, style, label in ((curve["steps"], "-o", "measured"), (guessed, "--o", "extrapolated")):
         if not steps:
             continue
         x = [s["sockets"] for s in steps]
@@ -74,7 +90,8 @@ def plot(curve: dict, path: Path) -> None:
     cpu.set_ylabel("cores per 10,000 sockets")
     for ax in (memory, cpu):
         ax.set_xlabel("open idle sockets (N)")
-        ax.set_ylim(bottom=0)
+        top = max((line.get_ydata().max() for line in ax.get_lines()), default=1.0)
+        ax.set_ylim(0, top * 1.15 or 1.0)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(f"{curve['server']}, {curve['processes']} process(es), signed-in idle sockets", fontsize=10)

@@ -90,7 +90,7 @@ def test_per_10k_scales_a_figure_to_ten_thousand_sockets():
     assert per_10k(None, 100) is None
 
 
-BASELINE = {"server_rss_mb": 90.0, "server_cpu_cores": 0.01, "generators_rss_mb": 0.0, "generators_cpu_cores": 0.0,
+BASELINE = {"server_rss_mb": 90.0, "server_cpu_cores": 0.01, "generators_rss_mb": 60.0, "generators_cpu_cores": 0.0,
             "postgresql_cpu_cores": 0.02, "redis_cpu_cores": 0.01}
 
 
@@ -102,7 +102,7 @@ def step(n: int, rss: float, cpu: float, gen_rss: float = 50.0, gen_cpu: float =
 def test_a_steps_costs_per_10k_are_over_the_baseline_with_no_socket():
     costs = step_costs(step(5000, rss=190.0, cpu=0.51, gen_rss=80.0, gen_cpu=0.02), BASELINE)
     assert costs == {"server_rss_growth_mb": 100.0, "server_rss_mb_per_10k": 200.0,
-                     "server_cpu_cores_per_10k": 1.0, "generators_rss_mb_per_10k": 160.0,
+                     "server_cpu_cores_per_10k": 1.0, "generators_rss_mb_per_10k": 40.0,
                      "generators_cpu_cores_per_10k": 0.04}
 
 
@@ -140,3 +140,26 @@ def test_the_command_line_refuses_what_it_cannot_run(wrong, capsys):
     with pytest.raises(SystemExit):
         parse_args(wrong)
     assert "error" in capsys.readouterr().err
+
+
+def test_the_report_marks_what_is_extrapolated_and_why_the_curve_stopped():
+    from bench.sockets_report import markdown
+
+    measured = [{**step(10_000, rss=290.0, cpu=0.6), "opened_per_s": 900.0, "open_at_end": 10_000}]
+    for s in measured:
+        s.update(step_costs(s, BASELINE))
+    curve = {
+        "server": "daphne", "processes": 1, "cpus": 2, "generators": 1, "source_addresses": ["127.0.0.2"],
+        "options": {"open_rate": 2000.0, "settle": 30.0, "window": 60.0},
+        "limits": {"fd_soft": 20000, "fd_hard": 20000, "fs.nr_open": "1048576", "fs.file-max": "2466093",
+                   "net.ipv4.ip_local_port_range": "32768 60999", "ports_per_source_address": 28232},
+        "baseline": BASELINE, "steps": measured,
+        "stopped": {"at": 25_000, "before_opening": True, "reasons": ["file descriptors: ..."]},
+        "extrapolated": [extrapolated_step(n, measured, BASELINE) for n in (25_000, 50_000)],
+    }
+    text = markdown(curve)
+    assert "| 25,000 (extrapolated) | - |" in text and "| 50,000 (extrapolated) | - |" in text
+    assert "Stopped at 25,000 sockets: file descriptors: ..." in text
+    assert "not measurements" in text
+    # 50,000 idle sockets on the line: 3 cores of servers' alone, on a box of 2.
+    assert "At 50,000 sockets the line's idle CPU" in text and "more than the box's 2" in text
