@@ -291,6 +291,8 @@ def big_rooms(args: argparse.Namespace, start, base: dict[str, str], out: Path) 
         big = bigroom.measure(start, shape, sessions, Progress(f"big room of {members:,}: joining"))
         sys.stderr.write(f"big room: {big}\n")
         found.append(big)
+        # Kept as each size ends: a later, larger room that fails leaves the earlier ones' figures.
+        (out / "bigroom.json").write_text(json.dumps(found, indent=2))
     return found
 
 

@@ -40,6 +40,7 @@ class BigRoom:
     seconds: float = 10.0  # of posting
     settle: float = 3.0  # after the last ack, for the last frames
     per_address: int = 20000  # most sockets from one loopback source address
+    timeout: float = 30.0  # seconds a post's ack may take before it counts as timed out
 
 
 class Member(Socket):
@@ -112,25 +113,34 @@ async def run(urls: list[str], sessions: list[str], shape: BigRoom, progress) ->
         # Senders alternate between the processes (socket n is on urls[n % 2]).
         senders = members[:shape.senders]
         acked: dict[int, float] = {}
-        # Each post's ack latency, from when it was due (a late ack delays the sender's next post: counted).
+        # Each post's ack latency from when it was due (a late ack delays the
+        # sender's next post: counted), and from when it was sent (the round trip alone).
         post_latencies: list[float] = []
-        errors = 0
+        round_trips: list[float] = []
+        errors = timeouts = 0
         started = time.perf_counter()
         cpu_started = time.process_time()
         count = int(shape.per_second * shape.seconds)
 
         async def send(n: int, socket: Member) -> None:
-            nonlocal errors
+            nonlocal errors, timeouts
             interval = 1 / shape.per_second
             due = started + n * interval / len(senders)
             for i in range(count):
                 await asyncio.sleep(max(0.0, due - time.perf_counter()))
                 origin, due = due, due + interval
-                ack = await asyncio.wait_for(
-                    socket.call(uuid.uuid4().hex, "room.post", {"room": room, "body": f"post {i} from {n}"}), 30)
+                sent = time.perf_counter()
+                try:
+                    ack = await asyncio.wait_for(socket.call(
+                        uuid.uuid4().hex, "room.post", {"room": room, "body": f"post {i} from {n}"}), shape.timeout)
+                except asyncio.TimeoutError:
+                    # A room the servers cannot keep up with is a result too: counted, not a crash.
+                    timeouts += 1
+                    continue
                 if ack.get("ok"):
                     acked[ack["d"]["seq"]] = now = time.perf_counter()
                     post_latencies.append((now - origin) * 1000)
+                    round_trips.append((now - sent) * 1000)
                 else:
                     errors += 1
 
@@ -142,11 +152,13 @@ async def run(urls: list[str], sessions: list[str], shape: BigRoom, progress) ->
         lags = [max(0.0, arrivals[seq][1] - at) * 1000 for seq, at in acked.items() if seq in arrivals]
         frames = sum(reached)
         posts = {
-            "posts": len(acked), "post_errors": errors, "posting_seconds": round(posting, 2),
+            "posts": len(acked), "post_errors": errors, "post_timeouts": timeouts,
+            "posting_seconds": round(posting, 2),
             "posts_reaching_all": sum(n == len(members) for n in reached),
             "fewest_sockets_reached": min(reached) if reached else 0,
             "msg_frames_per_s": round(frames / posting, 1),
             "post_ack_p50_ms": pct(post_latencies, 50), "post_ack_p99_ms": pct(post_latencies, 99),
+            "post_round_trip_p50_ms": pct(round_trips, 50), "post_round_trip_p99_ms": pct(round_trips, 99),
             "ack_to_last_delivery_p50_ms": pct(lags, 50), "ack_to_last_delivery_p99_ms": pct(lags, 99),
             "ack_to_last_delivery_max_ms": pct(lags, 100),
             # The load generator reads all the sockets' frames on the same cores as the servers.
@@ -159,11 +171,17 @@ async def run(urls: list[str], sessions: list[str], shape: BigRoom, progress) ->
             socket.frames = 0
         receipt_started = time.perf_counter()
         latencies: list[float] = []
+        receipt_timeouts = 0
 
         async def receipt(socket: Member) -> None:
+            nonlocal receipt_timeouts
             begin = time.perf_counter()
-            ack = await asyncio.wait_for(
-                socket.call(uuid.uuid4().hex, "receipt", {"room": room, "delivered": last, "read": last}), 180)
+            try:
+                ack = await asyncio.wait_for(
+                    socket.call(uuid.uuid4().hex, "receipt", {"room": room, "delivered": last, "read": last}), 180)
+            except asyncio.TimeoutError:
+                receipt_timeouts += 1
+                return
             if ack.get("ok"):
                 latencies.append((time.perf_counter() - begin) * 1000)
 
@@ -172,14 +190,15 @@ async def run(urls: list[str], sessions: list[str], shape: BigRoom, progress) ->
         await asyncio.sleep(shape.settle)
         receipt_frames = sum(s.frames for s in members)
         receipts = {
-            "receipts": len(latencies), "receipts_seconds": round(receipts_seconds, 2),
+            "receipts": len(latencies), "receipt_timeouts": receipt_timeouts,
+            "receipts_seconds": round(receipts_seconds, 2),
             "receipts_per_s": round(len(latencies) / receipts_seconds, 1),
             "receipt_ack_p50_ms": pct(latencies, 50), "receipt_ack_p99_ms": pct(latencies, 99),
             "frames_during_receipts": receipt_frames,
             "frames_per_receipt": round(receipt_frames / max(1, len(latencies)), 2),
         }
         return {"sockets": len(members), "source_addresses": len(addresses), "senders": shape.senders,
-                "per_second": shape.per_second, **posts, **receipts}
+                "per_second": shape.per_second, "planned_seconds": shape.seconds, **posts, **receipts}
     finally:
         gc.unfreeze()
         await asyncio.gather(*(s.close() for s in members), return_exceptions=True)

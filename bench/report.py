@@ -71,9 +71,12 @@ def table(headings: list[str], rows: list[list[str]]) -> str:
 BIG_ROOM_ROWS = [
     ("sockets in the room (half on each process)", "sockets"),
     ("posts (senders x per second each)", None),
+    ("seconds of posting (planned)", None),
     ("posts that reached every socket", "posts_reaching_all"),
+    ("posts unacked within 30 s", "post_timeouts"),
     ("`msg` frames/s delivered", "msg_frames_per_s"),
-    ("post ack p50 / p99 ms", None),
+    ("post ack p50 / p99 ms, from when due", None),
+    ("post ack p50 / p99 ms, from when sent", None),
     ("ack to last delivery, p50 / p99 / max ms", None),
     ("receipts/s (every member at once)", "receipts_per_s"),
     ("receipt ack p50 / p99 ms", None),
@@ -93,7 +96,9 @@ def big_room_table(bigs: list[dict]) -> str:
     def composed(big: dict) -> dict[str, str]:
         return {
             "posts (senders x per second each)": f"{big['posts']} ({big['senders']} x {big['per_second']}/s)",
-            "post ack p50 / p99 ms": joined(big, ("post_ack_p50_ms", "post_ack_p99_ms")),
+            "seconds of posting (planned)": f"{cell(big.get('posting_seconds'), 1)} ({cell(big.get('planned_seconds'), 0)})",
+            "post ack p50 / p99 ms, from when due": joined(big, ("post_ack_p50_ms", "post_ack_p99_ms")),
+            "post ack p50 / p99 ms, from when sent": joined(big, ("post_round_trip_p50_ms", "post_round_trip_p99_ms")),
             "ack to last delivery, p50 / p99 / max ms": joined(
                 big, ("ack_to_last_delivery_p50_ms", "ack_to_last_delivery_p99_ms", "ack_to_last_delivery_max_ms")),
             "receipt ack p50 / p99 ms": joined(big, ("receipt_ack_p50_ms", "receipt_ack_p99_ms")),
