@@ -18,6 +18,7 @@ import io
 import os
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +62,7 @@ def main(count: int, prefix: str, path: Path) -> None:
     users = {u.username: u for u in User.objects.filter(username__startswith=prefix).only("id", "username", "password")}
     store = SessionStore()
     backend = "django.contrib.auth.backends.ModelBackend"
-    expires = (timezone.now() + timezone.timedelta(seconds=settings.SESSION_COOKIE_AGE)).isoformat()
+    expires = (timezone.now() + timedelta(seconds=settings.SESSION_COOKIE_AGE)).isoformat()
     keys, rows = [], io.StringIO()
     for n in range(count):
         user = users[f"{prefix}{n}"]
