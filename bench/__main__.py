@@ -23,62 +23,18 @@ from messaging_client import sign_in
 
 from . import bigroom
 from .configs import IDS_LEVER, RANDOM_IDS, default_configs, kind_of, levers_of, server_env, server_of
+from .limits import raise_fd_limit
 from .load import Load
 from .measure import METRICS_TOKEN, Progress, idle_memory, median_of, quiesce, run_load
+from .options import parse_args
 from .profiling import profile
-from .report import markdown, plot
+from .report import cpu_per_ack, markdown, plot
 from .seed import seed_rooms
 from .servers import ROOT, Server
+from .signins import bulk_sessions
 from .targets import targets
 
 SECRET = "bench-secret-not-for-production"
-
-
-def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    p.add_argument("--database", default="postgres://postgres@127.0.0.1:5432/messaging_bench")
-    p.add_argument("--redis", default="redis://127.0.0.1:6379/12", help="a db of the bench's own: it is flushed")
-    p.add_argument("--sockets", type=int, default=16)
-    p.add_argument("--window", type=int, default=4)
-    p.add_argument("--messages", type=int, default=150, help="commands per socket and run")
-    p.add_argument("--duplicates", type=float, default=0.1)
-    p.add_argument("--room-size", type=int, default=4)
-    p.add_argument("--rooms", type=int, default=0,
-                   help="other people's rooms in the database before the runs, untimed (bench/seed.py)")
-    p.add_argument("--room-members", type=int, default=10, help="members of each of --rooms")
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--seconds", type=float, default=3.0,
-                   help="a calibration round (not reported) sizes each peak run to last about this long, "
-                        "with at least --messages per socket (0: no calibration, --messages only)")
-    p.add_argument("--server", choices=["daphne", "uvicorn"], default="daphne",
-                   help="for every config without a SERVER= lever of its own")
-    p.add_argument("--server-args", default=None,
-                   help='the server\'s own options in place of the defaults (uvicorn: bench.servers.UVICORN_ARGS), '
-                        'e.g. "--ws websockets --loop asyncio"')
-    p.add_argument("--idle", type=int, default=10000, help="idle sockets for the memory check (0: skip)")
-    p.add_argument("--configs", default=None,
-                   help='comma-separated; a lever rides on a config as "full+KEY=VALUE+KEY=VALUE" '
-                        '(the server\'s environment; IDS=random: the load generator\'s command ids; '
-                        'SERVER=daphne or uvicorn: the server of this config). Default: full,echo,tutorial, '
-                        'and with --server uvicorn also echo+SERVER=daphne, the plain stack on its reference '
-                        'server, measured in the same run as the full path on uvicorn')
-    p.add_argument("--env", action="append", default=[], help="KEY=VALUE for the full path's server (a lever)")
-    p.add_argument("--rate", type=float, default=None,
-                   help="only paced runs at this many commands/s (each config, every round, about 6 s each): "
-                        "latency at one load, for lever studies")
-    p.add_argument("--peak-only", action="store_true", help="skip the latency curve and the idle sockets (lever studies)")
-    p.add_argument("--profile", action="store_true", help="only profile the full path under the reference load (py-spy)")
-    p.add_argument("--profile-wall", action="store_true",
-                   help="with --profile: sample every thread all the time (where it waits), not only while it holds the GIL")
-    p.add_argument("--big-room", type=int, default=1000,
-                   help="sockets of the big room (half on each of two processes; 0: skip), bench/bigroom.py")
-    p.add_argument("--big-room-only", action="store_true", help="only the big room")
-    p.add_argument("--idle-only", action="store_true", help="only the idle sockets' memory (--idle of them)")
-    p.add_argument("--events", action="store_true",
-                   help="only the events downstream: acks/s with and without the outbox, the relay's events/s and lag")
-    p.add_argument("--no-events", action="store_true", help="skip the events downstream's part of a full run")
-    p.add_argument("--out", default=str(ROOT / "artifacts" / "bench"))
-    return p.parse_args()
 
 
 def prepare(args: argparse.Namespace, out: Path) -> dict[str, str]:
@@ -136,10 +92,12 @@ def main() -> None:
     args = parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    # Up to the hard limit: the servers and the generators it starts inherit it.
+    raise_fd_limit()
     base = prepare(args, out)
     levers = dict(kv.split("=", 1) for kv in args.env)
     configs = (args.configs or default_configs(args.server)).split(",")
-    reference = Load(sockets=args.sockets, window=args.window, messages=args.messages,
+    reference = Load(sockets=args.load_sockets, window=args.window, messages=args.messages,
                      duplicates=args.duplicates, room_size=args.room_size)
     if args.rate:
         reference = paced(reference, args.rate)
@@ -153,9 +111,12 @@ def main() -> None:
         own_args = server_args if server == args.server else None
         return [Server(server, server_env(config, base, levers), out, args=own_args).start() for _ in range(count)]
 
+    if args.sockets:
+        sockets_only(args, start, base, out)
+        return
     with_sessions = start("full")
     try:
-        sessions = [sign_in(with_sessions[0].url, f"bench{n}") for n in range(args.sockets)]
+        sessions = [sign_in(with_sessions[0].url, f"bench{n}") for n in range(args.load_sockets)]
     finally:
         for s in with_sessions:
             s.stop()
@@ -175,13 +136,12 @@ def main() -> None:
         (out / "events.json").write_text(json.dumps(found, indent=2))
         print(json.dumps(found, indent=2))
         return
-    big = bigroom.measure(start, bigroom.BigRoom(sockets=args.big_room), Progress("big room: joining")) \
-        if args.big_room and not args.rate else None
-    if big is not None:
-        sys.stderr.write(f"big room: {big}\n")
+    bigs = [] if args.rate else big_rooms(args, start, base, out)
+    # The targets hold the 1,000-member room (the first, if none has 1,000).
+    big = next((b for b in bigs if b["sockets"] == 1000), bigs[0] if bigs else None)
     if args.big_room_only:
-        (out / "bigroom.json").write_text(json.dumps(big, indent=2))
-        print(json.dumps(big, indent=2))
+        (out / "bigroom.json").write_text(json.dumps(bigs, indent=2))
+        print(json.dumps(bigs, indent=2))
         return
 
     # A run of 150 commands per socket lasts 0.4 s on echo and 15 s on the
@@ -289,6 +249,8 @@ def main() -> None:
         "latency_rounds": points,
         "idle": idle,
         "big_room": big,
+        "big_rooms": bigs,
+        "cpu_per_ack": cpu_per_ack(peak, args.server),
         "events": events,
         "targets": {} if args.rate else targets(peak, curves, idle, big, server=args.server),
     }
@@ -299,6 +261,39 @@ def main() -> None:
         plot(curves, out / "latency.png")
     print(tables)
     print(f"wrote {out / 'results.json'}, {out / 'results.md'}" + (f" and {out / 'latency.png'}" if curves else ""))
+
+
+def sockets_only(args: argparse.Namespace, start, base: dict[str, str], out: Path) -> None:
+    """The sockets curve alone: sockets.json, sockets.md and sockets.png in `out`."""
+    from .sockets import CurveOptions, sockets_curve
+    from .sockets_report import markdown as curve_markdown, plot as curve_plot
+
+    options = CurveOptions(
+        steps=args.sockets, processes=args.processes, generators=args.generators,
+        source_addresses=args.source_addresses, per_generator=args.per_generator, per_address=args.per_address,
+        open_rate=args.open_rate, step_timeout=args.step_timeout, settle=args.settle, window=args.idle_window)
+    curve = sockets_curve(start, options, base, args.server, out)
+    (out / "sockets.json").write_text(json.dumps(curve, indent=2))
+    text = curve_markdown(curve)
+    (out / "sockets.md").write_text(text)
+    if curve["steps"]:
+        curve_plot(curve, out / "sockets.png")
+    print(text)
+    print(f"wrote {out / 'sockets.json'}, {out / 'sockets.md'}" + (f" and {out / 'sockets.png'}" if curve["steps"] else ""))
+
+
+def big_rooms(args: argparse.Namespace, start, base: dict[str, str], out: Path) -> list[dict]:
+    """The big room at each of --big-room's sizes, one after the other; its members signed in in bulk."""
+    found = []
+    for members in args.big_room:
+        sessions = bulk_sessions(base, members, "big-", out)
+        shape = bigroom.BigRoom(sockets=members, per_address=args.per_address)
+        big = bigroom.measure(start, shape, sessions, Progress(f"big room of {members:,}: joining"))
+        sys.stderr.write(f"big room: {big}\n")
+        found.append(big)
+        # Kept as each size ends: a later, larger room that fails leaves the earlier ones' figures.
+        (out / "bigroom.json").write_text(json.dumps(found, indent=2))
+    return found
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from messaging.ops.metrics import BATCH_PHASE_NAMES
 
+from .cpu import cpu_per_ack_us
 from .load import Load, Target, drive, hold_idle
 from .servers import Server
 
@@ -76,11 +77,9 @@ class Measured:
     def done(self) -> dict:
         (t0, servers0, services0, box0), (t1, servers1, services1, box1) = self.marks["start"], self.marks["end"]
         wall = t1 - t0
-        spent = {
-            kind: sum(seconds - services0[kind].get(pid, 0.0) for pid, seconds in by_pid.items())
-            for kind, by_pid in services1.items()
-        }
+        spent = services_spent(services0, services1)
         return {
+            "server_cpu_s": round(servers1 - servers0, 3),
             "server_cpu_cores": round((servers1 - servers0) / wall, 2),
             "server_rss_mb": round(sum(p.memory_info().rss for p in self.procs) / 2**20, 1),
             "postgresql_cpu_cores": round(spent["postgresql"] / wall, 2),
@@ -146,6 +145,14 @@ def service_cpu() -> dict[str, dict[int, float]]:
     return spent
 
 
+def services_spent(before: dict[str, dict[int, float]], after: dict[str, dict[int, float]]) -> dict[str, float]:
+    """CPU seconds each kind of service spent between two `service_cpu()` readings."""
+    return {
+        kind: sum(seconds - before[kind].get(pid, 0.0) for pid, seconds in by_pid.items())
+        for kind, by_pid in after.items()
+    }
+
+
 def busy_cpu() -> float:
     """CPU seconds the box's cores have run anything, summed over the cores
     (Linux: idle, I/O wait and time stolen by the hypervisor left out)."""
@@ -157,6 +164,8 @@ def run_load(servers: list[Server], kind: str, sessions: list[str], load: Load, 
     measured = Measured(servers, batches=kind == "full")
     result = asyncio.run(drive(Target(kind, [s.url for s in servers]), sessions, load, Progress(label), measured.mark))
     summary = {**result.summary(), **measured.done()}
+    # The server processes' own CPU per ack: theirs alone, whatever shares the cores with them.
+    summary["server_cpu_us_per_ack"] = cpu_per_ack_us(summary.pop("server_cpu_s"), summary["acks"])
     if summary["acks_per_s"]:
         # All the box spent per ack: the server's share, the database's, Redis's and the load generator's.
         summary["box_cpu_us_per_ack"] = round(summary["box_busy_cores"] / summary["acks_per_s"] * 1e6, 1)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from messaging.ops.metrics import BATCH_PHASE_NAMES
 
+from .cpu import ratio
+
 # (heading, key in a run's summary, digits; None rounds to a whole number)
 PEAK_COLUMNS = [
     ("acks/s", "acks_per_s", None),
@@ -17,6 +19,7 @@ PEAK_COLUMNS = [
     ("p99 ms", "p99_ms", None),
     ("fan-out frames/s", "fanout_frames_per_s", None),
     ("server CPU (cores)", "server_cpu_cores", 2),
+    ("server CPU per ack (us)", "server_cpu_us_per_ack", 1),
     ("PostgreSQL (cores)", "postgresql_cpu_cores", 2),
     ("Redis (cores)", "redis_cpu_cores", 2),
     ("load generator (cores)", "client_cpu_cores", 2),
@@ -68,8 +71,12 @@ def table(headings: list[str], rows: list[list[str]]) -> str:
 BIG_ROOM_ROWS = [
     ("sockets in the room (half on each process)", "sockets"),
     ("posts (senders x per second each)", None),
+    ("seconds of posting (planned)", None),
     ("posts that reached every socket", "posts_reaching_all"),
+    ("posts unacked within 30 s", "post_timeouts"),
     ("`msg` frames/s delivered", "msg_frames_per_s"),
+    ("post ack p50 / p99 ms, from when due", None),
+    ("post ack p50 / p99 ms, from when sent", None),
     ("ack to last delivery, p50 / p99 / max ms", None),
     ("receipts/s (every member at once)", "receipts_per_s"),
     ("receipt ack p50 / p99 ms", None),
@@ -80,18 +87,59 @@ BIG_ROOM_ROWS = [
 FRACTIONAL = {"frames_per_receipt", "client_cpu_cores", "receipts_per_s"}
 
 
-def big_room_table(big: dict) -> str:
-    """The big room's one run (bench/bigroom.py)."""
-    composed = {
-        "posts (senders x per second each)": f"{big['posts']} ({big['senders']} x {big['per_second']}/s)",
-        "ack to last delivery, p50 / p99 / max ms": " / ".join(
-            cell(big[k], 1) for k in ("ack_to_last_delivery_p50_ms", "ack_to_last_delivery_p99_ms",
-                                      "ack_to_last_delivery_max_ms")),
-        "receipt ack p50 / p99 ms": " / ".join(cell(big[k], 1) for k in ("receipt_ack_p50_ms", "receipt_ack_p99_ms")),
-    }
-    return table(["big room", "measured"],
-                 [[name, composed[name] if key is None else cell(big.get(key), 2 if key in FRACTIONAL else None)]
+def joined(big: dict, keys: tuple[str, ...]) -> str:
+    return " / ".join(cell(big.get(k), 1) for k in keys)
+
+
+def big_room_table(bigs: list[dict]) -> str:
+    """The big room's runs (bench/bigroom.py), a column for each size."""
+    def composed(big: dict) -> dict[str, str]:
+        return {
+            "posts (senders x per second each)": f"{big['posts']} ({big['senders']} x {big['per_second']}/s)",
+            "seconds of posting (planned)": f"{cell(big.get('posting_seconds'), 1)} ({cell(big.get('planned_seconds'), 0)})",
+            "post ack p50 / p99 ms, from when due": joined(big, ("post_ack_p50_ms", "post_ack_p99_ms")),
+            "post ack p50 / p99 ms, from when sent": joined(big, ("post_round_trip_p50_ms", "post_round_trip_p99_ms")),
+            "ack to last delivery, p50 / p99 / max ms": joined(
+                big, ("ack_to_last_delivery_p50_ms", "ack_to_last_delivery_p99_ms", "ack_to_last_delivery_max_ms")),
+            "receipt ack p50 / p99 ms": joined(big, ("receipt_ack_p50_ms", "receipt_ack_p99_ms")),
+        }
+
+    return table(["big room", *(f"{big['sockets']:,} members" for big in bigs)],
+                 [[name, *(composed(big)[name] if key is None else cell(big.get(key), 2 if key in FRACTIONAL else None)
+                           for big in bigs)]
                   for name, key in BIG_ROOM_ROWS])
+
+
+# The full path against plain Channels echo on one server: (row, full's config, echo's config).
+CPU_PAIRS = [("{server}", "full", "echo"), ("{server}, two processes", "full, two processes", "echo, two processes")]
+
+
+def cpu_per_ack(median: dict, server: str) -> list[dict]:
+    """Server CPU per ack, the full path's against echo's on the run's server (one
+    process, and two where measured), beside their acks/s and each ratio full/echo."""
+    rows = []
+    for label, full, echo in CPU_PAIRS:
+        if full in median and echo in median:
+            f, e = median[full], median[echo]
+            rows.append({
+                "server": label.format(server=server),
+                "full_acks_per_s": f["acks_per_s"], "echo_acks_per_s": e["acks_per_s"],
+                "acks_full_over_echo": ratio(f["acks_per_s"], e["acks_per_s"]),
+                "full_server_cpu_us_per_ack": f.get("server_cpu_us_per_ack"),
+                "echo_server_cpu_us_per_ack": e.get("server_cpu_us_per_ack"),
+                "cpu_per_ack_full_over_echo": ratio(f.get("server_cpu_us_per_ack"), e.get("server_cpu_us_per_ack")),
+            })
+    return rows
+
+
+CPU_COLUMNS = [
+    ("full acks/s", "full_acks_per_s", None),
+    ("echo acks/s", "echo_acks_per_s", None),
+    ("acks full/echo", "acks_full_over_echo", 2),
+    ("full: server CPU per ack (us)", "full_server_cpu_us_per_ack", 1),
+    ("echo: server CPU per ack (us)", "echo_server_cpu_us_per_ack", 1),
+    ("CPU per ack full/echo", "cpu_per_ack_full_over_echo", 2),
+]
 
 
 def markdown(report: dict) -> str:
@@ -130,8 +178,12 @@ def markdown(report: dict) -> str:
         idle = report["idle"]
         parts.append(f"{idle['sockets']:,} idle signed-in sockets: the process grew from "
                      f"{idle['rss_before_mb']:.0f} MB to {idle['rss_mb']:.0f} MB.")
-    if report.get("big_room"):
-        parts.append(big_room_table(report["big_room"]))
+    if report.get("cpu_per_ack"):
+        parts.append(table(["server", *headings(CPU_COLUMNS)],
+                           [[row["server"], *cells(row, CPU_COLUMNS)] for row in report["cpu_per_ack"]]))
+    bigs = report.get("big_rooms") or ([report["big_room"]] if report.get("big_room") else [])
+    if bigs:
+        parts.append(big_room_table(bigs))
     if report["targets"]:
         parts.append(table(
             ["target", "measured", "met"],
