@@ -29,7 +29,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `RATE_PER_SECOND` | 20.0 | commands per second one socket may keep up; above it: `rate_limited` |
 | `USER_RATE_LIMIT` | 600 | commands one user may send per `USER_RATE_WINDOW`, over all sockets and processes |
 | `USER_RATE_WINDOW` | 10.0 | seconds of the per-user window (counted in Redis; per process without it) |
-| `SESSION_CHECK_INTERVAL` | 5.0 | seconds between checks that a socket's session is still valid; 0 turns them off |
+| `SESSION_CHECK_INTERVAL` | 5.0 | seconds between a process's rounds of checks that its sockets' credentials (session, API token, user) still sign them in; a socket whose credential ended is closed with 4401. One round reads all its sockets at once (docs/OPERATIONS.md, "Credential checks"); 0 turns them off |
 | `DB_THREADS` | 0 | threads that run commands, each with its own database connection; 0: channels' one thread. Exactly-once commands that arrive together run as one batch, at most `DB_THREADS // 2` (at least 1) batches at once |
 | `BATCH_SETTLE` | 2 | rounds of the event loop's callbacks the next batch of exactly-once commands waits after one ends, so that the sockets it answered send their next commands into it (`messaging/core/batches.py`); 0: it starts with the first to arrive |
 | `RATE_WINDOW_KEYS` | 10000 | most keys (users, client addresses) each of a process's own rate windows holds; past it the least recently hit are forgotten |

@@ -318,11 +318,15 @@ class ApiToken(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=64, blank=True)
     prefix = models.CharField(max_length=12, editable=False)
-    digest = models.CharField(max_length=64, unique=True, editable=False)
+    # None until the admin's page of the new token shows it: the token is made
+    # then, so it is never kept anywhere between the form and that page.
+    digest = models.CharField(max_length=64, unique=True, null=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     # Written at most once a minute (`TOKEN_TOUCH_INTERVAL`): requests stay reads.
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # None: never. From then on the token signs nobody in, and its sockets are closed.
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -127,15 +127,16 @@ class Communicator(FrameClient):
 
 class SocketClient(FrameClient):
     """One WebSocket to a running server at `base_url`, signed in by the `session` cookie's value
-    (`messaging_client.sign_in` gets one from a guest form). `ws` is the
-    `websockets` connection underneath, once connected. `headers` go with the
-    handshake too (`X-Forwarded-For`, as a proxy in front would add it)."""
+    (`messaging_client.sign_in` gets one from a guest form) or an API `token`.
+    `ws` is the `websockets` connection underneath, once connected. `headers`
+    go with the handshake too (`X-Forwarded-For`, as a proxy in front would add it)."""
 
-    def __init__(self, base_url: str, session: str | None = None, *, origin: str | None = None,
-                 path: str = "/ws/", headers: dict[str, str] | None = None) -> None:
+    def __init__(self, base_url: str, session: str | None = None, *, token: str | None = None,
+                 origin: str | None = None, path: str = "/ws/", headers: dict[str, str] | None = None) -> None:
         super().__init__()
         self.base_url = base_url
         self.session = session
+        self.token = token
         self.origin = origin
         self.path = path
         self.headers = dict(headers or {})
@@ -148,7 +149,8 @@ class SocketClient(FrameClient):
 
         self.ws = await websockets.connect(
             self.base_url.replace("http", "ws", 1) + self.path,
-            additional_headers={**handshake_headers(self.base_url, session=self.session, origin=self.origin),
+            additional_headers={**handshake_headers(self.base_url, session=self.session, token=self.token,
+                                                  origin=self.origin),
                                 **self.headers},
             # Tests look at frames of any size, the server's limits are what they test.
             max_size=None,

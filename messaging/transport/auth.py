@@ -33,14 +33,24 @@ _user_of_session = get_user.__wrapped__
 
 def _user_of_scope(scope: dict) -> Any:
     """The user of the handshake's API token (`Authorization: Bearer`, a bot's or
-    a backend's client) if it offers one, else of its session."""
-    from .tokens import bearer_token, user_of_token
+    a backend's client) if it offers one, else of its session.
+
+    A token that signs its user in is named in `scope["api_token"]` (its row's
+    id, never the token): what the socket's checks ask about from then on
+    (messaging/transport/signins.py)."""
+    from .tokens import bearer_token, signed_in_by
 
     for name, value in scope.get("headers", ()):
         if name == b"authorization":
             token = bearer_token(value.decode("latin-1"))
-            return (user_of_token(token) if token else None) or AnonymousUser()
-    return _user_of_session(scope)
+            row = signed_in_by(token) if token else None
+            if row is None:
+                return AnonymousUser()
+            scope["api_token"] = row.pk
+            return row.user
+    user = _user_of_session(scope)
+    # Inactive is refused whatever the backend (`AllowAllUsersModelBackend` signs such users in).
+    return user if getattr(user, "is_active", True) else AnonymousUser()
 
 
 def drop_dead_connections() -> bool:

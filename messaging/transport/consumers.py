@@ -4,8 +4,8 @@ What a command does is the core's (messaging/core/pipeline.py); this module
 owns the socket: its inbox, its refusals before the pipeline (rate, rooms),
 and the order of its answers. A room's live frames are `LiveRooms`
 (messaging/transport/live.py), the socket's send path `Outgoing`
-(messaging/transport/outgoing.py), the session's periodic check
-`SessionWatch` (messaging/transport/sessions.py).
+(messaging/transport/outgoing.py); its credential is checked with every
+other socket's of the loop (messaging/transport/signins.py).
 """
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ from .outgoing import Outgoing
 from .ratelimit import TokenBucket, user_limiter
 from .servers import SendBuffer, send_buffer
 from .presence import get_presence
-from .sessions import SessionWatch
+from .signins import credential_of, credential_watch
+from .watch import CredentialWatch
 from .typing import own_prefix
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,7 @@ class ChatConsumer(Answers, LiveRooms, Outgoing, AsyncWebsocketConsumer):
         self.hub = get_hub()
         self.rooms: set[str] = set()
         self.bad_frames = 0
-        self.session_watch: SessionWatch | None = None
+        self.watch: CredentialWatch | None = None
         # Live frames of a room held back while this socket joins it, and the
         # room's seq up to which the join's backlog covers its messages.
         self.held: dict[str, list[tuple[int | None, str]]] = {}
@@ -178,10 +179,10 @@ class ChatConsumer(Answers, LiveRooms, Outgoing, AsyncWebsocketConsumer):
         self.bucket = TokenBucket(conf.RATE_PER_SECOND, conf.RATE_BURST)
         # Who the socket's commands come from, for the limits per address (rooms created).
         self.client_address = client_of_scope(self.scope)
-        session = self.scope.get("session")
-        session_key = getattr(session, "session_key", None)
-        if session_key and conf.SESSION_CHECK_INTERVAL > 0:
-            self.session_watch = SessionWatch.join(self, session_key, conf.SESSION_CHECK_INTERVAL)
+        self.watch = credential_watch()
+        if self.watch is not None:
+            self.watch.add(self, credential_of(self.scope, self.user),
+                           functools.partial(self.close, code=CLOSE_UNAUTHENTICATED))
         await self.attach()
         self.present = True
         get_presence().opened(self.user.pk)
@@ -197,9 +198,8 @@ class ChatConsumer(Answers, LiveRooms, Outgoing, AsyncWebsocketConsumer):
         if getattr(self, "counted", False):
             metrics.OPEN_SOCKETS.dec()
             self.counted = False
-        if self.session_watch is not None:
-            self.session_watch.leave(self)
-            self.session_watch = None
+        if self.watch is not None:
+            self.watch.discard(self)
         for room in list(getattr(self, "rooms", ())):
             await self.unsubscribe(room)
         if getattr(self, "present", False):

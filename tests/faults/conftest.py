@@ -6,8 +6,11 @@ it without touching the Redis other checkouts share.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
+from psycopg import sql
 import pytest
 import redis
 from asgiref.sync import sync_to_async
@@ -65,12 +68,13 @@ def fault_redis_client(server: RedisServer) -> redis.Redis:
     return redis.Redis(port=server.port, socket_timeout=2)
 
 
-def raw_db() -> psycopg.Connection:
-    """A connection of the test's own, outside Django, to hold locks and terminate backends."""
+def raw_db(dbname: str | None = None, autocommit: bool = False) -> psycopg.Connection:
+    """A connection of the test's own, outside Django, to hold locks and terminate backends
+    (to the test database, or to `dbname`)."""
     db = connection.settings_dict
     return psycopg.connect(
-        host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"] or "postgres", dbname=db["NAME"],
-        autocommit=False,
+        host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"] or "postgres",
+        dbname=dbname or db["NAME"], autocommit=autocommit,
     )
 
 
@@ -90,3 +94,21 @@ def terminate_backends(since) -> int:
             [since],
         )
         return cur.fetchone()[0]
+
+
+@contextmanager
+def database_down(since) -> Iterator[int]:
+    """The test database refuses every new connection and has ended those opened since `since`
+    (the server's, not the test's own) for as long as the block runs: an outage, not a blip.
+    Yields how many backends were ended."""
+    name = sql.Identifier(connection.settings_dict["NAME"])
+    # From another database: PostgreSQL will not refuse connections to the one a session is in.
+    with raw_db("postgres", autocommit=True) as admin:
+        admin.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(name))
+        try:
+            ended = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = %s AND backend_start > %s",
+                [connection.settings_dict["NAME"], since]).fetchone()[0]
+            yield ended
+        finally:
+            admin.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS true").format(name))

@@ -265,6 +265,26 @@ async def test_session_needs_its_csrf_token(make_user):
     assert status == 200 and ack["ok"], ack
 
 
+@pytest.mark.parametrize("backend", ["django.contrib.auth.backends.ModelBackend",
+                                     "django.contrib.auth.backends.AllowAllUsersModelBackend"])
+async def test_a_user_made_inactive_is_refused_at_once_with_either_credential(make_user, settings, backend):
+    settings.AUTHENTICATION_BACKENDS = [backend]
+    user = await make_user()
+    client = AsyncClient(enforce_csrf_checks=True)
+    await database_sync_to_async(client.force_login)(user)
+    await client.get("/login/")
+    by_session = Api(client=client)
+    by_session.headers = {"X-CSRFToken": client.cookies["csrftoken"].value}
+    by_token = Api(await new_token(user))
+    for api in (by_session, by_token):
+        assert (await api.post("room.join", {"room": "lobby"}))[0] == 200
+    user.is_active = False
+    await database_sync_to_async(user.save)()
+    for api in (by_session, by_token):
+        status, answer, _ = await api.post("room.join", {"room": "lobby"})
+        assert status == 401 and answer["error"]["code"] == "unauthenticated"
+
+
 async def test_get_is_405(api_as):
     _, api = await api_as()
     response = await api.client.get("/api/commands", headers=api.headers)

@@ -56,3 +56,13 @@ def test_an_error_on_a_live_connection_is_not_retried():
     assert connection.connection.info.backend_pid == live
     with connection.cursor() as cursor:
         cursor.execute("RESET lock_timeout")
+
+
+@pytest.mark.parametrize("backend", ["django.contrib.auth.backends.ModelBackend",
+                                     "django.contrib.auth.backends.AllowAllUsersModelBackend"])
+def test_an_inactive_user_signs_in_no_socket_whatever_the_backend(settings, backend):
+    settings.AUTHENTICATION_BACKENDS = [backend]
+    user, scope = signed_in_scope()
+    assert signed_in_user(scope) == user
+    get_user_model().objects.filter(pk=user.pk).update(is_active=False)
+    assert not signed_in_user({"session": scope["session"].__class__(scope["session"].session_key)}).is_authenticated

@@ -1,28 +1,41 @@
-"""API tokens in the Django admin: create one (shown once), revoke, see when each was last used.
+"""API tokens in the Django admin: create one (shown once, on a page of its own), revoke, see when each was last used.
 
 Unlike the rest of the admin (read-only history), tokens are credentials an
-operator manages: adding makes a token and shows it once in a message,
-revoking stamps `revoked_at`; a token is never edited or shown again.
+operator manages: adding one saves it without a token and leads to its
+page, which makes the token as it shows it (`reveal_token`), with
+`Cache-Control: no-store`; that page shows it this once, and a reload shows
+only that it was shown. The token is never in a cookie, the messages
+framework, the session or any table (only its hash is kept). Revoking stamps
+`revoked_at`; a token is never edited or shown again.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from django import forms
-from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 
 from ...models import ApiToken
-from ..tokens import check_room_for_token, create_token
+from ..tokens import check_room_for_token, reveal_token
 
 
 class NewTokenForm(forms.ModelForm):
     class Meta:
         model = ApiToken
-        fields = ("user", "name")
+        fields = ("user", "name", "expires_at")
+        help_texts = {"expires_at": "Leave empty for a token that does not expire."}
+
+    def clean_expires_at(self) -> Any:
+        expires_at = self.cleaned_data.get("expires_at")
+        if expires_at is not None and expires_at <= timezone.now():
+            raise forms.ValidationError("The expiry must be in the future.")
+        return expires_at
 
     def clean(self) -> dict:
         cleaned = super().clean()
@@ -36,13 +49,17 @@ class NewTokenForm(forms.ModelForm):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ("prefix", "name", "user", "created_at", "last_used_at", "revoked_at")
-    list_filter = ("revoked_at",)
+    list_display = ("shown_prefix", "name", "user", "created_at", "last_used_at", "expires_at", "revoked_at")
+    list_filter = ("revoked_at", "expires_at")
     list_select_related = ("user",)
     search_fields = ("name", "prefix", "user__username")
     ordering = ("-pk",)
     actions = ["revoke"]
     raw_id_fields = ("user",)
+
+    @admin.display(description="prefix", ordering="prefix")
+    def shown_prefix(self, obj: ApiToken) -> str:
+        return obj.prefix or "(not shown yet)"
 
     def get_form(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
         if obj is None:
@@ -52,13 +69,39 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple:
         if obj is None:
             return ()
-        return ("user", "name", "prefix", "created_at", "last_used_at", "revoked_at")
+        return ("user", "name", "prefix", "created_at", "last_used_at", "expires_at", "revoked_at")
 
     def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
         if change:
             return
-        _, token = create_token(obj.user, obj.name, instance=obj)
-        messages.warning(request, f"The new token, shown this once: {token}")
+        # No token yet: its page makes it (`token_view`).
+        obj.prefix, obj.digest = "", None
+        obj.save()
+
+    def response_add(self, request: HttpRequest, obj: ApiToken, post_url_continue: str | None = None) -> HttpResponse:
+        # Straight to the token's page, with no message: the admin's "added"
+        # message names the object, and messages travel in a cookie.
+        return HttpResponseRedirect(reverse("admin:messaging_apitoken_token", args=[obj.pk]))
+
+    def get_urls(self) -> list[URLPattern]:
+        token = path("<int:pk>/token/", self.admin_site.admin_view(self.token_view), name="messaging_apitoken_token")
+        return [token, *super().get_urls()]
+
+    def token_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """The new token, made as this page shows it the first time; afterwards, that it was shown."""
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        row = ApiToken.objects.select_related("user").filter(pk=pk).first()
+        if row is None:
+            return HttpResponseRedirect(reverse("admin:messaging_apitoken_changelist"))
+        token = reveal_token(pk) if request.method == "GET" else None
+        context = {**self.admin_site.each_context(request), "opts": self.opts, "row": row, "token": token,
+                   "title": "The new API token" if token else "API token already shown"}
+        response = TemplateResponse(request, "admin/messaging/apitoken/token.html", context)
+        # Not kept by the browser, a proxy or the back button (the admin's
+        # own `never_cache` says no-store too; this page must not depend on it).
+        response["Cache-Control"] = "no-store, no-cache, must-revalidate, private, max-age=0"
+        return response
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # Revoked, not deleted: its last use stays on record.

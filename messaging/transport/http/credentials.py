@@ -51,7 +51,8 @@ async def caller(request: HttpRequest) -> Caller:
     # Without AuthenticationMiddleware (a host's API-only stack) only tokens sign in.
     auser = getattr(request, "auser", None)
     user = await auser() if auser is not None else None
-    if user is None or not user.is_authenticated:
+    # Inactive is refused whatever the backend (`AllowAllUsersModelBackend` signs such users in).
+    if user is None or not user.is_authenticated or not getattr(user, "is_active", True):
         raise Unauthenticated()
     reason = _csrf_failure(request)
     if reason is not None:
