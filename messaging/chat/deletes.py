@@ -58,9 +58,10 @@ def tombstone(ctx: CommandContext, room: Room, message: Message) -> None:
     message.body, message.version = "", message.version + 1
     message.save(update_fields=["body", "version", "deleted_at", "rev"])
     MessageVersion.objects.filter(message=message, previous_body__isnull=False).update(previous_body=None)
-    record_version(ctx, message, MessageVersion.Kind.DELETE, message.deleted_at, None)
     frame = delete_frame(room.slug, message)
-    emit(ctx, "message.deleted", room.slug, frame["d"], at=(room.pk, position))  # in the change's transaction
+    # In the change's transaction.
+    event_id = emit(ctx, "message.deleted", room.slug, frame["d"], at=(room.pk, position))
+    record_version(ctx, message, MessageVersion.Kind.DELETE, message.deleted_at, None, event_id)
     ctx.broadcast(room.slug, frame)
 
 

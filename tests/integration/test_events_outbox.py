@@ -252,3 +252,22 @@ async def test_a_refused_edit_writes_nothing(make_user, open_clients):
     ack = await b.call("message.edit", {"room": "lobby", "seq": seq, "body": "yours now"})
     assert ack["error"]["code"] == "forbidden"
     assert [e["type"] for e in await events()] == ["message.posted"]
+
+
+async def test_a_message_and_its_versions_keep_the_ids_of_their_events(make_user, open_clients):
+    """On both paths of a post, and for an edit and a delete: what a change of the message finds its events by."""
+    from messaging.models import Message, MessageVersion
+
+    ana = await make_user("Ana")
+    client = await open_clients(ana)
+    await client.join("lobby")
+    await client.call("room.post", {"room": "lobby", "body": "fast"})
+    await database_sync_to_async(post_on_the_portable_path)(ana, "portable")
+    assert (await client.call("message.edit", {"room": "lobby", "seq": 1, "body": "faster"}))["ok"]
+    assert (await client.call("message.delete", {"room": "lobby", "seq": 1}))["ok"]
+    ids = {(e["type"], e["data"]["seq"]): e["event_id"] for e in await events()}
+    kept = await database_sync_to_async(lambda: (
+        dict(Message.objects.values_list("seq", "posted_event_id")),
+        dict(MessageVersion.objects.values_list("version", "event_id"))))()
+    assert kept == ({1: ids["message.posted", 1], 2: ids["message.posted", 2]},
+                    {2: ids["message.edited", 1], 3: ids["message.deleted", 1]})
