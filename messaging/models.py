@@ -147,10 +147,11 @@ class Message(models.Model):
     edited_at = models.DateTimeField(null=True, blank=True)
     # A deleted message is a tombstone: same seq, body "" (really removed), this time.
     deleted_at = models.DateTimeField(null=True, blank=True)
-    # The `event_id` of its post's `message.posted` event, to find the event
-    # by the events' unique index. No index of its own: a post writes 16
-    # bytes more and no index entry. Null with the outbox off, and for
-    # messages posted before it was recorded.
+    # The `event_id` of its post's `message.posted` event: a delete finds the
+    # event, and every copy of it, by this (the events' unique index), and
+    # blanks their body (messaging/events/redaction.py). No index of its own:
+    # a post writes 16 bytes more and no index entry. Null with the outbox
+    # off, and for messages posted before it was recorded.
     posted_event_id = models.UUIDField(null=True, blank=True)
 
     class Meta:

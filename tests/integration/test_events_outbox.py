@@ -238,7 +238,9 @@ async def test_an_edit_and_a_delete_write_their_events_once_with_their_frames(ma
     assert [e["type"] for e in found] == ["message.posted", "message.edited", "message.deleted"]
     assert [e["position"] for e in found] == [1, 2, 3]
     assert found[0]["data"]["rev"] == 1 and found[0]["data"]["version"] == 1
-    assert found[1]["data"] == {**edit_frame["d"], "command_id": "e", "user": ana.pk}
+    # The delete blanked the body its post and edit carried (PROTOCOL.md 1.2, "Deleted means gone").
+    assert found[0]["data"]["body"] == "" and found[0]["data"]["deleted"] is True
+    assert found[1]["data"] == {**edit_frame["d"], "body": "", "deleted": True, "command_id": "e", "user": ana.pk}
     assert found[2]["data"] == {**delete_frame["d"], "command_id": "d", "user": ana.pk}
     assert "body" not in found[2]["data"]
 
