@@ -147,6 +147,12 @@ class Message(models.Model):
     edited_at = models.DateTimeField(null=True, blank=True)
     # A deleted message is a tombstone: same seq, body "" (really removed), this time.
     deleted_at = models.DateTimeField(null=True, blank=True)
+    # The `event_id` of its post's `message.posted` event: a delete finds the
+    # event, and every copy of it, by this (the events' unique index), and
+    # blanks their body (messaging/events/redaction.py). No index of its own:
+    # a post writes 16 bytes more and no index entry. Null with the outbox
+    # off, and for messages posted before it was recorded.
+    posted_event_id = models.UUIDField(null=True, blank=True)
 
     class Meta:
         ordering = ["room", "seq"]
@@ -208,6 +214,9 @@ class MessageVersion(models.Model):
     at = models.DateTimeField()
     # The body before this edit; None when history is off, once pruned, and after a delete.
     previous_body = models.TextField(null=True, blank=True)
+    # The `event_id` of this change's event (`message.edited`, `message.deleted`), as
+    # `Message.posted_event_id` is its post's. Null with the outbox off, and before it was recorded.
+    event_id = models.UUIDField(null=True, blank=True)
 
     class Meta:
         ordering = ["message", "version"]

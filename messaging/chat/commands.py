@@ -18,7 +18,7 @@ from ..core.gateway import Gateway
 from ..core.handlers import CommandContext, command
 from ..core.sql import statement
 from ..core.protocol import format_time, message_body, optional_seq, room_slug
-from ..events.outbox import emit, event_table, posted_events_sql
+from ..events.outbox import emit, event_table, posted_event_id_sql, posted_events_sql
 from ..models import CommandRecord, Membership, Message, MessageState, Room
 from .hooks import join_hooks
 from .invitations import may_accept
@@ -254,7 +254,8 @@ def posts_statement(entries: list[tuple[CommandContext, Post, str]]) -> tuple[st
     """The batch statement of `entries` and its parameters."""
     items = [[post.room, ctx.user.pk, ctx.command_id, post.body, fingerprint, display_name(ctx.user)]
              for ctx, post, fingerprint in entries]
-    return with_tables(POSTS_AND_RECORDS.replace("{events}", posted_events_sql())), {
+    sql = POSTS_AND_RECORDS.replace("{events}", posted_events_sql()).replace("{event_id}", posted_event_id_sql())
+    return with_tables(sql), {
         "items": orjson.dumps(items).decode(), "state": MessageState.SENT, "type": entries[0][0].type,
         "count": len(items),
     }
@@ -301,13 +302,13 @@ def post_message(ctx: CommandContext, post: Post) -> dict:
         raise Forbidden("you may not post in this room")
     seq, rev, position = next_seq(room_id)
     sent_at = timezone.now()
+    at = format_time(sent_at)
+    frame = msg_frame(post.room, seq, ctx.command_id, ctx.user, post.body, at, rev)
+    event_id = emit(ctx, "message.posted", post.room, frame["d"], at=(room_id, position))
     Message.objects.create(
         room_id=room_id, seq=seq, sender=ctx.user, client_msg_id=ctx.command_id, body=post.body, sent_at=sent_at,
-        posted_rev=rev, rev=rev,
+        posted_rev=rev, rev=rev, posted_event_id=event_id,
     )
-    at = format_time(sent_at)
-    emit(ctx, "message.posted", post.room,
-         msg_frame(post.room, seq, ctx.command_id, ctx.user, post.body, at, rev)["d"], at=(room_id, position))
     return posted(ctx, post, seq, at, rev)
 
 

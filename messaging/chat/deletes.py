@@ -1,10 +1,17 @@
 """`message.delete` (PROTOCOL.md 1.1): a message becomes a tombstone, exactly once.
 
-The tombstone keeps its seq and loses its body: the row's body is set to ""
-and every body the version history kept is cleared in the same transaction
-(`tombstone`, the whole effect), so no copy of it stays in the app's
-tables. Deleting a tombstone again is ok and changes nothing: no frame, no
-rev, an ack with the delete's version and time.
+The tombstone keeps its seq and loses its body: in the same transaction
+(`tombstone`, the whole effect, which the admin's moderators run too) the
+row's body is set to "", every body the version history kept is cleared,
+and so is the body in the events of its post and edits and in every copy
+made of them (deliveries, dead letters, mentions:
+messaging/events/redaction.py), so after the commit no copy of it stays in
+the app's tables (PROTOCOL.md 1.2, "Deleted means gone"). Deleting a
+tombstone again is ok and changes nothing: no frame, no rev, an ack with
+the delete's version and time.
+
+Locks, in order: the message's row, the copies' rows, the room's row
+(`next_rev`) last, as an edit takes the message's and then the room's.
 """
 from __future__ import annotations
 
@@ -16,6 +23,7 @@ from ..core.exceptions import Forbidden
 from ..core.handlers import CommandContext, command
 from ..core.protocol import format_time
 from ..events.outbox import emit
+from ..events.redaction import blank_copies
 from ..models import Message, MessageVersion, ModerationAction, Room
 from .edits import MessageRef, locked_message, record_version, validate_message_ref
 from .permissions import may_delete
@@ -53,14 +61,18 @@ def tombstone(ctx: CommandContext, room: Room, message: Message) -> None:
     """The whole effect of a delete of `message` (locked, not deleted yet), in the
     caller's transaction: its body gone from every table, its rev, its event,
     and its `msg.delete` queued for the room on `ctx`."""
+    # Before the room's row: should the relay be publishing one of these events,
+    # the wait for its batch holds up no other change of the room.
+    blank_copies(message, room.slug)
     message.rev, position = next_rev(room.pk)
     message.deleted_at = timezone.now()
     message.body, message.version = "", message.version + 1
     message.save(update_fields=["body", "version", "deleted_at", "rev"])
     MessageVersion.objects.filter(message=message, previous_body__isnull=False).update(previous_body=None)
-    record_version(ctx, message, MessageVersion.Kind.DELETE, message.deleted_at, None)
     frame = delete_frame(room.slug, message)
-    emit(ctx, "message.deleted", room.slug, frame["d"], at=(room.pk, position))  # in the change's transaction
+    # In the change's transaction.
+    event_id = emit(ctx, "message.deleted", room.slug, frame["d"], at=(room.pk, position))
+    record_version(ctx, message, MessageVersion.Kind.DELETE, message.deleted_at, None, event_id)
     ctx.broadcast(room.slug, frame)
 
 

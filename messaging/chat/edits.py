@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 from django.utils import timezone
 
@@ -74,11 +75,13 @@ def locked_message(room: Room, seq: int) -> Message:
     return message
 
 
-def record_version(ctx: CommandContext, message: Message, kind: str, at: Any, previous_body: str | None) -> None:
-    """The admin's record of one change; the replaced body only while history is kept."""
+def record_version(ctx: CommandContext, message: Message, kind: str, at: Any, previous_body: str | None,
+                   event_id: UUID | None) -> None:
+    """The admin's record of one change, with its event's id (a delete finds the event by it);
+    the replaced body only while history is kept."""
     keep = get_settings().EDIT_HISTORY_RETENTION > 0
     MessageVersion.objects.create(message=message, version=message.version, kind=kind, by=ctx.user,
-                                  at=at, previous_body=previous_body if keep else None)
+                                  at=at, previous_body=previous_body if keep else None, event_id=event_id)
 
 
 def edit_frame(room: str, message: Message) -> dict:
@@ -100,9 +103,9 @@ def edit_message(ctx: CommandContext, edit: Edit) -> dict:
     message.edited_at = timezone.now()
     message.body, message.version = edit.body, message.version + 1
     message.save(update_fields=["body", "version", "edited_at", "rev"])
-    record_version(ctx, message, MessageVersion.Kind.EDIT, message.edited_at, previous)
     frame = edit_frame(room.slug, message)
-    emit(ctx, "message.edited", room.slug, frame["d"], at=(room.pk, position))  # in the change's transaction
+    event_id = emit(ctx, "message.edited", room.slug, frame["d"], at=(room.pk, position))  # in the change's transaction
+    record_version(ctx, message, MessageVersion.Kind.EDIT, message.edited_at, previous, event_id)
     ctx.broadcast(room.slug, frame)
     return {"room": room.slug, "seq": message.seq, "version": message.version,
             "edited_at": format_time(message.edited_at)}

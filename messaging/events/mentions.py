@@ -34,6 +34,7 @@ from ..conf import get_settings
 from .consumers import also_every, outside_database
 from .mention_emails import DIGEST_CHECK_EVERY, email_mention, send_due_digests
 from .models import Notification
+from .redaction import message_deleted
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,8 @@ def notify(event: dict) -> None:
     if not users:
         return
     with transaction.atomic():
+        if message_deleted(event):  # since the stream's copy was made: no mention of it is kept
+            return
         Notification.objects.bulk_create(
             [Notification(user=user, event_id=event["event_id"], room=event["room"], seq=data["seq"],
                           sender_name=data["sender"]["name"], body=data["body"]) for user in users],

@@ -81,6 +81,8 @@ class DeadLetter(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["group", "event_id"], name="messaging_deadletter_group_event")]
+        # A message's delete finds the dead letters of its events by their ids (messaging/events/redaction.py).
+        indexes = [models.Index(fields=["event_id"], name="messaging_deadletter_by_event")]
 
     def __str__(self) -> str:
         return f"{self.group}: {self.event_id}"
@@ -153,7 +155,10 @@ class WebhookDelivery(models.Model):
         constraints = [models.UniqueConstraint(fields=["endpoint", "event_id"], name="messaging_delivery_event")]
         indexes = [models.Index(fields=["next_attempt_at"], name="messaging_delivery_due",
                                 condition=models.Q(state="pending")),
-                   models.Index(fields=["finished_at"], name="messaging_delivery_finished")]
+                   models.Index(fields=["finished_at"], name="messaging_delivery_finished"),
+                   # A message's delete finds the deliveries of its events by their ids
+                   # (messaging/events/redaction.py): one entry more per delivery, none per post.
+                   models.Index(fields=["event_id"], name="messaging_delivery_by_event")]
 
     def __str__(self) -> str:
         return f"{self.event_id} to {self.endpoint_id}"
@@ -214,6 +219,8 @@ class Notification(models.Model):
                          condition=models.Q(email__in=["held", "sending"])),
             # prune_notifications.
             models.Index(fields=["created_at"], name="messaging_notification_created"),
+            # A message's delete finds its mentions by it (messaging/events/redaction.py).
+            models.Index(fields=["room", "seq"], name="messaging_notification_message"),
         ]
 
     def __str__(self) -> str:

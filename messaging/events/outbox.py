@@ -16,6 +16,7 @@ plus `command_id` and `user` of the command that caused it
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 import orjson
 from django.db import connection
@@ -42,30 +43,35 @@ def take_positions(room: str, count: int) -> tuple[int, int]:
     return room_id, last - count + 1
 
 
-def emit(ctx: Any, type: str, room: str, data: dict, *, at: tuple[int, int] | None = None) -> None:
-    """Write the event of an effect on `room`, in the caller's transaction.
+def emit(ctx: Any, type: str, room: str, data: dict, *, at: tuple[int, int] | None = None) -> UUID | None:
+    """Write the event of an effect on `room`, in the caller's transaction; its `event_id`
+    (None with the outbox off), which a change of a message keeps to find it again.
 
     `ctx` is the command's context (its `command_id` and `user` go into the
     data); `data` is the `d` of the frame that tells the change. `at` is
     `(room id, position)` for an effect that took its position already, with
     its own update of the room's row (a post, with its seq).
     """
-    emit_many(ctx, type, room, [data], at=at)
+    ids = emit_many(ctx, type, room, [data], at=at)
+    return ids[0] if ids else None
 
 
-def emit_many(ctx: Any, type: str, room: str, datas: list[dict], *, at: tuple[int, int] | None = None) -> None:
-    """`emit` for several changes of one effect (a receipt moving many messages), in order."""
+def emit_many(ctx: Any, type: str, room: str, datas: list[dict], *,
+              at: tuple[int, int] | None = None) -> list[UUID]:
+    """`emit` for several changes of one effect (a receipt moving many messages), in order; their ids."""
     if not datas or not get_settings().EVENTS_OUTBOX:
-        return
+        return []
     room_id, first = at or take_positions(room, len(datas))
     now = timezone.now()
     cause = {"command_id": ctx.command_id, "user": ctx.user.pk}
-    Event.objects.bulk_create(
+    events = [
         # Through orjson, as frames are: a UUID user id becomes its text, as on the wire.
         Event(event_id=uuid7(), type=type, room_id=room_id, room=room, position=first + n,
               data=orjson.loads(orjson.dumps({**data, **cause})), created_at=now)
         for n, data in enumerate(datas)
-    )
+    ]
+    Event.objects.bulk_create(events)
+    return [event.event_id for event in events]
 
 
 # `messaging.ids.uuid7` in SQL, for PostgreSQL before 18 (which has `uuidv7()`):
@@ -82,12 +88,13 @@ EVENT_ID_SQL = (
 
 # The `room.post` statement's part (messaging/chat/sql/posts_and_records.sql, at `{events}`): per stored post its
 # `message.posted` event, the `msg` frame's `d` plus the command's id and user.
-# Its position follows the room's event counter as its seq follows last_seq:
-# both were bumped by the same count in the same UPDATE. Rows go in in seq
-# order so that ids, too, follow the room's order.
+# Its id is minted with the post's seq (at `{event_id}`), so the message keeps
+# it too (`posted_event_id`). Its position follows the room's event counter as
+# its seq follows last_seq: both were bumped by the same count in the same
+# UPDATE. Rows go in in seq order so that ids, too, follow the room's order.
 POSTED_EVENTS = """, event AS (
     INSERT INTO {event} (event_id, type, room_id, room, position, data, created_at)
-    SELECT """ + EVENT_ID_SQL + """, 'message.posted', p.room_id, i.room, t.events_before + (p.seq - t.before),
+    SELECT p.event_id, 'message.posted', p.room_id, i.room, t.events_before + (p.seq - t.before),
            jsonb_build_object('room', i.room, 'seq', p.seq, 'id', i.command_id,
                               'sender', jsonb_build_object('id', i.user_json, 'name', i.name),
                               'body', i.body, 'at', s.at_text, 'version', 1, 'rev', p.rev,
@@ -101,6 +108,11 @@ POSTED_EVENTS = """, event AS (
 def posted_events_sql() -> str:
     """`POSTED_EVENTS`, or nothing with the outbox off."""
     return POSTED_EVENTS if get_settings().EVENTS_OUTBOX else ""
+
+
+def posted_event_id_sql() -> str:
+    """What mints a post's event id in the posts' statement: `EVENT_ID_SQL`, or null with the outbox off."""
+    return EVENT_ID_SQL if get_settings().EVENTS_OUTBOX else "NULL::uuid"
 
 
 def event_table() -> str:

@@ -4,11 +4,13 @@ The outbox is split into `EVENTS_PARTITIONS` partitions by room id. A relay
 publishes only the partitions whose session advisory lock it holds, so any
 number of relays may run: one wins each partition, and a relay that dies
 (SIGKILL included) loses its locks with its connection, so another takes its
-partitions over within `CLAIM_EVERY` seconds. Per batch: read the oldest
-unpublished events of its partitions (the outbox's order follows each room's
-positions, messaging/events/outbox.py), publish them in that order, and only
-then mark them published. A relay killed between the two publishes the batch
-again on restart: the same rows, so the same `event_id`s and data.
+partitions over within `CLAIM_EVERY` seconds. Per batch, in one
+transaction: mark the oldest unpublished events of its partitions published
+(the outbox's order follows each room's positions,
+messaging/events/outbox.py), publish them in that order, and only then
+commit. A relay killed before the commit publishes the batch again on
+restart: the same rows, so the same `event_id`s and data (unless a delete
+blanked a body meanwhile: PROTOCOL.md 1.2, "Deleted means gone").
 
 It reaches the database through its own psycopg connection (with Django's
 parameters), not Django's: it is a long-running asyncio process whose sinks
@@ -110,32 +112,49 @@ class Relay:
         stats.partitions(len(self.owned))
 
     async def publish_batch(self) -> int:
+        """Publish the next batch; how many events it had.
+
+        The batch's rows stay locked from the read until the sink has them:
+        they are read by the UPDATE that marks them, locked in id order (as a
+        delete locks its events, messaging/events/redaction.py), in a
+        transaction that commits only once the sink has stored the batch and
+        rolls back if it fails. So a delete that blanks one of them waits for
+        the batch to be out, and a batch reads a row a delete has blanked
+        only once that delete commits: an event leaves with the body it has
+        when it is published, never with one deleted before.
+        """
         if not self.owned:
             return 0
         table = Event._meta.db_table
-        cursor = await self.conn.execute(
-            f"SELECT id, event_id, type, room, data, created_at FROM {table} "
-            "WHERE published_at IS NULL AND mod(room_id, %s) = ANY(%s) ORDER BY id LIMIT %s",
-            [self.partitions, sorted(self.owned), self.batch])
-        rows = await cursor.fetchall()
-        if not rows:
-            stats.lag(0.0)
-            return 0
-        await self.sink.publish([entry(event_id, type, room, data) for _, event_id, type, room, data, _ in rows])
-        await self.conn.execute(f"UPDATE {table} SET published_at = now() WHERE id = ANY(%s)",
-                                [[row[0] for row in rows]])
+        async with self.conn.transaction():
+            cursor = await self.conn.execute(
+                f"UPDATE {table} SET published_at = now() WHERE id IN (SELECT id FROM {table} "
+                "WHERE published_at IS NULL AND mod(room_id, %s) = ANY(%s) ORDER BY id LIMIT %s FOR UPDATE) "
+                "RETURNING id, event_id, type, room, data, created_at",
+                [self.partitions, sorted(self.owned), self.batch])
+            rows = sorted(await cursor.fetchall())  # RETURNING has no order: the outbox's is by id
+            if not rows:
+                stats.lag(0.0)
+                return 0
+            await self.sink.publish([entry(event_id, type, room, data) for _, event_id, type, room, data, _ in rows])
         stats.published(len(rows), oldest=rows[0][5])
         return len(rows)
 
     async def prune(self) -> None:
-        """Delete published events and inbox records older than the retention, a chunk at a time."""
+        """Delete published events and inbox records older than the retention, a chunk at a time.
+
+        Rows a delete holds (blanking them) are skipped, left to the next
+        prune: a prune that waited for one while holding others it deleted
+        could meet that delete in a cycle.
+        """
         for model, column, condition in ((Event, "published_at", "published_at IS NOT NULL AND "),
                                          (InboxRecord, "applied_at", "")):
             table = model._meta.db_table
             while True:
                 cursor = await self.conn.execute(
                     f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE {condition}"
-                    f"{column} < now() - make_interval(secs => %s) LIMIT %s)", [self.retention, PRUNE_CHUNK])
+                    f"{column} < now() - make_interval(secs => %s) LIMIT %s FOR UPDATE SKIP LOCKED)",
+                    [self.retention, PRUNE_CHUNK])
                 if cursor.rowcount < PRUNE_CHUNK:
                     break
 

@@ -33,6 +33,7 @@ from django.utils import timezone
 from ..conf import get_settings
 from . import outbound
 from .models import DeadLetter, WebhookAttempt, WebhookDelivery, WebhookEndpoint
+from .redaction import as_it_stands
 from .retries import full_jitter
 from .signatures import MESSAGING_SIGNATURE, sign, standard_headers, verify
 
@@ -45,13 +46,19 @@ __all__ = ["SIGNATURE_HEADER", "attempt", "backoff", "deliver_due", "enqueue", "
 
 
 def enqueue(event: dict) -> None:
-    """The `webhooks` group's handler: a delivery per active endpoint that wants the event's type."""
+    """The `webhooks` group's handler: a delivery per active endpoint that wants the event's type.
+
+    The stream's copy of the event may carry the body of a message deleted
+    since; the delivery has it blank (`as_it_stands`, in the group's transaction).
+    """
     now = timezone.now()
-    WebhookDelivery.objects.bulk_create(
-        [WebhookDelivery(endpoint=endpoint, event_id=event["event_id"], event=event, next_attempt_at=now)
-         for endpoint in WebhookEndpoint.objects.filter(active=True) if endpoint.wants(event["type"])],
-        ignore_conflicts=True,
-    )
+    with transaction.atomic():
+        event = as_it_stands(event)
+        WebhookDelivery.objects.bulk_create(
+            [WebhookDelivery(endpoint=endpoint, event_id=event["event_id"], event=event, next_attempt_at=now)
+             for endpoint in WebhookEndpoint.objects.filter(active=True) if endpoint.wants(event["type"])],
+            ignore_conflicts=True,
+        )
 
 
 def backoff(attempts: int) -> float:
@@ -106,9 +113,11 @@ def attempt(delivery: WebhookDelivery) -> None:
         delivery.state, delivery.finished_at = WebhookDelivery.State.DEAD, now
         log.error("webhook %s: %s dead after %d attempts: %s", delivery.endpoint_id, delivery.event_id,
                   delivery.attempts, error)
-        DeadLetter.objects.get_or_create(group=f"webhook:{delivery.endpoint_id}", event_id=delivery.event_id,
-                                         defaults={"event": delivery.event, "attempts": delivery.attempts,
-                                                   "error": error})
+        with transaction.atomic():
+            # What was leased may carry the body of a message deleted since: not into the table.
+            DeadLetter.objects.get_or_create(group=f"webhook:{delivery.endpoint_id}", event_id=delivery.event_id,
+                                             defaults={"event": as_it_stands(delivery.event),
+                                                       "attempts": delivery.attempts, "error": error})
     else:
         delivery.next_attempt_at = now + timedelta(seconds=backoff(delivery.attempts))
     delivery.save(update_fields=["state", "finished_at", "next_attempt_at"])
@@ -123,7 +132,14 @@ def deliver_due(limit: int | None = None) -> int:
 
 
 def prune(retention: float) -> int:
-    """Delete finished deliveries (and their attempts) older than `retention` seconds."""
+    """Delete finished deliveries (and their attempts) older than `retention` seconds.
+
+    Deliveries a message's delete holds (blanking them) are skipped, left to
+    the next prune: waiting for one while holding others could meet that
+    delete in a cycle (messaging/events/redaction.py).
+    """
     cutoff = timezone.now() - timedelta(seconds=retention)
-    deleted, _ = WebhookDelivery.objects.filter(finished_at__lt=cutoff).delete()
+    with transaction.atomic():
+        free = WebhookDelivery.objects.select_for_update(skip_locked=True).filter(finished_at__lt=cutoff)
+        deleted, _ = WebhookDelivery.objects.filter(pk__in=list(free.values_list("pk", flat=True))).delete()
     return deleted

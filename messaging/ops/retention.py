@@ -5,6 +5,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -34,8 +35,18 @@ class RetentionCommand(BaseCommand):
 
 
 def delete_in_batches(rows: QuerySet, batch: int, *order: str) -> int:
-    """Delete `rows`, `batch` at a time in `order` (the key's by default), each DELETE short; how many went."""
+    """Delete `rows`, `batch` at a time in `order` (the key's by default), each DELETE short; how many went.
+
+    A row another transaction holds is left for the next run (SKIP LOCKED):
+    a prune never waits for one while holding others, so it cannot meet a
+    writer that takes several of them (a message's delete blanking its
+    mentions, messaging/events/redaction.py) in a cycle.
+    """
     deleted = 0
-    while ids := list(rows.order_by(*(order or ("pk",))).values_list("pk", flat=True)[:batch]):
-        deleted += rows.model.objects.filter(pk__in=ids).delete()[0]
-    return deleted
+    while True:
+        with transaction.atomic():
+            ids = list(rows.order_by(*(order or ("pk",))).select_for_update(skip_locked=True)
+                       .values_list("pk", flat=True)[:batch])
+            if not ids:
+                return deleted
+            deleted += rows.model.objects.filter(pk__in=ids).delete()[0]

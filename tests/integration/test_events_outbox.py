@@ -238,7 +238,9 @@ async def test_an_edit_and_a_delete_write_their_events_once_with_their_frames(ma
     assert [e["type"] for e in found] == ["message.posted", "message.edited", "message.deleted"]
     assert [e["position"] for e in found] == [1, 2, 3]
     assert found[0]["data"]["rev"] == 1 and found[0]["data"]["version"] == 1
-    assert found[1]["data"] == {**edit_frame["d"], "command_id": "e", "user": ana.pk}
+    # The delete blanked the body its post and edit carried (PROTOCOL.md 1.2, "Deleted means gone").
+    assert found[0]["data"]["body"] == "" and found[0]["data"]["deleted"] is True
+    assert found[1]["data"] == {**edit_frame["d"], "body": "", "deleted": True, "command_id": "e", "user": ana.pk}
     assert found[2]["data"] == {**delete_frame["d"], "command_id": "d", "user": ana.pk}
     assert "body" not in found[2]["data"]
 
@@ -252,3 +254,22 @@ async def test_a_refused_edit_writes_nothing(make_user, open_clients):
     ack = await b.call("message.edit", {"room": "lobby", "seq": seq, "body": "yours now"})
     assert ack["error"]["code"] == "forbidden"
     assert [e["type"] for e in await events()] == ["message.posted"]
+
+
+async def test_a_message_and_its_versions_keep_the_ids_of_their_events(make_user, open_clients):
+    """On both paths of a post, and for an edit and a delete: what a change of the message finds its events by."""
+    from messaging.models import Message, MessageVersion
+
+    ana = await make_user("Ana")
+    client = await open_clients(ana)
+    await client.join("lobby")
+    await client.call("room.post", {"room": "lobby", "body": "fast"})
+    await database_sync_to_async(post_on_the_portable_path)(ana, "portable")
+    assert (await client.call("message.edit", {"room": "lobby", "seq": 1, "body": "faster"}))["ok"]
+    assert (await client.call("message.delete", {"room": "lobby", "seq": 1}))["ok"]
+    ids = {(e["type"], e["data"]["seq"]): e["event_id"] for e in await events()}
+    kept = await database_sync_to_async(lambda: (
+        dict(Message.objects.values_list("seq", "posted_event_id")),
+        dict(MessageVersion.objects.values_list("version", "event_id"))))()
+    assert kept == ({1: ids["message.posted", 1], 2: ids["message.posted", 2]},
+                    {2: ids["message.edited", 1], 3: ids["message.deleted", 1]})

@@ -172,6 +172,43 @@ async def test_websocket_round_trip_with_duplicates(host, tmp_path):
         server.stop()
 
 
+def found_in_sqlite(path: str, text: str) -> set[str]:
+    """`table.column` of every column of every table of the SQLite file where a row holds `text`
+    (SQLite's own catalogue; any column, as SQLite keeps any type anywhere)."""
+    import sqlite3
+
+    found = set()
+    with sqlite3.connect(path) as db:
+        for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+            for column in [row[1] for row in db.execute(f'PRAGMA table_info("{table}")')]:
+                if db.execute(f'SELECT EXISTS (SELECT 1 FROM "{table}" WHERE CAST("{column}" AS TEXT) LIKE ?)',
+                              [f"%{text}%"]).fetchone()[0]:
+                    found.add(f"{table}.{column}")
+    return found
+
+
+async def test_a_deleted_body_is_in_no_table_of_the_sqlite_database(host, tmp_path):
+    """PROTOCOL.md 1.2, "Deleted means gone", on the portable path: the host's SQLite database keeps
+    its events too, and after the delete no column of any table holds the body."""
+    python, project, env = host
+    server = Daphne(env, log_dir=tmp_path, app="hostsite.asgi:application", python=python, cwd=project, base_env={})
+    server.start()
+    marker = f"gone-{uuid.uuid4().hex}"
+    try:
+        ana = await SocketClient(server.url, sign_in(server.url, "ana")).connect()
+        try:
+            assert (await ana.call("room.join", {"room": "gone"}))["ok"]
+            seq = (await ana.call("room.post", {"room": "gone", "body": marker}))["d"]["seq"]
+            assert (await ana.call("message.edit", {"room": "gone", "seq": seq, "body": f"{marker} edited"}))["ok"]
+            assert {"messaging_message.body", "messaging_event.data"} <= found_in_sqlite(env["HOST_DATABASE"], marker)
+            assert (await ana.call("message.delete", {"room": "gone", "seq": seq}))["ok"]
+        finally:
+            await ana.close()
+        assert found_in_sqlite(env["HOST_DATABASE"], marker) == set()
+    finally:
+        server.stop()
+
+
 async def test_users_keyed_by_uuid_on_postgresql(uuid_host, tmp_path):
     """Posts (the one statement, alone and in batches), duplicates, receipts and
     reactions with user ids that are UUIDs: nothing may take them for integers."""

@@ -29,13 +29,14 @@ WITH item AS (
     SELECT at, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at_text
     FROM (SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM taken) t) now
 ), post AS (
-    SELECT n, room_id, before + k AS seq, rev_before + k AS rev FROM (
+    SELECT n, room_id, before + k AS seq, rev_before + k AS rev, {event_id} AS event_id FROM (
         SELECT m.n, m.room_id, t.before, t.rev_before, row_number() OVER (PARTITION BY m.room_id ORDER BY m.n) AS k
         FROM member m JOIN taken t ON t.id = m.room_id
     ) numbered
 ), message AS (
-    INSERT INTO {message} (room_id, seq, sender_id, client_msg_id, body, state, sent_at, version, posted_rev, rev)
-    SELECT p.room_id, p.seq, i.user_id, i.command_id, i.body, %(state)s, s.at, 1, p.rev, p.rev
+    INSERT INTO {message} (room_id, seq, sender_id, client_msg_id, body, state, sent_at, version, posted_rev, rev,
+                           posted_event_id)
+    SELECT p.room_id, p.seq, i.user_id, i.command_id, i.body, %(state)s, s.at, 1, p.rev, p.rev, p.event_id
     FROM post p JOIN item i USING (n), stamp s
 ), record AS (
     INSERT INTO {record} (user_id, command_id, type, fingerprint, result, created_at)
