@@ -14,7 +14,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `STATES_PER_RECEIPT` | 500 | most `state` frames one receipt sends per state (`delivered`, `read`): those of the newest messages it moved |
 | `BODY_MAX_CHARS` | 4000 | longest message body, after trimming |
 | `BAD_FRAME_LIMIT` | 10 | malformed frames in a row that close the socket with 1008 |
-| `MAX_SEND_BUFFER` | 1048576 | bytes that may wait for one socket's client to read them; past it the socket is closed with 1008 and what waited is dropped. A frame larger than this (or than the server's own frame limit) is replaced by a `frame_too_large` error frame |
+| `MAX_SEND_BUFFER` | 1048576 | bytes that may wait for one socket's client to read them; past it the socket is closed with 1008 and what waited is dropped. Also the largest frame the server sends, under every server (`largest_frame`): a `room.history` page and the member lists of a join ack and of `room.members` hold what fits in it; a host type's larger frame is replaced by a `frame_too_large` error frame. The longest message (`BODY_MAX_CHARS`) must fit in it, or the app refuses to start |
 | `SERVER_ADAPTERS` | True | write a socket's frames to the server's connection itself where there is an adapter for it (daphne; uvicorn with websockets' Sans-I/O implementation: messaging/transport/servers/); False sends every frame through the ASGI `send`, by a task per busy socket: slower, for a server version whose internals the adapter does not know (docs/OPERATIONS.md) |
 | `INBOX_LIMIT` | 200 | frames one socket may have received and not yet answered; a command past it is refused at once with `rate_limited` |
 | `REPLY_BYTES_PER_TOKEN` | 32768 | bytes of a command's replies (a join's backlog) that cost one more token of the socket's `RATE_BURST` |
@@ -165,6 +165,13 @@ class MessagingSettings:
     MENTION_DIGEST_ITEMS: int = 50
     NOTIFICATION_RETENTION: int = 30 * 24 * 3600
     API_TOKENS_PER_USER: int = 20
+
+    @property
+    def largest_frame(self) -> int:
+        """The most bytes of one frame the server sends: every transport's send buffer sends
+        one this large (messaging/transport/servers/), and the answers that hold lists are
+        sized to fit it (messaging/chat/sizes.py)."""
+        return self.MAX_SEND_BUFFER
 
     def __post_init__(self) -> None:
         # Limits that refuse everything would fail every socket at connect: say so at startup.

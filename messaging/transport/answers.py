@@ -70,7 +70,7 @@ class Answers:
         """The command's ack, then its replies (a join's backlog), which cost the socket's rate by their size."""
         if handler.type in MEMBER_LISTS:
             await add_online(outcome.data.get("members"))
-        await self.send_frame(ack_ok(command.id, outcome.data, dup=outcome.dup), command.id)
+        await self.send_frame(ack_ok(command.id, outcome.data, dup=outcome.dup), command.id, paced=True)
         self.answered(handler, "dup" if outcome.dup else "ok", started, source=outcome.source)
         sent = 0
         for frame in outcome.replies:
