@@ -30,6 +30,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `USER_RATE_LIMIT` | 600 | commands one user may send per `USER_RATE_WINDOW`, over all sockets and processes |
 | `USER_RATE_WINDOW` | 10.0 | seconds of the per-user window (counted in Redis; per process without it) |
 | `SESSION_CHECK_INTERVAL` | 5.0 | seconds between checks that a socket's session is still valid; 0 turns them off |
+| `MEMBERSHIP_CHECK_INTERVAL` | 30.0 | seconds between a process's checks, in the database, that the users of its sockets in private rooms are still members there (a `room.left` lost on its way, a membership deleted by an admin); a socket whose user is not is told with `room.left` and hears no more of the room. A process also checks as its Pub/Sub subscription connects again after a failure, before it hands on any frame. 0 turns the periodic check off |
 | `DB_THREADS` | 0 | threads that run commands, each with its own database connection; 0: channels' one thread. Exactly-once commands that arrive together run as one batch, at most `DB_THREADS // 2` (at least 1) batches at once |
 | `BATCH_SETTLE` | 2 | rounds of the event loop's callbacks the next batch of exactly-once commands waits after one ends, so that the sockets it answered send their next commands into it (`messaging/core/batches.py`); 0: it starts with the first to arrive |
 | `RATE_WINDOW_KEYS` | 10000 | most keys (users, client addresses) each of a process's own rate windows holds; past it the least recently hit are forgotten |
@@ -121,6 +122,7 @@ class MessagingSettings:
     USER_RATE_LIMIT: int = 600
     USER_RATE_WINDOW: float = 10.0
     SESSION_CHECK_INTERVAL: float = 5.0
+    MEMBERSHIP_CHECK_INTERVAL: float = 30.0
     DB_THREADS: int = 0
     BATCH_SETTLE: int = 2
     RATE_WINDOW_KEYS: int = 10_000
@@ -202,8 +204,9 @@ class MessagingSettings:
             raise ImproperlyConfigured("MESSAGING['PRESENCE_BEAT'] must be positive and below PRESENCE_TTL / 2.5")
         if self.RATE_WINDOW_KEYS < 2:
             raise ImproperlyConfigured("MESSAGING['RATE_WINDOW_KEYS'] must be at least 2")
-        if self.SESSION_CHECK_INTERVAL < 0:
-            raise ImproperlyConfigured("MESSAGING['SESSION_CHECK_INTERVAL'] must be 0 (off) or positive")
+        for name in ("SESSION_CHECK_INTERVAL", "MEMBERSHIP_CHECK_INTERVAL"):
+            if getattr(self, name) < 0:
+                raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be 0 (off) or positive")
         if self.EMPTY_ROOM_RETENTION <= 0:
             raise ImproperlyConfigured("MESSAGING['EMPTY_ROOM_RETENTION'] must be positive")
         # Kept as the networks' canonical text: equal settings compare equal.

@@ -39,6 +39,9 @@ class Answers:
             last_seq = result.data.get("last_seq")
             if isinstance(last_seq, int):
                 self.live_after[room] = last_seq
+            if result.data.get("private") is True and room in self.rooms:
+                # Who hears a private room is checked against the database from now on.
+                self.hub.watch(room, self)
             await self.release_held(room)
             self.publish(result)
 
