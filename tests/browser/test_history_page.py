@@ -38,8 +38,7 @@ def test_scroll_back_goes_through_short_pages_to_the_rooms_first_message(server,
         box.evaluate("box => { box.scrollTop = 0; box.dispatchEvent(new Event('scroll')); }")
         poll(ana, lambda: shown.count() > before, f"older page above the {before} messages shown")
     expect(bubbles(ana, FIRST)).to_have_count(1)
-    seqs = [int(s) for s in shown.evaluate_all("ns => ns.map(n => n.dataset.seq)")]
-    assert seqs == list(range(1, 101)), "every message once, in order"
+    assert seqs_shown(shown) == list(range(1, 101)), "every message once, in order"
     expect(ana.locator("[data-testid=load-older]")).to_be_hidden()
 
 
@@ -58,6 +57,21 @@ def history_requests(relay: Relay) -> list[dict]:
     return [frame for frame in relay.sent if frame["t"] == "room.history"]
 
 
+def lobby_through(page, withhold) -> tuple[Relay, object]:
+    """The page's socket through a `Relay` that withholds what `withhold(relay, frame)` says, joined to
+    the lobby, its newest 50 messages shown; the relay and the messages' locator."""
+    relay = Relay(page, lambda frame: withhold(relay, frame))
+    page.reload()
+    join(page, "lobby")
+    shown = page.locator("[data-msg-id]")
+    expect(shown).to_have_count(50)
+    return relay, shown
+
+
+def seqs_shown(shown) -> list[int]:
+    return [int(s) for s in shown.evaluate_all("ns => ns.map(n => n.dataset.seq)")]
+
+
 def test_short_pages_that_leave_the_list_short_of_its_box_are_followed_to_the_first(server, new_context):
     # A page may hold fewer messages than asked for and still say `more`;
     # here every page the server sends is cut to its newest message on its
@@ -67,7 +81,7 @@ def test_short_pages_that_leave_the_list_short_of_its_box_are_followed_to_the_fi
     ana = sign_in(new_context(viewport={"width": 1000, "height": 6400}), server.url, "Ana")
     asked: set[str] = set()
 
-    def cut_short(frame: dict) -> bool:
+    def cut_short(relay: Relay, frame: dict) -> bool:
         asked.update(f["id"] for f in history_requests(relay))
         if frame["t"] != "ack" or frame.get("id") not in asked or not frame["ok"]:
             return False
@@ -76,17 +90,12 @@ def test_short_pages_that_leave_the_list_short_of_its_box_are_followed_to_the_fi
                                       "more": frame["d"]["more"] or len(messages) > 1}})
         return True
 
-    relay = Relay(ana, cut_short)
-    ana.reload()
-    join(ana, "lobby")
-    shown = ana.locator("[data-msg-id]")
-    expect(shown).to_have_count(50)
+    relay, shown = lobby_through(ana, cut_short)
     box = ana.locator("[data-testid=messages]")
     assert box.evaluate("box => box.scrollHeight <= box.clientHeight"), "the list does not fill its box"
     ana.locator("[data-testid=load-older]").click()
     expect(shown).to_have_count(60)
-    seqs = [int(s) for s in shown.evaluate_all("ns => ns.map(n => n.dataset.seq)")]
-    assert seqs == list(range(1, 61))
+    assert seqs_shown(shown) == list(range(1, 61))
     assert len(history_requests(relay)) == 10, "one request a page, each for the page before it"
     expect(ana.locator("[data-testid=load-older]")).to_be_hidden()
 
@@ -96,7 +105,7 @@ def test_an_error_frame_in_place_of_a_pages_answer_lets_the_page_ask_again(serve
     ana = sign_in(new_context(), server.url, "Ana")
     refused: list[str] = []
 
-    def refuse_first(frame: dict) -> bool:
+    def refuse_first(relay: Relay, frame: dict) -> bool:
         requests = history_requests(relay)
         if refused or frame["t"] != "ack" or not requests or frame.get("id") != requests[0]["id"]:
             return False
@@ -105,11 +114,7 @@ def test_an_error_frame_in_place_of_a_pages_answer_lets_the_page_ask_again(serve
                                                 "message": "a frame of 2000000 bytes is over the 1048576 bytes"}})
         return True
 
-    relay = Relay(ana, refuse_first)
-    ana.reload()
-    join(ana, "lobby")
-    shown = ana.locator("[data-msg-id]")
-    expect(shown).to_have_count(50)
+    relay, shown = lobby_through(ana, refuse_first)
     older = ana.locator("[data-testid=load-older]")
     older.click()
     poll(ana, lambda: refused, "the refused page")
