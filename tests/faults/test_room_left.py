@@ -26,7 +26,7 @@ import pytest
 import redis
 from asgiref.sync import sync_to_async
 
-from messaging.client import sign_in
+from messaging_client import sign_in
 from messaging.testing import SocketClient
 
 from ..support.servers import wait_until

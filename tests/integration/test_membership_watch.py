@@ -85,8 +85,7 @@ async def test_a_check_in_batches_tells_exactly_the_sockets_of_ended_memberships
                                                                                 monkeypatch):
     monkeypatch.setattr(memberships, "CHECK_BATCH", 3)
     ana, bob = await private_room_of_ana_and_bob(make_user, open_clients, "one")
-    assert (await ana.call("room.create", {"room": "two", "private": True}))["ok"]
-    assert (await ana.call("room.invite", {"room": "two", "user": bob.user.pk}))["ok"]
+    await private_room(ana, bob, "two")
     watch = MembershipWatch(interval=0)
     sockets = {(room, who): Socket(client.user) for room in ("one", "two") for who, client in
                (("ana", ana), ("bob", bob), ("bob again", bob), ("ana again", ana))}
