@@ -100,6 +100,8 @@ class Hub:
         self.pump: asyncio.Task | None = None
         # The private rooms its sockets joined, checked against the database.
         self.memberships = MembershipWatch(membership_interval)
+        # `release_soon`'s tasks, held until done.
+        self.releasing: set[asyncio.Task] = set()
 
     async def join(self, room: str, member: Member) -> None:
         """From return on, `member` gets every frame published to `room`."""
@@ -116,6 +118,15 @@ class Hub:
             members.discard(member)
             if not members:
                 del self.members[room]
+
+    async def release(self, room: str) -> None:
+        """Let go of what the hub holds for `room` if no socket here wants it any more (`RedisHub`: its channel)."""
+
+    def release_soon(self, room: str) -> None:
+        """`release`, in a task of its own."""
+        task = asyncio.get_running_loop().create_task(self.release(room))
+        self.releasing.add(task)
+        task.add_done_callback(self.releasing.discard)
 
     def watch(self, room: str, member: Member) -> None:
         """`member` joined `room`, a private room: its membership is checked from now on."""
@@ -276,6 +287,9 @@ class RedisHub(Hub):
     async def leave(self, room: str, member: Member) -> None:
         # At once, not once the lock is free: nothing more of the room for it.
         self.forget(room, member)
+        await self.release(room)
+
+    async def release(self, room: str) -> None:
         async with self.lock:
             if room not in self.members:
                 await self.subscriptions.remove(self.channel(room))

@@ -105,7 +105,12 @@ class LiveRooms:
             left = left_room(text)
             if left is not None and left in self.rooms:
                 # Removed or left: no more of the room's frames, from now on.
-                await self.unsubscribe(left)
+                self.rooms.discard(left)
+                self.live_after.pop(left, None)
+                self.hub.forget(left, self)
+                # Not awaited: this runs in the hub's listener, which letting go
+                # of the room's channel may stop.
+                self.hub.release_soon(left)
             await self.send_text(text)
         elif room in self.held or room in self.rooms:
             await self.live(room, None, text)
