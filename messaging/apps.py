@@ -12,3 +12,7 @@ class MessagingConfig(AppConfig):
         from .ops import checks  # noqa: F401
         # Typing, and presence, which tells the chat's member lists who is online.
         from .transport import presence, typing  # noqa: F401
+        # Settings that cannot work stop the process as it starts, not at the first frame.
+        from .chat.sizes import check_one_message_fits
+        from .conf import get_settings
+        check_one_message_fits(get_settings())

@@ -14,7 +14,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `STATES_PER_RECEIPT` | 500 | most `state` frames one receipt sends per state (`delivered`, `read`): those of the newest messages it moved |
 | `BODY_MAX_CHARS` | 4000 | longest message body, after trimming |
 | `BAD_FRAME_LIMIT` | 10 | malformed frames in a row that close the socket with 1008 |
-| `MAX_SEND_BUFFER` | 1048576 | bytes that may wait for one socket's client to read them; past it the socket is closed with 1008 and what waited is dropped. A frame larger than this (or than the server's own frame limit) is replaced by a `frame_too_large` error frame |
+| `MAX_SEND_BUFFER` | 1048576 | bytes that may wait for one socket's client to read them; past it the socket is closed with 1008 and what waited is dropped. Also the largest frame the server sends, under every server (`largest_frame`): a `room.history` page and the member lists of a join ack and of `room.members` hold what fits in it; a host type's larger frame is replaced by a `frame_too_large` error frame. The longest message (`BODY_MAX_CHARS`) must fit in it, or the app refuses to start |
 | `SERVER_ADAPTERS` | True | write a socket's frames to the server's connection itself where there is an adapter for it (daphne; uvicorn with websockets' Sans-I/O implementation: messaging/transport/servers/); False sends every frame through the ASGI `send`, by a task per busy socket: slower, for a server version whose internals the adapter does not know (docs/OPERATIONS.md) |
 | `INBOX_LIMIT` | 200 | frames one socket may have received and not yet answered; a command past it is refused at once with `rate_limited` |
 | `REPLY_BYTES_PER_TOKEN` | 32768 | bytes of a command's replies (a join's backlog) that cost one more token of the socket's `RATE_BURST` |
@@ -30,6 +30,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `USER_RATE_LIMIT` | 600 | commands one user may send per `USER_RATE_WINDOW`, over all sockets and processes |
 | `USER_RATE_WINDOW` | 10.0 | seconds of the per-user window (counted in Redis; per process without it) |
 | `SESSION_CHECK_INTERVAL` | 5.0 | seconds between a process's rounds of checks that its sockets' credentials (session, API token, user) still sign them in; a socket whose credential ended is closed with 4401. One round reads all its sockets at once (docs/OPERATIONS.md, "Credential checks"); 0 turns them off |
+| `MEMBERSHIP_CHECK_INTERVAL` | 30.0 | seconds between a process's checks, in the database, that the users of its sockets in private rooms are still members there (a `room.left` lost on its way, a membership deleted by an admin); a socket whose user is not is told with `room.left` and hears no more of the room. A process also checks as its Pub/Sub subscription connects again after a failure, before it hands on any frame. 0 turns the periodic check off |
 | `DB_THREADS` | 0 | threads that run commands, each with its own database connection; 0: channels' one thread. Exactly-once commands that arrive together run as one batch, at most `DB_THREADS // 2` (at least 1) batches at once |
 | `BATCH_SETTLE` | 2 | rounds of the event loop's callbacks the next batch of exactly-once commands waits after one ends, so that the sockets it answered send their next commands into it (`messaging/core/batches.py`); 0: it starts with the first to arrive |
 | `RATE_WINDOW_KEYS` | 10000 | most keys (users, client addresses) each of a process's own rate windows holds; past it the least recently hit are forgotten |
@@ -121,6 +122,7 @@ class MessagingSettings:
     USER_RATE_LIMIT: int = 600
     USER_RATE_WINDOW: float = 10.0
     SESSION_CHECK_INTERVAL: float = 5.0
+    MEMBERSHIP_CHECK_INTERVAL: float = 30.0
     DB_THREADS: int = 0
     BATCH_SETTLE: int = 2
     RATE_WINDOW_KEYS: int = 10_000
@@ -166,6 +168,13 @@ class MessagingSettings:
     NOTIFICATION_RETENTION: int = 30 * 24 * 3600
     API_TOKENS_PER_USER: int = 20
 
+    @property
+    def largest_frame(self) -> int:
+        """The most bytes of one frame the server sends: every transport's send buffer sends
+        one this large (messaging/transport/servers/), and the answers that hold lists are
+        sized to fit it (messaging/chat/sizes.py)."""
+        return self.MAX_SEND_BUFFER
+
     def __post_init__(self) -> None:
         # Limits that refuse everything would fail every socket at connect: say so at startup.
         for name in ("RATE_BURST", "RATE_PER_SECOND", "USER_RATE_LIMIT", "USER_RATE_WINDOW", "MAX_SEND_BUFFER",
@@ -195,8 +204,9 @@ class MessagingSettings:
             raise ImproperlyConfigured("MESSAGING['PRESENCE_BEAT'] must be positive and below PRESENCE_TTL / 2.5")
         if self.RATE_WINDOW_KEYS < 2:
             raise ImproperlyConfigured("MESSAGING['RATE_WINDOW_KEYS'] must be at least 2")
-        if self.SESSION_CHECK_INTERVAL < 0:
-            raise ImproperlyConfigured("MESSAGING['SESSION_CHECK_INTERVAL'] must be 0 (off) or positive")
+        for name in ("SESSION_CHECK_INTERVAL", "MEMBERSHIP_CHECK_INTERVAL"):
+            if getattr(self, name) < 0:
+                raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be 0 (off) or positive")
         if self.EMPTY_ROOM_RETENTION <= 0:
             raise ImproperlyConfigured("MESSAGING['EMPTY_ROOM_RETENTION'] must be positive")
         # Kept as the networks' canonical text: equal settings compare equal.

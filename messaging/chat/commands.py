@@ -27,6 +27,7 @@ from .policy import get_policy, overrides
 from .receipts import Asked, Move, move_watermarks_by_function, move_watermarks_portably
 from .replay import changes_since
 from .rooms import add_member, joined_room_id, room_to_join
+from .sizes import join_ack_that_fits, members_page_that_fits
 from .unread import unread_in
 from .users import optional_user_id
 
@@ -135,12 +136,12 @@ def join_hook_replies(ctx: CommandContext, room: Room, join: Join, backlog: list
 
 
 def replayed(ack: dict, ctx: CommandContext, more: list[dict]) -> dict:
-    """The join ack with `replayed` (an extension): how many of the room's
-    frames follow it as this join's backlog, before any live frame, so a
-    client knows when it is at `rev_upto`."""
+    """The join ack with `replayed` (an extension): how many of the room's frames follow it
+    as this join's backlog, before any live frame, so a client knows when it is at
+    `rev_upto`; and with the members that fit in its frame (messaging/chat/sizes.py)."""
     ctx.replies.extend(more)
     ack["replayed"] = len(ctx.replies)
-    return ack
+    return join_ack_that_fits(ack, ctx.command_id, ctx.user.pk)
 
 
 # room.members ---------------------------------------------------------------
@@ -164,8 +165,8 @@ def list_members(ctx: CommandContext, page: MembersPage) -> dict:
     if page.after is not None:
         members = members.filter(user_id__gt=page.after)
     found = list(members[: MEMBERS_PAGE + 1])
-    return {"room": page.room, "members": [member_entry(m) for m in found[:MEMBERS_PAGE]],
-            "more": len(found) > MEMBERS_PAGE}
+    return members_page_that_fits(ctx.command_id, page.room, [member_entry(m) for m in found[:MEMBERS_PAGE]],
+                                  len(found) > MEMBERS_PAGE)
 
 
 # room.post ------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 One page is the newest `limit` messages below `before`, in seq order, each
 as a `msg` frame's `d` in its current state (tombstones included: a deleted
-message keeps its place), and `more`: whether older ones exist. What the apps
+message keeps its place), and `more`: whether older ones exist. Of those,
+only the newest that fit in one frame (PROTOCOL 1.2, messaging/chat/sizes.py):
+fewer than `limit`, with `more: true`, where the rest would not. What the apps
 beside the chat have for the page's messages (their `on_page` hooks,
 messaging/chat/hooks.py: the counts of those with reactions, as `reaction`
 frames) follows the ack, as after a join's backlog. Two queries, each bounded by the page.
@@ -19,6 +21,7 @@ from .edits import message_seq
 from .hooks import page_hooks
 from .messages import stored_msg_frame
 from .rooms import joined_room
+from .sizes import history_page_length
 
 # PROTOCOL.md 1.1 fixes the page's bounds.
 HISTORY_DEFAULT = 50
@@ -50,8 +53,9 @@ def room_history(ctx: CommandContext, page: HistoryPage) -> dict:
     room = joined_room(ctx.user, page.room)
     found = list(Message.objects.filter(room=room, seq__lt=page.before).select_related("sender")
                  .order_by("-seq")[: page.limit + 1])
-    messages = found[: page.limit][::-1]
+    newest = [stored_msg_frame(m, room.slug, ctx.user)["d"] for m in found[: page.limit]]
+    kept = history_page_length(ctx.command_id, room.slug, newest)
+    messages = found[:kept][::-1]
     for frames in page_hooks():
         ctx.replies.extend(frames(room.slug, messages))
-    return {"room": room.slug, "messages": [stored_msg_frame(m, room.slug, ctx.user)["d"] for m in messages],
-            "more": len(found) > page.limit}
+    return {"room": room.slug, "messages": newest[:kept][::-1], "more": len(found) > kept}

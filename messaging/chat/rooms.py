@@ -126,3 +126,12 @@ def refuse_past(created: QuerySet[Room], per_hour: int, message: str) -> None:
         wait = (newest[-1] + CREATION_SPAN - now).total_seconds()
         retry_after = max(0.001, math.ceil(wait * 1000) / 1000)
         raise RateLimited(message, retry_after=retry_after)
+
+
+def memberships_among(rooms: list[str], users: list) -> set[tuple[str, str]]:
+    """Which of `users` are members of which of `rooms`: (slug, the user id's text) pairs, in one query.
+
+    For the transport's recheck of what its sockets hear (messaging/transport/memberships.py).
+    """
+    found = Membership.objects.filter(room__slug__in=rooms, user_id__in=users).values_list("room__slug", "user_id")
+    return {(slug, str(user)) for slug, user in found}

@@ -179,6 +179,14 @@ def encode(frame: dict) -> str:
         return json.dumps(frame, separators=(",", ":"), allow_nan=False)
 
 
+def encoded_bytes(value: Any) -> int:
+    """The bytes of `value` as `encode` writes it (the UTF-8 of its JSON text)."""
+    try:
+        return len(orjson.dumps(value))
+    except orjson.JSONEncodeError:
+        return len(json.dumps(value, separators=(",", ":"), allow_nan=False).encode())
+
+
 def ack_ok(command_id: str, data: dict, *, dup: bool = False) -> AckFrame:
     return {"t": "ack", "id": command_id, "ok": True, "dup": dup, "d": data}
 

@@ -45,6 +45,11 @@ class FrameClient:
         """The next frame, whatever it is (the inbox is not looked at)."""
         return json.loads(await self._receive_text(timeout))
 
+    async def receive_sized(self, timeout: float = 10) -> tuple[dict, int]:
+        """The next frame, as `receive`, and the bytes of its payload as the server sent it."""
+        text = await self._receive_text(timeout)
+        return json.loads(text), len(text.encode("utf-8", "surrogatepass"))
+
     async def ack(self, id: str, timeout: float = 15) -> dict:
         """Wait for the ack of `id`; the frames read meanwhile go to `inbox`."""
         deadline = time.monotonic() + timeout

@@ -39,6 +39,9 @@ class Answers:
             last_seq = result.data.get("last_seq")
             if isinstance(last_seq, int):
                 self.live_after[room] = last_seq
+            if result.data.get("private") is True and room in self.rooms:
+                # Who hears a private room is checked against the database from now on.
+                self.hub.watch(room, self)
             await self.release_held(room)
             self.publish(result)
 
@@ -70,7 +73,7 @@ class Answers:
         """The command's ack, then its replies (a join's backlog), which cost the socket's rate by their size."""
         if handler.type in MEMBER_LISTS:
             await add_online(outcome.data.get("members"))
-        await self.send_frame(ack_ok(command.id, outcome.data, dup=outcome.dup), command.id)
+        await self.send_frame(ack_ok(command.id, outcome.data, dup=outcome.dup), command.id, paced=True)
         self.answered(handler, "dup" if outcome.dup else "ok", started, source=outcome.source)
         sent = 0
         for frame in outcome.replies:

@@ -28,6 +28,16 @@ Fan-out is best effort by design: the effect is committed and acked before
 its frame is published, so a frame lost to a Redis outage loses nothing;
 clients catch up by seq with `room.join` and `since`. Without Redis the hub
 reaches the sockets of its own process only (the embedded demo).
+
+Except what ends a membership: a `room.left` is what makes a removed
+member's sockets stop hearing the room. Its publish is tried again, with the
+next batch or after a pause, until Redis takes it (at most `PUBLISH_BACKLOG`
+wait), and a batch publishes its users' frames before its rooms', so a
+process's `room.left` reaches Redis before any frame of the room it queued
+after it. Where it is lost all the same (another process's subscription was
+down), the hub's `MembershipWatch` (messaging/transport/memberships.py) finds
+the ended membership in the database: as the subscription comes back, before
+any frame it hears is handed on, and every `MEMBERSHIP_CHECK_INTERVAL`.
 """
 from __future__ import annotations
 
@@ -36,10 +46,12 @@ import logging
 from collections import deque
 from typing import Any, Protocol, Sequence
 
+from ..chat.private import left_room
 from ..conf import get_settings
 from ..core.redis_clients import REDIS_FAILED
 from ..core.runtime import async_client, runtime
 from ..ops import metrics
+from .memberships import MembershipWatch
 from .packing import pack, pack_for_user, unpack, unpack_for_user
 from .subscriptions import Subscriptions
 
@@ -51,6 +63,8 @@ log = logging.getLogger(__name__)
 PUBLISH_BACKLOG = 10_000
 # Most publishes sent in one pipelined round trip, of each queue.
 PUBLISH_BATCH = 500
+# Seconds before a `room.left` whose publish failed is tried again, doubling while it fails.
+FIRST_RETRY, LONGEST_RETRY = 0.1, 2.0
 
 def user_key(user_id: Any) -> str:
     """A user as the hub knows it: the id's text, the same for an id from the
@@ -76,7 +90,7 @@ class Hub:
     instead of delivering, and delivers what its subscription hears.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, membership_interval: float = 0.0) -> None:
         self.members: dict[str, set[Member]] = {}
         # Per user (`user_key`), this process's sockets of that user.
         self.users: dict[str, set[Member]] = {}
@@ -84,17 +98,39 @@ class Hub:
         # Frames for one user: (user key, room or None, text).
         self.user_outbox: deque[tuple[str, str | None, str]] = deque()
         self.pump: asyncio.Task | None = None
+        # The private rooms its sockets joined, checked against the database.
+        self.memberships = MembershipWatch(membership_interval)
+        # `release_soon`'s tasks, held until done.
+        self.releasing: set[asyncio.Task] = set()
 
     async def join(self, room: str, member: Member) -> None:
         """From return on, `member` gets every frame published to `room`."""
         self.members.setdefault(room, set()).add(member)
 
     async def leave(self, room: str, member: Member) -> None:
+        self.forget(room, member)
+
+    def forget(self, room: str, member: Member) -> None:
+        """From now on, no frame of `room` reaches `member` (before any await of `leave`)."""
+        self.memberships.unwatch(room, member)  # type: ignore[arg-type]
         members = self.members.get(room)
         if members is not None:
             members.discard(member)
             if not members:
                 del self.members[room]
+
+    async def release(self, room: str) -> None:
+        """Let go of what the hub holds for `room` if no socket here wants it any more (`RedisHub`: its channel)."""
+
+    def release_soon(self, room: str) -> None:
+        """`release`, in a task of its own."""
+        task = asyncio.get_running_loop().create_task(self.release(room))
+        self.releasing.add(task)
+        task.add_done_callback(self.releasing.discard)
+
+    def watch(self, room: str, member: Member) -> None:
+        """`member` joined `room`, a private room: its membership is checked from now on."""
+        self.memberships.watch(room, member)  # type: ignore[arg-type]
 
     async def attach(self, user_id: Any, member: Member) -> None:
         """From return on, `member` gets every frame published to the user `user_id`."""
@@ -129,6 +165,7 @@ class Hub:
         if pump is not None and not pump.done():
             pump.cancel()
             await asyncio.gather(pump, return_exceptions=True)
+        await self.memberships.aclose()
 
     def start_pump(self) -> None:
         if self.pump is None or self.pump.done():
@@ -139,12 +176,14 @@ class Hub:
             await self.send(take(self.outbox), take(self.user_outbox))
 
     async def send(self, batch: list[tuple[str, int | None, str]],
-                   to_users: Sequence[tuple[str, str | None, str]] = ()) -> None:
+                   to_users: Sequence[tuple[str, str | None, str]] = ()) -> bool:
+        """Deliver (`RedisHub`: publish) one batch; whether it went."""
         for room, seq, text in batch:
             await self.deliver(room, seq, text)
         for key, room, text in to_users:
             await self.deliver_to_user(key, room, text)
         metrics.FANOUT_FRAMES.labels("published").inc(len(batch) + len(to_users))
+        return True
 
     async def deliver_to_user(self, key: str, room: str | None, text: str) -> None:
         for member in list(self.users.get(key, ())):
@@ -185,8 +224,8 @@ class RedisHub(Hub):
     each other.
     """
 
-    def __init__(self, url: str, *, timeout: float, sharded: bool = False) -> None:
-        super().__init__()
+    def __init__(self, url: str, *, timeout: float, sharded: bool = False, membership_interval: float = 0.0) -> None:
+        super().__init__(membership_interval=membership_interval)
         self.timeout = timeout
         self.sharded = sharded
         # Publishing gives up after `timeout`, like the claim store.
@@ -197,9 +236,15 @@ class RedisHub(Hub):
         self.prefix = f"messaging:{db}:live:"
         # Versions before per-user frames never subscribe to these.
         self.user_prefix = f"messaging:{db}:user:"
-        # Subscribed again after every failure (messaging/transport/subscriptions.py).
-        self.subscriptions = Subscriptions(url, self.heard, timeout=timeout, sharded=sharded)
+        # Subscribed again after every failure (messaging/transport/subscriptions.py);
+        # each time, what was lost meanwhile is checked before anything heard is handed on.
+        self.subscriptions = Subscriptions(url, self.heard, timeout=timeout, sharded=sharded,
+                                           connected=self.memberships.check)
         self.lock = asyncio.Lock()
+        # `room.left` frames whose publish failed, (user key, room, text), oldest first; and the wait before the next try.
+        self.unsent_left: deque[tuple[str, str | None, str]] = deque()
+        self.retry_pause = FIRST_RETRY
+        self.retry: asyncio.TimerHandle | None = None
 
     def channel(self, room: str) -> bytes:
         return (self.prefix + room).encode()
@@ -240,12 +285,18 @@ class RedisHub(Hub):
         await self.add_subscribed(self.members, room, self.channel(room), member)
 
     async def leave(self, room: str, member: Member) -> None:
+        # At once, not once the lock is free: nothing more of the room for it.
+        self.forget(room, member)
+        await self.release(room)
+
+    async def release(self, room: str) -> None:
         async with self.lock:
-            await super().leave(room, member)
             if room not in self.members:
                 await self.subscriptions.remove(self.channel(room))
 
     async def aclose(self) -> None:
+        if self.retry is not None:
+            self.retry.cancel()
         await super().aclose()
         await self.subscriptions.close()
         try:
@@ -276,8 +327,28 @@ class RedisHub(Hub):
         for room, text in frames:
             await self.deliver_to_user(key, room, text)
 
+    async def send_queued(self) -> None:
+        while self.outbox or self.user_outbox or self.unsent_left:
+            if not await self.send(take(self.outbox), take(self.user_outbox)) and not (self.outbox or self.user_outbox):
+                # Only `room.left` frames wait: tried again after a pause, not in a busy loop.
+                self.retry_later()
+                return
+
+    def retry_later(self) -> None:
+        if self.retry is None:
+            self.retry = asyncio.get_running_loop().call_later(self.retry_pause, self.retry_now)
+            self.retry_pause = min(self.retry_pause * 2, LONGEST_RETRY)
+
+    def retry_now(self) -> None:
+        self.retry = None
+        self.start_pump()
+
     async def send(self, batch: list[tuple[str, int | None, str]],
-                   to_users: Sequence[tuple[str, str | None, str]] = ()) -> None:
+                   to_users: Sequence[tuple[str, str | None, str]] = ()) -> bool:
+        # `room.left` frames that failed before go first, in their order.
+        if self.unsent_left:
+            to_users = [*self.unsent_left, *to_users]
+            self.unsent_left.clear()
         by_room: dict[str, list[tuple[int | None, str]]] = {}
         for room, seq, text in batch:
             by_room.setdefault(room, []).append((seq, text))
@@ -288,23 +359,35 @@ class RedisHub(Hub):
         try:
             pipe = self.client.pipeline(transaction=False)
             publish = pipe.spublish if self.sharded else pipe.publish
-            for room, room_frames in by_room.items():
-                publish(self.channel(room), pack(room_frames))
+            # Users' frames first: a `room.left` before any frame of the room queued after it.
             for key, user_frames in by_user.items():
                 publish(self.user_channel(key), pack_for_user(user_frames))
+            for room, room_frames in by_room.items():
+                publish(self.channel(room), pack(room_frames))
             await pipe.execute()
         except REDIS_FAILED as exc:
-            metrics.FANOUT_FRAMES.labels("lost").inc(frames)
-            log.warning("%d live frames lost, Redis publish failed: %s", frames, exc)
-            return
+            self.keep_unsent_left(to_users)
+            lost = frames - len(self.unsent_left)
+            metrics.FANOUT_FRAMES.labels("lost").inc(lost)
+            log.warning("%d live frames lost, Redis publish failed: %s; %d room.left frames wait to be published",
+                        lost, exc, len(self.unsent_left))
+            return False
+        self.retry_pause = FIRST_RETRY
         metrics.FANOUT_FRAMES.labels("published").inc(frames)
+        return True
+
+    def keep_unsent_left(self, to_users: Sequence[tuple[str, str | None, str]]) -> None:
+        for item in to_users:
+            if left_room(item[2]) is not None:
+                queue(self.unsent_left, item)
 
 
 def make_hub() -> Hub:
     conf = get_settings()
     if not conf.REDIS_URL:
-        return Hub()
-    return RedisHub(conf.REDIS_URL, timeout=conf.REDIS_TIMEOUT, sharded=conf.REDIS_CLUSTER)
+        return Hub(membership_interval=conf.MEMBERSHIP_CHECK_INTERVAL)
+    return RedisHub(conf.REDIS_URL, timeout=conf.REDIS_TIMEOUT, sharded=conf.REDIS_CLUSTER,
+                    membership_interval=conf.MEMBERSHIP_CHECK_INTERVAL)
 
 
 def get_hub() -> Hub:

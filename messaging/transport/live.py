@@ -92,6 +92,12 @@ class LiveRooms:
             # (or beyond its replay limit, for the client to fetch by seq).
             await self.send_text(text)
 
+    async def membership_ended(self, room: str, text: str) -> None:
+        """The hub's check found this socket's user no longer a member of `room`, a
+        `room.left` lost on its way (messaging/transport/memberships.py): as if it came."""
+        if room in self.rooms:
+            await self.personal(None, text)
+
     async def personal(self, room: str | None, text: str) -> None:
         """A frame for this socket's user, from the hub; one for a room only
         while this socket is joined to it, after a running join's backlog."""
@@ -99,7 +105,12 @@ class LiveRooms:
             left = left_room(text)
             if left is not None and left in self.rooms:
                 # Removed or left: no more of the room's frames, from now on.
-                await self.unsubscribe(left)
+                self.rooms.discard(left)
+                self.live_after.pop(left, None)
+                self.hub.forget(left, self)
+                # Not awaited: this runs in the hub's listener, which letting go
+                # of the room's channel may stop.
+                self.hub.release_soon(left)
             await self.send_text(text)
         elif room in self.held or room in self.rooms:
             await self.live(room, None, text)

@@ -8,7 +8,7 @@ from typing import Any
 from ..core.protocol import encode, frame_not_sent
 from ..ops import metrics
 from .closes import CLOSE_POLICY
-from .servers import payload_length
+from .servers import TRANSPORT_BUFFER, payload_length
 
 log = logging.getLogger("messaging.transport.consumers")
 
@@ -28,12 +28,15 @@ class Outgoing:
         if not self.outgoing.send(text):
             await self.not_sent("live", "frame_too_large", f"{payload_length(text)} bytes", None)
 
-    async def send_frame(self, frame: dict, command_id: str | None = None) -> int:
+    async def send_frame(self, frame: dict, command_id: str | None = None, *, paced: bool = False) -> int:
         """Encode and send one frame of this socket's own; the bytes of its payload, 0 if it was not sent.
 
         `command_id` is the command whose ack or reply it is: a frame that
         cannot be encoded or is too large to send is replaced by an error
         frame naming it, so its client learns why the ack or reply is missing.
+        `paced`: a large frame (a `room.history` page may be as large as the
+        limit) waits until it fits beside what waits for the client, as a
+        command's replies do, instead of overflowing the buffer.
         """
         try:
             text = encode(frame)
@@ -43,8 +46,11 @@ class Outgoing:
         if not self.outgoing.fits(text):
             await self.not_sent(frame.get("t"), "frame_too_large", f"{payload_length(text)} bytes", command_id)
             return 0
+        size = payload_length(text)
+        if paced and size > TRANSPORT_BUFFER:
+            await self.outgoing.room(size)
         await self.send_text(text)
-        return payload_length(text)
+        return size
 
     async def not_sent(self, what: Any, code: str, detail: str, command_id: str | None) -> None:
         """Log and count a frame that cannot be sent, and send the small error frame that stands for it."""

@@ -14,7 +14,11 @@ of its channels lives now, so after a failover its channels move to the
 replica that took over. A channel added while its place is unreachable is
 still wanted: it is subscribed as soon as the place answers. Frames
 published meanwhile are lost to live delivery (not to the rooms: clients
-catch up by seq), never delivered twice.
+catch up by seq), never delivered twice. Each time a listener has
+subscribed its channels, and before it hands on anything they carry, it
+awaits the owner's `connected` (the hub's check of what its sockets may
+still hear: a `room.left` lost meanwhile; messaging/transport/memberships.py);
+what comes meanwhile waits in the connection.
 """
 from __future__ import annotations
 
@@ -40,12 +44,15 @@ LONGEST_PAUSE = 2.0
 UNPLACED = ("?", 0)
 
 Handler = Callable[[bytes, bytes], Awaitable[None]]
+Connected = Callable[[], Awaitable[Any]]
 
 
 class Subscriptions:
-    def __init__(self, url: str, handler: Handler, *, timeout: float, sharded: bool) -> None:
+    def __init__(self, url: str, handler: Handler, *, timeout: float, sharded: bool,
+                 connected: Connected | None = None) -> None:
         self.url = url
         self.handler = handler
+        self.connected = connected
         self.timeout = timeout
         self.sharded = sharded
         # Each wanted channel, with the place it is subscribed at (None: the one Redis).
@@ -237,6 +244,7 @@ class Listener:
         wanted = self.owner.channels_at(self.place)
         if wanted:
             await self.subscribe(wanted)
+            await self.caught_up()
         while True:
             message = await self.pubsub.get_message(timeout=None)
             if message is None:
@@ -248,6 +256,16 @@ class Listener:
                 self.pause = FIRST_PAUSE
                 self.failing = False
                 self.owner.confirmed(message["channel"])
+
+    async def caught_up(self) -> None:
+        """The owner's `connected`, before anything the channels carry is read: what it
+        finds lost while this connection was away is dealt with first."""
+        if self.owner.connected is None:
+            return
+        try:
+            await self.owner.connected()
+        except Exception:
+            log.exception("the check after subscribing at %s failed", self.place or "redis")
 
     async def close_pubsub(self) -> None:
         pubsub, client, self.pubsub, self.client = self.pubsub, self.client, None, None

@@ -29,7 +29,7 @@ from messaging.transport.servers.daphne import (
 )
 
 from ..support.rawws import client_frame, upgrade_request
-from .test_frames import autobahn_bytes, open_connection
+from .test_frames import open_connection
 
 
 def dropped() -> float:
@@ -138,14 +138,19 @@ def test_a_connection_that_frames_otherwise_is_written_by_autobahn_as_daphne_wou
     assert transport.value() == reference_transport.value() != frames("a" * 25)
 
 
-def test_a_frame_over_the_servers_message_size_or_the_limit_is_refused():
-    buffer, _, transport, _ = daphne_buffer(maxMessagePayloadSize=10)
-    assert buffer.largest == 10
-    assert buffer.send("a" * 10)
-    assert not buffer.fits("é" * 6) and not buffer.send("é" * 6), "12 bytes of payload, over 10"
-    assert transport.value() == autobahn_bytes("a" * 10)
-    smaller, _, _, _ = daphne_buffer(limit=5, maxMessagePayloadSize=10)
-    assert smaller.largest == 5 and not smaller.send("a" * 6)
+@pytest.mark.parametrize("options", [{}, {"autoFragmentSize": 4}], ids=["frames", "autobahn"])
+def test_a_frame_over_the_servers_message_size_is_sent_and_one_over_the_limit_is_refused(options):
+    # Daphne's --websocket-max-message-size limits what clients send; what the
+    # server sends is limited by MAX_SEND_BUFFER alone, written by autobahn or not.
+    buffer, protocol, transport, _ = daphne_buffer(limit=20, maxMessagePayloadSize=10, **options)
+    assert buffer.largest == 20
+    assert buffer.send("a" * 10) and buffer.send("é" * 6), "12 bytes of payload, over 10"
+    _, reference, reference_transport = open_connection(maxMessagePayloadSize=0, **options)
+    for text in ("a" * 10, "é" * 6):
+        reference.handle_reply({"type": "websocket.send", "text": text})
+    assert transport.value() == reference_transport.value()
+    assert protocol.maxMessagePayloadSize == 10, "still the limit on what the client sends"
+    assert not buffer.fits("a" * 21) and not buffer.send("a" * 21)
 
 
 def upgraded_channel() -> tuple[HTTPChannel, StringTransport]:
@@ -305,3 +310,34 @@ async def test_replies_wait_for_room_until_what_waits_is_taken_or_the_socket_goe
     await settle()
     buffer.stop()
     await asyncio.wait_for(waiting, 5)
+
+
+async def test_a_large_frame_of_the_sockets_own_waits_until_it_fits_beside_what_waits():
+    # A room.history page may be as large as the limit: sent beside what the
+    # client has not read yet, it would overflow the buffer and close the socket.
+    send = PushingBack()
+    overflows = Overflows()
+    buffer = SendBuffer(send, 1000, overflows)
+    buffer.send("a" * 100)
+    await settle()
+    assert not buffer.pushed_back, "less than a transport's buffer waits"
+    waiting = asyncio.ensure_future(buffer.room(950))
+    await settle()
+    assert not waiting.done(), "950 bytes beside the 100 that wait would pass the limit of 1000"
+    send.open.set()
+    await asyncio.wait_for(waiting, 5)
+    assert buffer.send("b" * 950) and overflows == []
+    await settle()
+    assert send.texts() == ["a" * 100, "b" * 950]
+
+
+async def test_under_daphne_a_large_frame_waits_only_while_the_transport_pushes_back():
+    buffer, _, transport, overflows = daphne_buffer(limit=1000)
+    await asyncio.wait_for(buffer.room(1000), 5)
+    transport.producer.pauseProducing()
+    waiting = asyncio.ensure_future(buffer.room(10))
+    await settle()
+    assert not waiting.done()
+    transport.producer.resumeProducing()
+    await asyncio.wait_for(waiting, 5)
+    assert buffer.send("c" * 1000) and overflows == []

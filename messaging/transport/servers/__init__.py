@@ -26,9 +26,11 @@ may be larger than the limit) is paced instead: between its replies the
 consumer awaits `room`, so it goes as fast as the client reads and only
 others' frames can overflow the buffer.
 
-A frame larger than `largest` (the limit, or the server's own frame limit if
-lower) can never be sent within the limit: `send` refuses it, and the owner
-sends a small error frame in its place.
+A frame larger than `largest` (the limit, `MAX_SEND_BUFFER`: under every
+server, daphne's own message size limit included, which applies to what
+clients send) can never be sent within the limit: `send` refuses it, and the
+owner sends a small error frame in its place. The app's answers that hold
+lists are sized to fit it (`largest_frame`, messaging/chat/sizes.py).
 """
 from __future__ import annotations
 

@@ -93,16 +93,21 @@ class SendBuffer:
         """Whether the connection has not taken what was sent already (more than a transport's buffer waits)."""
         return self.queued > TRANSPORT_BUFFER
 
-    async def room(self) -> None:
+    async def room(self, size: int = 0) -> None:
         """Return once the connection has taken what waits, or the socket is overflowed, closing or gone.
 
         A socket's own replies (a join's backlog, which may be larger than
         the limit) wait here between frames, so they go as fast as the
-        client reads them and never overflow the buffer themselves.
+        client reads them and never overflow the buffer themselves. A frame
+        of `size` bytes also waits until it fits beside what still waits.
         """
-        while self.pushed_back and not (self.overflowed or self.closing or self.stopped):
+        while self.crowded(size) and not (self.overflowed or self.closing or self.stopped):
             waiter = self.waiter = asyncio.get_running_loop().create_future()
             await waiter
+
+    def crowded(self, size: int) -> bool:
+        """Whether a frame of `size` bytes must wait: the connection pushes back, or it would pass the limit."""
+        return self.pushed_back or (self.queued > 0 and self.queued + size > self.limit)
 
     def wake(self) -> None:
         waiter, self.waiter = self.waiter, None
@@ -232,6 +237,10 @@ class WritingSendBuffer(SendBuffer):
     @property
     def pushed_back(self) -> bool:
         return self.paused or bool(self.queue)
+
+    def crowded(self, size: int) -> bool:
+        # Not pushed back, a frame is written to the connection at once, whatever its size.
+        return self.pushed_back
 
     def put(self, text: str) -> None:
         if not (self.paused or self.queue):

@@ -14,7 +14,14 @@ On a connection with no extension `FrameWriter` writes what autobahn's
 way is left to autobahn's own `sendMessage`, as daphne's send would do it: a
 connection that is not open, an empty text (daphne drops it), autobahn's own
 queue of chopped or synchronous data, compression, masking, fragmentation,
-a size limit, octet or frame logging.
+octet or frame logging.
+
+Autobahn applies daphne's `--websocket-max-message-size`, a limit on what
+clients send, to what the server sends too. The app's own limit on a frame
+it sends is `MAX_SEND_BUFFER` (`largest_frame`, messaging/conf.py), under
+every server, so that the answers sized to it (a `room.history` page) are
+sent whatever daphne was started with: frames over autobahn's limit are
+written all the same, and it still refuses larger messages from clients.
 
 `DaphneSendBuffer` is a push producer of the connection (Twisted's
 producer/consumer API). The transport pauses it once it holds more than its
@@ -52,11 +59,7 @@ class FrameWriter:
         # Daphne sends no frame for an empty text.
         if not text or protocol.state != protocol.STATE_OPEN or protocol.send_queue or protocol._perMessageCompress is not None:
             return False
-        frame, length = encoded(text)
-        if 0 < protocol.maxMessagePayloadSize < length:
-            # Autobahn refuses to send it; let it, as it would.
-            return False
-        protocol.transport.write(frame)
+        protocol.transport.write(encoded(text)[0])
         return True
 
 
@@ -107,10 +110,6 @@ class DaphneSendBuffer(WritingSendBuffer):
         self.writer = FrameWriter(protocol) if writes_plainly(protocol) else None
         # The transport pauses its producer only once it holds more than this.
         self.reserve = getattr(protocol.transport, "bufferSize", TRANSPORT_BUFFER)
-        server_limit = protocol.maxMessagePayloadSize
-        if 0 < server_limit < limit:
-            # Autobahn refuses to send a larger frame (PayloadExceededError).
-            self.largest = server_limit
         self.paused = False
 
     @property
@@ -130,8 +129,7 @@ class DaphneSendBuffer(WritingSendBuffer):
         # closing connection (the client closed, or this socket did): such a
         # frame is lost with the socket, as one in flight would be.
         if text and protocol.state == protocol.STATE_OPEN:
-            # What daphne's own send does, without the ASGI hop.
-            protocol.sendMessage(text.encode("utf-8"), False)
+            send_message(protocol, text.encode("utf-8"))
 
     # Twisted's IPushProducer.
 
@@ -152,6 +150,22 @@ class DaphneSendBuffer(WritingSendBuffer):
                 slot.unregisterProducer()
             except RuntimeError:  # a transport that says none is registered (autobahn's drop unregistered it)
                 pass
+
+
+def send_message(protocol: Any, payload: bytes) -> None:
+    """What daphne's own send does, without the ASGI hop; a frame over autobahn's
+    `maxMessagePayloadSize` (its limit on received messages) is sent too."""
+    ceiling = protocol.maxMessagePayloadSize
+    if not 0 < ceiling < len(payload):
+        protocol.sendMessage(payload, False)
+        return
+    # sendMessage raises PayloadExceededError past it; the reactor's thread is
+    # this one, so no frame is received while it is lifted.
+    protocol.maxMessagePayloadSize = 0
+    try:
+        protocol.sendMessage(payload, False)
+    finally:
+        protocol.maxMessagePayloadSize = ceiling
 
 
 def register_producer(producer: Any, transport: Any) -> Any | None:

@@ -850,7 +850,7 @@ const handlers = {
   typing: (frame) => people.onFrame(frame),
   invited: (frame) => people.onFrame(frame),
   "room.left": (frame) => people.onFrame(frame),
-  error: (frame) => console.warn("server refused a frame:", frame.error),
+  error: (frame) => history.failed(frame) || console.warn("server refused a frame:", frame.error),
 };
 
 // Frames are handled one at a time, in arrival order, though some handlers

@@ -1,5 +1,8 @@
 // Scroll-back: `room.history` pages, older messages put in above what is
-// shown, the scroll position kept (the user's place does not jump).
+// shown, the scroll position kept (the user's place does not jump). A page
+// may hold fewer than it asked for (what fits in one frame: PROTOCOL 1.2);
+// only `more` says whether older ones exist, and while the list is still at
+// its top (or does not fill the box) the next page is asked for at once.
 export const HISTORY_PAGE = 50;
 // How close to the top (px) a scroll asks for the next page.
 const NEAR_TOP = 40;
@@ -47,12 +50,31 @@ export class History {
       // Keep what is on screen where it is: the page grows above it.
       const before = this.container.scrollHeight;
       const top = this.container.scrollTop;
+      const oldest = room.oldestSeq();
       for (const d of frame.d.messages) insert(room, d);
       if (room === this.current) this.container.scrollTop = top + (this.container.scrollHeight - before);
       if (!frame.d.more) room.noOlder = true;
+      // A short page may leave the list at its top, where no scroll comes to ask
+      // again; go on, as long as each page brings older messages.
+      else if (room === this.current && room.oldestSeq() < oldest && this.atTop()) queueMicrotask(() => this.load(room));
     }
     this.update();
     return true;
+  }
+
+  /** An error frame naming one of its requests (the server could not send the answer): it may be asked again. */
+  failed(frame) {
+    const room = this.requests.get(frame.error?.id);
+    if (!room) return false;
+    this.requests.delete(frame.error.id);
+    room.loadingOlder = false;
+    this.update();
+    return true;
+  }
+
+  atTop() {
+    const box = this.container;
+    return box.scrollTop < NEAR_TOP || box.scrollHeight <= box.clientHeight;
   }
 
   /** The socket is gone: requests in flight will not be answered. */
