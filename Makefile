@@ -8,7 +8,7 @@ PORT ?= 8000
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/messaging
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/1
 
-.PHONY: install run test clean bench lock audit chaos docs
+.PHONY: install run test clean bench lock audit chaos docs lint
 
 # requirements*.txt are the pins people edit; requirements*.lock (`make lock`)
 # pin every package beneath them with the hashes of its files, and pip
@@ -43,6 +43,13 @@ test: install
 
 clean:
 	rm -rf $(VENV) $(DOCS_VENV) site staticfiles .pytest_cache .hypothesis artifacts clients/python/build clients/js/outbox.js
+
+# Lint and types (pyproject.toml's [tool.ruff] and [tool.mypy]); `.ci/run` runs it before the tests.
+# `ruff format` and `ruff check --fix` mend what they can.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	DEBUG=1 $(BIN)/mypy
 
 # The benchmark (docs/PERFORMANCE.md): a few minutes; its own database and Redis db.
 # BENCH_ARGS="--rounds 1 --idle 0" for a quick look.

@@ -5,6 +5,7 @@ configurations are interleaved in rounds, so a neighbour's noise on a shared
 machine hits them all alike; the report takes the median of the rounds.
 Traffic goes to 127.0.0.1 only; every load is bounded in count and time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,7 +70,9 @@ def prepare(args: argparse.Namespace, out: Path) -> dict[str, str]:
     }
     run_env = {**os.environ, **env}
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=run_env, check=True)
-    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=run_env, check=True)
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=run_env, check=True
+    )
     with psycopg.connect(args.database) as conn:
         # CASCADE: every table that refers to these (reactions, watermark moves) goes too.
         conn.execute(
@@ -97,8 +100,13 @@ def main() -> None:
     base = prepare(args, out)
     levers = dict(kv.split("=", 1) for kv in args.env)
     configs = (args.configs or default_configs(args.server)).split(",")
-    reference = Load(sockets=args.load_sockets, window=args.window, messages=args.messages,
-                     duplicates=args.duplicates, room_size=args.room_size)
+    reference = Load(
+        sockets=args.load_sockets,
+        window=args.window,
+        messages=args.messages,
+        duplicates=args.duplicates,
+        room_size=args.room_size,
+    )
     if args.rate:
         reference = paced(reference, args.rate)
         args.seconds, args.peak_only = 0, True
@@ -161,7 +169,9 @@ def main() -> None:
         label = "calibration" if r < 0 else f"round {r + 1}"
         quiesce(args.database)
 
-        def measure(name: str, servers: list[Server], kind: str, load: Load, what: str) -> None:
+        def measure(
+            name: str, servers: list[Server], kind: str, load: Load, what: str, label: str = label, r: int = r
+        ) -> None:
             if levers_of(name.split(",")[0]).get(IDS_LEVER) == RANDOM_IDS:
                 load = Load(**{**load.__dict__, "random_ids": True})
             result = run_load(servers, kind, sessions, sized(name, load), f"{label} {what}")
@@ -198,7 +208,9 @@ def main() -> None:
                     measure(f"{config}, two processes", servers, config, reference, f"{config} x2")
                     if config == "full":
                         dups = Load(**{**reference.__dict__, "seed_only_duplicates": True})
-                        measure("full, duplicates only, two processes", servers, config, dups, "full x2 duplicates only")
+                        measure(
+                            "full, duplicates only, two processes", servers, config, dups, "full x2 duplicates only"
+                        )
                 finally:
                     for s in servers:
                         s.stop()
@@ -266,12 +278,21 @@ def main() -> None:
 def sockets_only(args: argparse.Namespace, start, base: dict[str, str], out: Path) -> None:
     """The sockets curve alone: sockets.json, sockets.md and sockets.png in `out`."""
     from .sockets import CurveOptions, sockets_curve
-    from .sockets_report import markdown as curve_markdown, plot as curve_plot
+    from .sockets_report import markdown as curve_markdown
+    from .sockets_report import plot as curve_plot
 
     options = CurveOptions(
-        steps=args.sockets, processes=args.processes, generators=args.generators,
-        source_addresses=args.source_addresses, per_generator=args.per_generator, per_address=args.per_address,
-        open_rate=args.open_rate, step_timeout=args.step_timeout, settle=args.settle, window=args.idle_window)
+        steps=args.sockets,
+        processes=args.processes,
+        generators=args.generators,
+        source_addresses=args.source_addresses,
+        per_generator=args.per_generator,
+        per_address=args.per_address,
+        open_rate=args.open_rate,
+        step_timeout=args.step_timeout,
+        settle=args.settle,
+        window=args.idle_window,
+    )
     curve = sockets_curve(start, options, base, args.server, out)
     (out / "sockets.json").write_text(json.dumps(curve, indent=2))
     text = curve_markdown(curve)
@@ -279,7 +300,10 @@ def sockets_only(args: argparse.Namespace, start, base: dict[str, str], out: Pat
     if curve["steps"]:
         curve_plot(curve, out / "sockets.png")
     print(text)
-    print(f"wrote {out / 'sockets.json'}, {out / 'sockets.md'}" + (f" and {out / 'sockets.png'}" if curve["steps"] else ""))
+    print(
+        f"wrote {out / 'sockets.json'}, {out / 'sockets.md'}"
+        + (f" and {out / 'sockets.png'}" if curve["steps"] else "")
+    )
 
 
 def big_rooms(args: argparse.Namespace, start, base: dict[str, str], out: Path) -> list[dict]:

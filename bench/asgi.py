@@ -6,6 +6,7 @@ exactly as `project.asgi` serves it; `/echo/` the ceiling and
 tutorial uses (channels' origin validator, cookie, session and auth
 middleware). Only the benchmark serves this module.
 """
+
 from __future__ import annotations
 
 import gc
@@ -21,8 +22,8 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path  # noqa: E402
 
-from messaging.transport.daphne_compat import allow_protocol_close_codes, defer_autobahn_log_formatting  # noqa: E402
 from messaging.transport.consumers import ChatConsumer  # noqa: E402
+from messaging.transport.daphne_compat import allow_protocol_close_codes, defer_autobahn_log_formatting  # noqa: E402
 from messaging.transport.gate import SocketGate  # noqa: E402
 
 from .consumers import EchoConsumer, TutorialConsumer  # noqa: E402

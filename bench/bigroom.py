@@ -13,6 +13,7 @@ The clock is the load generator's (one process, one loop): an arrival before
 the ack counts as 0 ms. The load generator shares the machine's cores with
 both servers, PostgreSQL and Redis, and reads all N sockets' frames itself.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -70,8 +71,14 @@ class Member(Socket):
         super().on_ws_frame(transport, frame)
 
 
-async def open_members(target: Target, sessions: list[str], room: str, arrivals: dict, progress,
-                       addresses: tuple[str, ...] = ("127.0.0.1",)) -> list[Member]:
+async def open_members(
+    target: Target,
+    sessions: list[str],
+    room: str,
+    arrivals: dict,
+    progress,
+    addresses: tuple[str, ...] = ("127.0.0.1",),
+) -> list[Member]:
     gate = asyncio.Semaphore(20)
     done = 0
 
@@ -79,9 +86,11 @@ async def open_members(target: Target, sessions: list[str], room: str, arrivals:
         nonlocal done
         async with gate:
             _, socket = await ws_connect(
-                lambda: Member(room, arrivals), target.socket_url(n, room),
+                lambda: Member(room, arrivals),
+                target.socket_url(n, room),
                 extra_headers={"Cookie": f"sessionid={sessions[n]}", "Origin": target.origin(n)},
-                max_frame_size=sys.maxsize, websocket_handshake_timeout=30,
+                max_frame_size=sys.maxsize,
+                websocket_handshake_timeout=30,
                 local_addr=(addresses[n % len(addresses)], 0),
             )
             ack = await asyncio.wait_for(socket.call(uuid.uuid4().hex, "room.join", {"room": room}), 60)
@@ -102,8 +111,9 @@ async def run(urls: list[str], sessions: list[str], shape: BigRoom, progress) ->
     room = f"big-{uuid.uuid4().hex[:8]}"
     arrivals: dict[int, list] = {}
     target = Target("full", urls)
-    addresses = layout(len(sessions), per_address=shape.per_address,
-                       ports=system_limits()["ports_per_source_address"]).addresses
+    addresses = layout(
+        len(sessions), per_address=shape.per_address, ports=system_limits()["ports_per_source_address"]
+    ).addresses
     members = await open_members(target, sessions, room, arrivals, progress, addresses)
     try:
         await asyncio.sleep(1)
@@ -111,7 +121,7 @@ async def run(urls: list[str], sessions: list[str], shape: BigRoom, progress) ->
         gc.collect()
         gc.freeze()
         # Senders alternate between the processes (socket n is on urls[n % 2]).
-        senders = members[:shape.senders]
+        senders = members[: shape.senders]
         acked: dict[int, float] = {}
         # Each post's ack latency from when it was due (a late ack delays the
         # sender's next post: counted), and from when it was sent (the round trip alone).
@@ -131,9 +141,11 @@ async def run(urls: list[str], sessions: list[str], shape: BigRoom, progress) ->
                 origin, due = due, due + interval
                 sent = time.perf_counter()
                 try:
-                    ack = await asyncio.wait_for(socket.call(
-                        uuid.uuid4().hex, "room.post", {"room": room, "body": f"post {i} from {n}"}), shape.timeout)
-                except asyncio.TimeoutError:
+                    ack = await asyncio.wait_for(
+                        socket.call(uuid.uuid4().hex, "room.post", {"room": room, "body": f"post {i} from {n}"}),
+                        shape.timeout,
+                    )
+                except TimeoutError:
                     # A room the servers cannot keep up with is a result too: counted, not a crash.
                     timeouts += 1
                     continue
@@ -152,14 +164,19 @@ async def run(urls: list[str], sessions: list[str], shape: BigRoom, progress) ->
         lags = [max(0.0, arrivals[seq][1] - at) * 1000 for seq, at in acked.items() if seq in arrivals]
         frames = sum(reached)
         posts = {
-            "posts": len(acked), "post_errors": errors, "post_timeouts": timeouts,
+            "posts": len(acked),
+            "post_errors": errors,
+            "post_timeouts": timeouts,
             "posting_seconds": round(posting, 2),
             "posts_reaching_all": sum(n == len(members) for n in reached),
             "fewest_sockets_reached": min(reached) if reached else 0,
             "msg_frames_per_s": round(frames / posting, 1),
-            "post_ack_p50_ms": pct(post_latencies, 50), "post_ack_p99_ms": pct(post_latencies, 99),
-            "post_round_trip_p50_ms": pct(round_trips, 50), "post_round_trip_p99_ms": pct(round_trips, 99),
-            "ack_to_last_delivery_p50_ms": pct(lags, 50), "ack_to_last_delivery_p99_ms": pct(lags, 99),
+            "post_ack_p50_ms": pct(post_latencies, 50),
+            "post_ack_p99_ms": pct(post_latencies, 99),
+            "post_round_trip_p50_ms": pct(round_trips, 50),
+            "post_round_trip_p99_ms": pct(round_trips, 99),
+            "ack_to_last_delivery_p50_ms": pct(lags, 50),
+            "ack_to_last_delivery_p99_ms": pct(lags, 99),
             "ack_to_last_delivery_max_ms": pct(lags, 100),
             # The load generator reads all the sockets' frames on the same cores as the servers.
             "client_cpu_cores": round(client_cpu, 2),
@@ -178,8 +195,9 @@ async def run(urls: list[str], sessions: list[str], shape: BigRoom, progress) ->
             begin = time.perf_counter()
             try:
                 ack = await asyncio.wait_for(
-                    socket.call(uuid.uuid4().hex, "receipt", {"room": room, "delivered": last, "read": last}), 180)
-            except asyncio.TimeoutError:
+                    socket.call(uuid.uuid4().hex, "receipt", {"room": room, "delivered": last, "read": last}), 180
+                )
+            except TimeoutError:
                 receipt_timeouts += 1
                 return
             if ack.get("ok"):
@@ -190,15 +208,24 @@ async def run(urls: list[str], sessions: list[str], shape: BigRoom, progress) ->
         await asyncio.sleep(shape.settle)
         receipt_frames = sum(s.frames for s in members)
         receipts = {
-            "receipts": len(latencies), "receipt_timeouts": receipt_timeouts,
+            "receipts": len(latencies),
+            "receipt_timeouts": receipt_timeouts,
             "receipts_seconds": round(receipts_seconds, 2),
             "receipts_per_s": round(len(latencies) / receipts_seconds, 1),
-            "receipt_ack_p50_ms": pct(latencies, 50), "receipt_ack_p99_ms": pct(latencies, 99),
+            "receipt_ack_p50_ms": pct(latencies, 50),
+            "receipt_ack_p99_ms": pct(latencies, 99),
             "frames_during_receipts": receipt_frames,
             "frames_per_receipt": round(receipt_frames / max(1, len(latencies)), 2),
         }
-        return {"sockets": len(members), "source_addresses": len(addresses), "senders": shape.senders,
-                "per_second": shape.per_second, "planned_seconds": shape.seconds, **posts, **receipts}
+        return {
+            "sockets": len(members),
+            "source_addresses": len(addresses),
+            "senders": shape.senders,
+            "per_second": shape.per_second,
+            "planned_seconds": shape.seconds,
+            **posts,
+            **receipts,
+        }
     finally:
         gc.unfreeze()
         await asyncio.gather(*(s.close() for s in members), return_exceptions=True)
@@ -208,7 +235,7 @@ def measure(start, shape: BigRoom, sessions: list[str], progress) -> dict:
     """Two fresh processes of the full path, one run; a member per session."""
     servers = start("full", 2)
     try:
-        return asyncio.run(run([s.url for s in servers], sessions[:shape.sockets], shape, progress))
+        return asyncio.run(run([s.url for s in servers], sessions[: shape.sockets], shape, progress))
     finally:
         for s in servers:
             s.stop()

@@ -5,6 +5,7 @@ A config is "full", "echo" or "tutorial", optionally with levers:
 (the load generator's command ids), "echo+SERVER=daphne" (the server of
 this config, whatever --server says).
 """
+
 from __future__ import annotations
 
 

@@ -10,6 +10,7 @@ together both miss the cache and both insert, a crash between insert and
 cache set loses the dedup, and there are no per-room sequence numbers. It
 answers in the protocol's frame shapes so the same load generator drives it.
 """
+
 from __future__ import annotations
 
 import json

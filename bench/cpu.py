@@ -6,6 +6,7 @@ window it is the server's cost per command, which does not depend on
 PostgreSQL, Redis and the load generator running on the same two cores
 (they slow the window down, not the CPU the server spends per ack).
 """
+
 from __future__ import annotations
 
 import os
@@ -18,7 +19,7 @@ def stat_cpu_seconds(stat: str, ticks_per_second: int = CLOCK_TICKS) -> float:
     """utime + stime of a `/proc/<pid>/stat` line, in seconds. The second field,
     the command's name in parentheses, may hold spaces and parentheses itself:
     the fields are counted from the last ")"."""
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     # After the name: state (field 3), ..., utime (14) and stime (15), counted from 1.
     utime, stime = int(fields[11]), int(fields[12])
     return (utime + stime) / ticks_per_second

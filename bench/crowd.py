@@ -15,6 +15,7 @@ address `addresses[k % len(addresses)]`. It imports picows and nothing of the
 app or the bench's other modules, and keeps each socket's read buffer small,
 so that its memory and CPU are its sockets' and little else.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -36,7 +37,7 @@ ERRORS_KEPT = 5
 class Idle(WSListener):
     """A socket that sends nothing; it answers pings (picows does) and a close."""
 
-    def __init__(self, crowd: "Crowd") -> None:
+    def __init__(self, crowd: Crowd) -> None:
         super().__init__()
         self.crowd = crowd
         self.connected = False
@@ -69,7 +70,7 @@ class Crowd:
         self.gate = asyncio.Semaphore(spec.get("concurrency", 50))
         with open(spec["sessions"]) as f:
             # This generator's sessions only: socket k's is line generator + k x generators.
-            self.sessions = f.read().split()[self.generator::self.generators]
+            self.sessions = f.read().split()[self.generator :: self.generators]
         self.transports: list[WSTransport] = []
         self.next = 0  # the next socket to open (k)
         self.open = 0
@@ -81,19 +82,29 @@ class Crowd:
         self.opening_seconds = 0.0
 
     def status(self, **extra) -> dict:
-        return {"generator": self.generator, "open": self.open, "opened": len(self.transports),
-                "failed": self.failed, "dropped": self.dropped, "closes": {str(k): v for k, v in self.closes.items()},
-                "errors": self.errors, "opening_seconds": round(self.opening_seconds, 2), **extra}
+        return {
+            "generator": self.generator,
+            "open": self.open,
+            "opened": len(self.transports),
+            "failed": self.failed,
+            "dropped": self.dropped,
+            "closes": {str(k): v for k, v in self.closes.items()},
+            "errors": self.errors,
+            "opening_seconds": round(self.opening_seconds, 2),
+            **extra,
+        }
 
     async def open_one(self, k: int) -> None:
         index = self.generator + k * self.generators
         base = self.urls[index % len(self.urls)]
         try:
             transport, _ = await ws_connect(
-                lambda: Idle(self), base.replace("http", "ws", 1) + "/ws/",
+                lambda: Idle(self),
+                base.replace("http", "ws", 1) + "/ws/",
                 extra_headers={"Cookie": f"sessionid={self.sessions[k]}", "Origin": base},
                 local_addr=(self.addresses[k % len(self.addresses)], 0),
-                websocket_handshake_timeout=60, read_buffer_init_size=READ_BUFFER,
+                websocket_handshake_timeout=60,
+                read_buffer_init_size=READ_BUFFER,
             )
         except Exception as exc:  # counted and reported: the bench decides what a failure means
             self.failed += 1

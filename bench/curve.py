@@ -1,6 +1,7 @@
 """The sockets curve's arithmetic: what a step costs per 10,000 sockets, and
 the straight line through the measured steps that extrapolates the ones the
 box could not hold (always labelled as such)."""
+
 from __future__ import annotations
 
 PER = 10_000
@@ -34,8 +35,14 @@ def extrapolate(points: list[tuple[float, float]], at: float) -> float:
 
 
 # What a step reports, and which of it the line extrapolates.
-LINEAR = ("server_rss_mb", "server_cpu_cores", "generators_rss_mb", "generators_cpu_cores",
-          "postgresql_cpu_cores", "redis_cpu_cores")
+LINEAR = (
+    "server_rss_mb",
+    "server_cpu_cores",
+    "generators_rss_mb",
+    "generators_cpu_cores",
+    "postgresql_cpu_cores",
+    "redis_cpu_cores",
+)
 
 
 def step_costs(step: dict, baseline: dict) -> dict:

@@ -11,6 +11,7 @@
 
 `make bench` runs it after the rest (`--no-events` skips it); `--events` runs only it.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,7 +34,8 @@ def backlog(database: str) -> tuple[int, float]:
     with psycopg.connect(database) as conn:
         count, age = conn.execute(
             "SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0) "
-            "FROM messaging_event WHERE published_at IS NULL").fetchone()
+            "FROM messaging_event WHERE published_at IS NULL"
+        ).fetchone()
     return count, float(age)
 
 
@@ -47,8 +49,13 @@ class Relay:
 
     def __init__(self, env: dict[str, str], out: Path) -> None:
         self.log = open(out / "relay.log", "ab")
-        self.process = subprocess.Popen([sys.executable, "manage.py", "messaging_relay"], cwd=ROOT,
-                                        env={**os.environ, **env}, stdout=self.log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            [sys.executable, "manage.py", "messaging_relay"],
+            cwd=ROOT,
+            env={**os.environ, **env},
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
 
     def stop(self) -> None:
         self.process.terminate()
@@ -126,10 +133,12 @@ def events_bench(args, start, run_load, sessions: list[str], reference, out: Pat
     reference = type(reference)(**{**reference.__dict__, "messages": per_socket})
     for r in range(args.rounds):
         # Alternating which goes first: on a shared box the later run of a round often meets other load.
-        for name, config in (list(configs.items()) if r % 2 == 0 else list(configs.items())[::-1]):
+        for name, config in list(configs.items()) if r % 2 == 0 else list(configs.items())[::-1]:
             servers = start(config)
             try:
-                rounds[name].append(run_load(servers, "full", sessions, reference, f"round {r + 1} {name}")["acks_per_s"])
+                rounds[name].append(
+                    run_load(servers, "full", sessions, reference, f"round {r + 1} {name}")["acks_per_s"]
+                )
             finally:
                 for s in servers:
                     s.stop()
@@ -141,18 +150,32 @@ def events_bench(args, start, run_load, sessions: list[str], reference, out: Pat
     servers = start("full")
     try:
         longer = type(reference)(**{**reference.__dict__, "messages": reference.messages * 3})
-        lag = lag_under_load(base, args.database, out,
-                             lambda: run_load(servers, "full", sessions, longer, "full path with the relay running"))
+        lag = lag_under_load(
+            base,
+            args.database,
+            out,
+            lambda: run_load(servers, "full", sessions, longer, "full path with the relay running"),
+        )
     finally:
         for s in servers:
             s.stop()
     redis.Redis.from_url(args.redis).delete("messaging:events")
-    return {"outbox_cost": cost, "outbox_cost_statement": statement_cost(base), "relay_drain": drained,
-            "relay_under_reference_load": lag}
+    return {
+        "outbox_cost": cost,
+        "outbox_cost_statement": statement_cost(base),
+        "relay_drain": drained,
+        "relay_under_reference_load": lag,
+    }
 
 
 def statement_cost(base: dict[str, str]) -> dict:
     """`bench.outbox_cost` in a process of its own (it sets Django up)."""
-    found = subprocess.run([sys.executable, "-m", "bench.outbox_cost"], cwd=ROOT, env={**os.environ, **base},
-                           check=True, capture_output=True, text=True)
+    found = subprocess.run(
+        [sys.executable, "-m", "bench.outbox_cost"],
+        cwd=ROOT,
+        env={**os.environ, **base},
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(found.stdout)

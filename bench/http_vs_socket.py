@@ -14,6 +14,7 @@ neighbour's noise hits both alike; the median of the rounds is reported
 
 Traffic goes to 127.0.0.1 only; every run is bounded in count.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,8 +56,9 @@ def fresh_database(url: str) -> None:
 
 
 def manage(env: dict[str, str], *argv: str) -> str:
-    return subprocess.run([sys.executable, "manage.py", *argv], cwd=ROOT, env=env, check=True,
-                          capture_output=True, text=True).stdout
+    return subprocess.run(
+        [sys.executable, "manage.py", *argv], cwd=ROOT, env=env, check=True, capture_output=True, text=True
+    ).stdout
 
 
 USERS_AND_TOKENS = """
@@ -77,14 +79,16 @@ class Http:
     def __init__(self, port: int, token: str) -> None:
         self.port, self.token = port, token
 
-    async def open(self) -> "Http":
+    async def open(self) -> Http:
         self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
         return self
 
     async def post(self, key: str, t: str, d: dict) -> tuple[int, dict]:
         body = json.dumps({"t": t, "d": d}).encode()
-        head = (f"POST /api/commands HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\nAuthorization: Bearer {self.token}\r\n"
-                f"Idempotency-Key: {key}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
+        head = (
+            f"POST /api/commands HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\nAuthorization: Bearer {self.token}\r\n"
+            f"Idempotency-Key: {key}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
         self.writer.write(head.encode() + body)
         status_line = await self.reader.readline()
         length, chunked = 0, False
@@ -113,10 +117,13 @@ class Socket:
         self.port, self.token = port, token
         self.waiting: dict[str, asyncio.Future] = {}
 
-    async def open(self) -> "Socket":
-        self.ws = await websockets.connect(f"ws://127.0.0.1:{self.port}/ws/", max_size=None,
-                                           origin=f"http://127.0.0.1:{self.port}",
-                                           additional_headers={"Authorization": f"Bearer {self.token}"})
+    async def open(self) -> Socket:
+        self.ws = await websockets.connect(
+            f"ws://127.0.0.1:{self.port}/ws/",
+            max_size=None,
+            origin=f"http://127.0.0.1:{self.port}",
+            additional_headers={"Authorization": f"Bearer {self.token}"},
+        )
         self.reader = asyncio.create_task(self.read())
         return self
 
@@ -194,13 +201,23 @@ def main() -> None:
     args = parse_args()
     fresh_database(args.database)
     redis.Redis.from_url(args.redis).flushdb()
-    env = {**os.environ, "DATABASE_URL": args.database, "REDIS_URL": args.redis, "DEBUG": "0",
-           "SECRET_KEY": "bench-secret-not-for-production", "ALLOWED_HOSTS": "127.0.0.1,localhost",
-           "LOG_LEVEL": "WARNING", "CONNECT_RATE": "0", "SIGNIN_RATE": "0",
-           # The bench measures throughput, not the limits.
-           "MESSAGING_RATE_BURST": "1000000", "MESSAGING_RATE_PER_SECOND": "1000000",
-           "MESSAGING_USER_RATE_LIMIT": "1000000", "MESSAGING_ROOMS_CREATED_PER_HOUR": "0",
-           "MESSAGING_ROOMS_CREATED_PER_ADDRESS_PER_HOUR": "0"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": args.database,
+        "REDIS_URL": args.redis,
+        "DEBUG": "0",
+        "SECRET_KEY": "bench-secret-not-for-production",
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "LOG_LEVEL": "WARNING",
+        "CONNECT_RATE": "0",
+        "SIGNIN_RATE": "0",
+        # The bench measures throughput, not the limits.
+        "MESSAGING_RATE_BURST": "1000000",
+        "MESSAGING_RATE_PER_SECOND": "1000000",
+        "MESSAGING_USER_RATE_LIMIT": "1000000",
+        "MESSAGING_ROOMS_CREATED_PER_HOUR": "0",
+        "MESSAGING_ROOMS_CREATED_PER_ADDRESS_PER_HOUR": "0",
+    }
     manage(env, "migrate", "--noinput", "-v0")
     # The last line: `shell` may say first what it imported.
     tokens = json.loads(manage(env, "shell", "-c", USERS_AND_TOKENS.format(users=args.users)).strip().splitlines()[-1])
@@ -210,17 +227,24 @@ def main() -> None:
     finally:
         server.stop()
     medians = {name: statistics.median(values) for name, values in runs.items()}
-    report = {"users": args.users, "room_size": args.room_size, "messages": args.messages, "rounds": runs,
-              "median": medians,
-              "http_over_socket_1": medians["http, 1 in flight"] / medians["socket, 1 in flight"],
-              "http_over_socket_4": medians["http, 1 in flight"] / medians["socket, 4 in flight"]}
+    report = {
+        "users": args.users,
+        "room_size": args.room_size,
+        "messages": args.messages,
+        "rounds": runs,
+        "median": medians,
+        "http_over_socket_1": medians["http, 1 in flight"] / medians["socket, 1 in flight"],
+        "http_over_socket_4": medians["http, 1 in flight"] / medians["socket, 4 in flight"],
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
     print("| transport | posts/s (median of %d rounds) |\n| --- | --- |" % args.rounds)
     for name, value in medians.items():
         print(f"| {name} | {value:.0f} |")
-    print(f"http / socket (1 in flight): {report['http_over_socket_1']:.2f}; "
-          f"http / socket (4 in flight): {report['http_over_socket_4']:.2f}")
+    print(
+        f"http / socket (1 in flight): {report['http_over_socket_1']:.2f}; "
+        f"http / socket (4 in flight): {report['http_over_socket_4']:.2f}"
+    )
 
 
 if __name__ == "__main__":

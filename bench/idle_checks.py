@@ -14,6 +14,7 @@ does without them), per `SESSION_CHECK_INTERVAL` (docs/PERFORMANCE.md,
 
 Traffic goes to 127.0.0.1 only; every run is bounded in count.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,21 +80,29 @@ def cpu_seconds(pid: int) -> float:
 def committed(database: str) -> int:
     base, name = database.rsplit("/", 1)
     with psycopg.connect(base + "/postgres", autocommit=True) as conn:
-        return conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s",
-                            [name]).fetchone()[0]
+        return conn.execute(
+            "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s", [name]
+        ).fetchone()[0]
 
 
-async def hold(port: int, credentials: list[dict], seconds: float, interval: float, pid: int,
-               database: str) -> dict:
+async def hold(port: int, credentials: list[dict], seconds: float, interval: float, pid: int, database: str) -> dict:
     gate = asyncio.Semaphore(20)
 
     async def open_one(credential: dict):
-        headers = ({"Authorization": f"Bearer {credential['token']}"} if "token" in credential
-                   else {"Cookie": f"sessionid={credential['session']}"})
+        headers = (
+            {"Authorization": f"Bearer {credential['token']}"}
+            if "token" in credential
+            else {"Cookie": f"sessionid={credential['session']}"}
+        )
         async with gate:
-            return await websockets.connect(f"ws://127.0.0.1:{port}/ws/", origin=f"http://127.0.0.1:{port}",
-                                            additional_headers=headers, open_timeout=60, compression=None,
-                                            ping_interval=None)
+            return await websockets.connect(
+                f"ws://127.0.0.1:{port}/ws/",
+                origin=f"http://127.0.0.1:{port}",
+                additional_headers=headers,
+                open_timeout=60,
+                compression=None,
+                ping_interval=None,
+            )
 
     sockets = await asyncio.gather(*(open_one(c) for c in credentials))
     # The checks spread out, and what the handshakes did reaches the statistics
@@ -107,18 +116,32 @@ async def hold(port: int, credentials: list[dict], seconds: float, interval: flo
     transactions = await asyncio.to_thread(committed, database) - transactions
     still_open = sum(ws.close_code is None for ws in sockets)
     await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
-    return {"sockets": len(sockets), "still_open": still_open, "seconds": round(elapsed, 1),
-            "server_cpu_seconds": round(cpu, 2), "server_cpu_share": round(cpu / elapsed, 4),
-            "transactions": transactions, "transactions_per_interval": round(transactions * interval / elapsed, 1)}
+    return {
+        "sockets": len(sockets),
+        "still_open": still_open,
+        "seconds": round(elapsed, 1),
+        "server_cpu_seconds": round(cpu, 2),
+        "server_cpu_share": round(cpu / elapsed, 4),
+        "transactions": transactions,
+        "transactions_per_interval": round(transactions * interval / elapsed, 1),
+    }
 
 
 def main() -> None:
     args = parse_args()
     fresh_database(args.database)
     redis.Redis.from_url(args.redis).flushdb()
-    env = {**os.environ, "DATABASE_URL": args.database, "REDIS_URL": args.redis, "DEBUG": "0",
-           "SECRET_KEY": "bench-secret-not-for-production", "ALLOWED_HOSTS": "127.0.0.1,localhost",
-           "LOG_LEVEL": "WARNING", "CONNECT_RATE": "0", "MESSAGING_SESSION_CHECK_INTERVAL": str(args.interval)}
+    env = {
+        **os.environ,
+        "DATABASE_URL": args.database,
+        "REDIS_URL": args.redis,
+        "DEBUG": "0",
+        "SECRET_KEY": "bench-secret-not-for-production",
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "LOG_LEVEL": "WARNING",
+        "CONNECT_RATE": "0",
+        "MESSAGING_SESSION_CHECK_INTERVAL": str(args.interval),
+    }
     manage(env, "migrate", "--noinput", "-v0")
     script = SESSIONS_AND_TOKENS.format(sockets=args.sockets, tokens=args.tokens)
     # The last line: `shell` may say first what it imported.

@@ -1,6 +1,7 @@
 """The box's limits on sockets: open files per process and in all, ephemeral
 ports, and the accept queue; and the raise of this process's open-files
 limit to the hard one, which the processes it starts inherit."""
+
 from __future__ import annotations
 
 import resource
@@ -34,8 +35,10 @@ def system_limits() -> dict:
     soft, hard = raise_fd_limit()
     port_range = sysctl("net.ipv4.ip_local_port_range")
     return {
-        "fd_soft": soft, "fd_hard": hard,
-        "fs.nr_open": sysctl("fs.nr_open"), "fs.file-max": sysctl("fs.file-max"),
+        "fd_soft": soft,
+        "fd_hard": hard,
+        "fs.nr_open": sysctl("fs.nr_open"),
+        "fs.file-max": sysctl("fs.file-max"),
         "net.ipv4.ip_local_port_range": " ".join(port_range.split()) if port_range else None,
         "ports_per_source_address": port_count(port_range) if port_range else None,
         "net.core.somaxconn": sysctl("net.core.somaxconn"),

@@ -12,6 +12,7 @@ server it measures, so its CPU per frame is kept as low as a Python client's
 can be. Fan-out frames are only counted, so they are classified by their first
 bytes (see `FANOUT`); acks are parsed in full.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -183,7 +184,7 @@ class Socket(WSListener):
             transport.send_close(WSCloseCode.OK)
             try:
                 await asyncio.wait_for(transport.wait_disconnected(), 10)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 transport.disconnect(graceful=False)
                 await transport.wait_disconnected()
 
@@ -310,9 +311,7 @@ async def drive(target: Target, sessions: list[str], load: Load, progress=None, 
             if outstanding or idle.done():
                 await idle
 
-        await asyncio.wait_for(
-            asyncio.gather(*(run_socket(n, s) for n, s in enumerate(sockets))), load.timeout + 30
-        )
+        await asyncio.wait_for(asyncio.gather(*(run_socket(n, s) for n, s in enumerate(sockets))), load.timeout + 30)
         result.seconds = time.perf_counter() - started
         result.client_cpu_s = time.process_time() - cpu_started
         if timed is not None:

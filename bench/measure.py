@@ -1,6 +1,7 @@
 """What one load of the bench measures: the servers' acks and latency (from
 `load.drive`), the CPU of every process on the box over its timed part, the
 full path's batches from the servers' `/metrics`; and the idle sockets' memory."""
+
 from __future__ import annotations
 
 import asyncio
@@ -96,8 +97,14 @@ class Measured:
         spent = {key: self.batches["end"][key] - self.batches["start"].get(key, 0.0) for key in self.batches["end"]}
         # Receipts: gathered batches, from every sender, one call each.
         gathered = spent.get("gathered_count", 0.0)
-        receipts = {"gathered_batches_per_s": round(gathered / wall, 1),
-                    "gathered_mean_size": round(spent["gathered_size"] / gathered, 1)} if gathered else {}
+        receipts = (
+            {
+                "gathered_batches_per_s": round(gathered / wall, 1),
+                "gathered_mean_size": round(spent["gathered_size"] / gathered, 1),
+            }
+            if gathered
+            else {}
+        )
         count = spent.get("count", 0.0)
         if not count:
             return receipts

@@ -1,4 +1,5 @@
 """The tutorial pattern's own model: what a chat tutorial stores, no sequence numbers."""
+
 from __future__ import annotations
 
 from django.conf import settings

@@ -8,6 +8,7 @@ off, and per mode the statement's median time per batch and the WAL it
 writes per post (`pg_current_wal_lsn()`), which the box's noise does not move.
 Run with the bench's environment (`DATABASE_URL`, `DJANGO_SETTINGS_MODULE`).
 """
+
 from __future__ import annotations
 
 import json
@@ -25,7 +26,7 @@ def main(blocks: int = 20, batches: int = 25, size: int = 16) -> dict:
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    from messaging.chat.commands import Post, posts_statement
+    from messaging.chat.posts import Post, posts_statement
     from messaging.conf import get_settings
     from messaging.core.gateway import fetch_on_this_thread
     from messaging.core.handlers import CommandContext
@@ -41,8 +42,10 @@ def main(blocks: int = 20, batches: int = 25, size: int = 16) -> dict:
             cursor.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")
             return int(cursor.fetchone()[0])
 
-    found: dict[str, dict[str, list[float]]] = {"with outbox": {"ms": [], "wal": []},
-                                                 "without outbox": {"ms": [], "wal": []}}
+    found: dict[str, dict[str, list[float]]] = {
+        "with outbox": {"ms": [], "wal": []},
+        "without outbox": {"ms": [], "wal": []},
+    }
     for block in range(blocks):
         order = ["with outbox", "without outbox"] if block % 2 == 0 else ["without outbox", "with outbox"]
         for mode in order:
@@ -50,18 +53,26 @@ def main(blocks: int = 20, batches: int = 25, size: int = 16) -> dict:
             get_settings.cache_clear()
             before = wal()
             for _ in range(batches):
-                entries = [(CommandContext(user=user, command_id=uuid.uuid4().hex, type="room.post"),
-                            Post(rooms[n % len(rooms)].slug, "a message of a usual length, say forty"), "f")
-                           for n in range(size)]
+                entries = [
+                    (
+                        CommandContext(user=user, command_id=uuid.uuid4().hex, type="room.post"),
+                        Post(rooms[n % len(rooms)].slug, "a message of a usual length, say forty"),
+                        "f",
+                    )
+                    for n in range(size)
+                ]
                 started = time.perf_counter()
                 fetch_on_this_thread(*posts_statement(entries))
                 found[mode]["ms"].append((time.perf_counter() - started) * 1000)
             found[mode]["wal"].append((wal() - before) / (batches * size))
     return {
-        mode: {"batch_ms_median": round(statistics.median(v["ms"]), 3),
-               "batch_ms_p90": round(statistics.quantiles(v["ms"], n=10)[-1], 3),
-               "wal_bytes_per_post_median": round(statistics.median(v["wal"]), 1),
-               "batches": len(v["ms"]), "posts_per_batch": size}
+        mode: {
+            "batch_ms_median": round(statistics.median(v["ms"]), 3),
+            "batch_ms_p90": round(statistics.quantiles(v["ms"], n=10)[-1], 3),
+            "wal_bytes_per_post_median": round(statistics.median(v["wal"]), 1),
+            "batches": len(v["ms"]),
+            "posts_per_batch": size,
+        }
         for mode, v in found.items()
     }
 

@@ -1,4 +1,5 @@
 """`python -m bench --profile`: py-spy samples of the full path's server under the reference load."""
+
 from __future__ import annotations
 
 import signal
@@ -16,11 +17,28 @@ def profile(start, sessions: list[str], load: Load, out: Path, *, wall: bool = F
     servers = start("full")
     raw = out / "profile.txt"
     try:
-        spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "-p", str(servers[0].pid),
-                                "-r", "250", "-f", "raw", "-o", str(raw), "--threads", "--idle" if wall else "--gil"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        spy = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "py-spy"),
+                "record",
+                "-p",
+                str(servers[0].pid),
+                "-r",
+                "250",
+                "-f",
+                "raw",
+                "-o",
+                str(raw),
+                "--threads",
+                "--idle" if wall else "--gil",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(1)
-        run_load(servers, "full", sessions, Load(**{**load.__dict__, "messages": load.messages * 2}), "profiled full path")
+        run_load(
+            servers, "full", sessions, Load(**{**load.__dict__, "messages": load.messages * 2}), "profiled full path"
+        )
         spy.send_signal(signal.SIGINT)
         spy.wait(30)
     finally:

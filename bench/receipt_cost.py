@@ -13,6 +13,7 @@ two lowest effective watermarks by index), so the cost per receipt should
 not grow with the room. Nothing of the app's Python runs: this is
 PostgreSQL's share alone.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,15 +22,20 @@ import time
 
 import psycopg
 
-MOVE = ("SELECT * FROM messaging_move_watermarks_v4(ARRAY[%s]::text[], ARRAY[%s], ARRAY[NULL]::bigint[], "
-      "ARRAY[%s]::bigint[], ARRAY['']::text[], 300, 100, true)")
+MOVE = (
+    "SELECT * FROM messaging_move_watermarks_v4(ARRAY[%s]::text[], ARRAY[%s], ARRAY[NULL]::bigint[], "
+    "ARRAY[%s]::bigint[], ARRAY['']::text[], 300, 100, true)"
+)
 
 
 def drop(conn: psycopg.Connection, slug_like: str) -> None:
     """The rooms and everything of theirs this script wrote (no cascades in the database)."""
     rooms = [row[0] for row in conn.execute("SELECT id FROM messaging_room WHERE slug LIKE %s", [slug_like])]
-    conn.execute("DELETE FROM messaging_watermarkmove w USING messaging_membership m "
-                 "WHERE w.membership_id = m.id AND m.room_id = ANY(%s)", [rooms])
+    conn.execute(
+        "DELETE FROM messaging_watermarkmove w USING messaging_membership m "
+        "WHERE w.membership_id = m.id AND m.room_id = ANY(%s)",
+        [rooms],
+    )
     for table in ("messaging_membership", "messaging_message", "messaging_event"):
         conn.execute(f"DELETE FROM {table} WHERE room_id = ANY(%s)", [rooms])
     conn.execute("DELETE FROM messaging_room WHERE id = ANY(%s)", [rooms])
@@ -38,19 +44,31 @@ def drop(conn: psycopg.Connection, slug_like: str) -> None:
 def build(conn: psycopg.Connection, slug: str, members: int, messages: int) -> list[int]:
     """The room, its members (users made as needed) and the sender's messages; the readers' user ids."""
     drop(conn, slug)
-    room = conn.execute("INSERT INTO messaging_room (slug, created_at, last_seq, last_rev, last_event, private) "
-                        "VALUES (%s, now(), %s, 0, 0, false) RETURNING id", [slug, messages]).fetchone()[0]
-    users = [row[0] for row in conn.execute(
-        "INSERT INTO auth_user (username, password, is_superuser, first_name, last_name, email, is_staff, "
-        "is_active, date_joined) SELECT 'cost-' || g, '', false, '', '', '', false, true, now() "
-        "FROM generate_series(1, %s) g ON CONFLICT (username) DO UPDATE SET is_active = true RETURNING id",
-        [members]).fetchall()]
-    conn.execute("INSERT INTO messaging_membership (room_id, user_id, joined_seq, joined_at, delivered, read, "
-                 "pruned_delivered, pruned_read) SELECT %s, u, 0, now(), 0, 0, 0, 0 FROM unnest(%s::int[]) u",
-                 [room, users])
-    conn.execute("INSERT INTO messaging_message (room_id, seq, sender_id, client_msg_id, body, sent_at, state, "
-                 "version) SELECT %s, s, %s, %s || s, 'x', now(), 'sent', 1 "
-                 "FROM generate_series(1, %s) s", [room, users[0], slug, messages])
+    room = conn.execute(
+        "INSERT INTO messaging_room (slug, created_at, last_seq, last_rev, last_event, private) "
+        "VALUES (%s, now(), %s, 0, 0, false) RETURNING id",
+        [slug, messages],
+    ).fetchone()[0]
+    users = [
+        row[0]
+        for row in conn.execute(
+            "INSERT INTO auth_user (username, password, is_superuser, first_name, last_name, email, is_staff, "
+            "is_active, date_joined) SELECT 'cost-' || g, '', false, '', '', '', false, true, now() "
+            "FROM generate_series(1, %s) g ON CONFLICT (username) DO UPDATE SET is_active = true RETURNING id",
+            [members],
+        ).fetchall()
+    ]
+    conn.execute(
+        "INSERT INTO messaging_membership (room_id, user_id, joined_seq, joined_at, delivered, read, "
+        "pruned_delivered, pruned_read) SELECT %s, u, 0, now(), 0, 0, 0, 0 FROM unnest(%s::int[]) u",
+        [room, users],
+    )
+    conn.execute(
+        "INSERT INTO messaging_message (room_id, seq, sender_id, client_msg_id, body, sent_at, state, "
+        "version) SELECT %s, s, %s, %s || s, 'x', now(), 'sent', 1 "
+        "FROM generate_series(1, %s) s",
+        [room, users[0], slug, messages],
+    )
     conn.execute("ANALYZE messaging_membership")
     conn.execute("ANALYZE messaging_message")
     return users[1:]

@@ -3,6 +3,7 @@
 Built from the report `python -m bench` writes as JSON, so a table in the doc
 is the run's own, not a transcription of it.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -93,6 +94,7 @@ def joined(big: dict, keys: tuple[str, ...]) -> str:
 
 def big_room_table(bigs: list[dict]) -> str:
     """The big room's runs (bench/bigroom.py), a column for each size."""
+
     def composed(big: dict) -> dict[str, str]:
         return {
             "posts (senders x per second each)": f"{big['posts']} ({big['senders']} x {big['per_second']}/s)",
@@ -100,14 +102,24 @@ def big_room_table(bigs: list[dict]) -> str:
             "post ack p50 / p99 ms, from when due": joined(big, ("post_ack_p50_ms", "post_ack_p99_ms")),
             "post ack p50 / p99 ms, from when sent": joined(big, ("post_round_trip_p50_ms", "post_round_trip_p99_ms")),
             "ack to last delivery, p50 / p99 / max ms": joined(
-                big, ("ack_to_last_delivery_p50_ms", "ack_to_last_delivery_p99_ms", "ack_to_last_delivery_max_ms")),
+                big, ("ack_to_last_delivery_p50_ms", "ack_to_last_delivery_p99_ms", "ack_to_last_delivery_max_ms")
+            ),
             "receipt ack p50 / p99 ms": joined(big, ("receipt_ack_p50_ms", "receipt_ack_p99_ms")),
         }
 
-    return table(["big room", *(f"{big['sockets']:,} members" for big in bigs)],
-                 [[name, *(composed(big)[name] if key is None else cell(big.get(key), 2 if key in FRACTIONAL else None)
-                           for big in bigs)]
-                  for name, key in BIG_ROOM_ROWS])
+    return table(
+        ["big room", *(f"{big['sockets']:,} members" for big in bigs)],
+        [
+            [
+                name,
+                *(
+                    composed(big)[name] if key is None else cell(big.get(key), 2 if key in FRACTIONAL else None)
+                    for big in bigs
+                ),
+            ]
+            for name, key in BIG_ROOM_ROWS
+        ],
+    )
 
 
 # The full path against plain Channels echo on one server: (row, full's config, echo's config).
@@ -121,14 +133,17 @@ def cpu_per_ack(median: dict, server: str) -> list[dict]:
     for label, full, echo in CPU_PAIRS:
         if full in median and echo in median:
             f, e = median[full], median[echo]
-            rows.append({
-                "server": label.format(server=server),
-                "full_acks_per_s": f["acks_per_s"], "echo_acks_per_s": e["acks_per_s"],
-                "acks_full_over_echo": ratio(f["acks_per_s"], e["acks_per_s"]),
-                "full_server_cpu_us_per_ack": f.get("server_cpu_us_per_ack"),
-                "echo_server_cpu_us_per_ack": e.get("server_cpu_us_per_ack"),
-                "cpu_per_ack_full_over_echo": ratio(f.get("server_cpu_us_per_ack"), e.get("server_cpu_us_per_ack")),
-            })
+            rows.append(
+                {
+                    "server": label.format(server=server),
+                    "full_acks_per_s": f["acks_per_s"],
+                    "echo_acks_per_s": e["acks_per_s"],
+                    "acks_full_over_echo": ratio(f["acks_per_s"], e["acks_per_s"]),
+                    "full_server_cpu_us_per_ack": f.get("server_cpu_us_per_ack"),
+                    "echo_server_cpu_us_per_ack": e.get("server_cpu_us_per_ack"),
+                    "cpu_per_ack_full_over_echo": ratio(f.get("server_cpu_us_per_ack"), e.get("server_cpu_us_per_ack")),
+                }
+            )
     return rows
 
 
@@ -146,49 +161,77 @@ def markdown(report: dict) -> str:
     """The peak table (medians of the rounds, each column on its own, with each
     round's acks/s), the full path's batches, the latency curve and the targets."""
     median, rounds = report["median"], report["rounds"]
-    parts = [table(
-        ["configuration", *headings(PEAK_COLUMNS), "acks/s of the rounds"],
-        [[name, *cells(m, PEAK_COLUMNS), "/".join(cell(run["acks_per_s"], None) for run in rounds[name])]
-         for name, m in median.items()],
-    )]
+    parts = [
+        table(
+            ["configuration", *headings(PEAK_COLUMNS), "acks/s of the rounds"],
+            [
+                [name, *cells(m, PEAK_COLUMNS), "/".join(cell(run["acks_per_s"], None) for run in rounds[name])]
+                for name, m in median.items()
+            ],
+        )
+    ]
     batched = {name: m for name, m in median.items() if "batches_per_s" in m}
     if batched:
-        parts.append(table(
-            ["configuration", *headings(BATCH_COLUMNS), "cycle ms (the three)"],
-            [[name, *cells(m, BATCH_COLUMNS), cell(sum(m[f"batch_{phase}_ms"] for phase in BATCH_PHASE_NAMES), 2)]
-             for name, m in batched.items()],
-        ))
+        parts.append(
+            table(
+                ["configuration", *headings(BATCH_COLUMNS), "cycle ms (the three)"],
+                [
+                    [
+                        name,
+                        *cells(m, BATCH_COLUMNS),
+                        cell(sum(m[f"batch_{phase}_ms"] for phase in BATCH_PHASE_NAMES), 2),
+                    ]
+                    for name, m in batched.items()
+                ],
+            )
+        )
     curve_rows = []
     for config, points in report["latency_vs_load"].items():
         for point in points:
             by_fraction = report["latency_rounds"][config]
             # Keyed by the fraction itself, or by its text once read back from JSON.
             of_rounds = by_fraction.get(point["fraction"]) or by_fraction.get(str(point["fraction"]), [])
-            curve_rows.append([
-                config, f"{round(point['offered_per_s'])} ({point['fraction']:.0%})",
-                *cells(point, CURVE_COLUMNS),
-                ", ".join(cell(run["p99_ms"], 1) for run in of_rounds),
-            ])
+            curve_rows.append(
+                [
+                    config,
+                    f"{round(point['offered_per_s'])} ({point['fraction']:.0%})",
+                    *cells(point, CURVE_COLUMNS),
+                    ", ".join(cell(run["p99_ms"], 1) for run in of_rounds),
+                ]
+            )
     if curve_rows:
-        parts.append(table(
-            ["configuration", "offered/s (share of peak)", *headings(CURVE_COLUMNS), "p99 of the rounds"],
-            curve_rows,
-        ))
+        parts.append(
+            table(
+                ["configuration", "offered/s (share of peak)", *headings(CURVE_COLUMNS), "p99 of the rounds"],
+                curve_rows,
+            )
+        )
     if report["idle"]:
         idle = report["idle"]
-        parts.append(f"{idle['sockets']:,} idle signed-in sockets: the process grew from "
-                     f"{idle['rss_before_mb']:.0f} MB to {idle['rss_mb']:.0f} MB.")
+        parts.append(
+            f"{idle['sockets']:,} idle signed-in sockets: the process grew from "
+            f"{idle['rss_before_mb']:.0f} MB to {idle['rss_mb']:.0f} MB."
+        )
     if report.get("cpu_per_ack"):
-        parts.append(table(["server", *headings(CPU_COLUMNS)],
-                           [[row["server"], *cells(row, CPU_COLUMNS)] for row in report["cpu_per_ack"]]))
+        parts.append(
+            table(
+                ["server", *headings(CPU_COLUMNS)],
+                [[row["server"], *cells(row, CPU_COLUMNS)] for row in report["cpu_per_ack"]],
+            )
+        )
     bigs = report.get("big_rooms") or ([report["big_room"]] if report.get("big_room") else [])
     if bigs:
         parts.append(big_room_table(bigs))
     if report["targets"]:
-        parts.append(table(
-            ["target", "measured", "met"],
-            [[name, "-" if t["value"] is None else f"{t['value']}", verdict(t)] for name, t in report["targets"].items()],
-        ))
+        parts.append(
+            table(
+                ["target", "measured", "met"],
+                [
+                    [name, "-" if t["value"] is None else f"{t['value']}", verdict(t)]
+                    for name, t in report["targets"].items()
+                ],
+            )
+        )
     return "\n\n".join(parts) + "\n"
 
 
@@ -201,8 +244,10 @@ def plot(curves: dict, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for config, points in curves.items():
         x = [p["offered_per_s"] for p in points]
-        line, = ax.plot(x, [p["p99_ms"] for p in points], marker="o", label=f"{config} p99")
-        ax.plot(x, [p["p50_ms"] for p in points], marker=".", linestyle="--", color=line.get_color(), label=f"{config} p50")
+        (line,) = ax.plot(x, [p["p99_ms"] for p in points], marker="o", label=f"{config} p99")
+        ax.plot(
+            x, [p["p50_ms"] for p in points], marker=".", linestyle="--", color=line.get_color(), label=f"{config} p50"
+        )
     ax.set_xlabel("offered load (commands/s)")
     ax.set_ylabel("ack latency (ms)")
     ax.set_yscale("log")
@@ -219,4 +264,7 @@ if __name__ == "__main__":
     import sys
 
     # `python -m bench.report [results.json]`: the tables of an earlier run.
-    print(markdown(json.loads(Path(sys.argv[1] if len(sys.argv) > 1 else "artifacts/bench/results.json").read_text())), end="")
+    print(
+        markdown(json.loads(Path(sys.argv[1] if len(sys.argv) > 1 else "artifacts/bench/results.json").read_text())),
+        end="",
+    )

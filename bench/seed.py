@@ -7,6 +7,7 @@ sockets) in the database before the runs, untimed, so that the reference
 load runs beside a deployment's room table: a statement whose plan reads
 every room, rather than the batch's, shows there.
 """
+
 from __future__ import annotations
 
 import psycopg
@@ -24,11 +25,13 @@ def seed_rooms(database: str, rooms: int, members: int) -> None:
             "INSERT INTO auth_user (password, is_superuser, username, first_name, last_name, email, is_staff,"
             " is_active, date_joined) SELECT '', false, %(seed)s || g, '', '', '', false, true, now()"
             " FROM generate_series(1, %(users)s) g ON CONFLICT (username) DO NOTHING",
-            {"seed": SEED, "users": users})
+            {"seed": SEED, "users": users},
+        )
         conn.execute(
             "INSERT INTO messaging_room (slug, last_seq, last_rev, last_event, private, created_at)"
             " SELECT %(seed)s || g, 0, 0, 0, false, now() FROM generate_series(1, %(rooms)s) g",
-            {"seed": SEED, "rooms": rooms})
+            {"seed": SEED, "rooms": rooms},
+        )
         # Member k of room r is seed user (r x members + k) mod users: each room's members differ.
         conn.execute(
             "INSERT INTO messaging_membership (room_id, user_id, joined_seq, joined_at, delivered, read,"
@@ -38,5 +41,6 @@ def seed_rooms(database: str, rooms: int, members: int) -> None:
             " JOIN auth_user u ON u.username = %(seed)s"
             "  || ((substr(r.slug, length(%(seed)s) + 1)::int * %(members)s + k) %% %(users)s + 1)"
             " WHERE r.slug LIKE %(pattern)s",
-            {"seed": SEED, "members": members, "users": users, "pattern": SEED + "%"})
+            {"seed": SEED, "members": members, "users": users, "pattern": SEED + "%"},
+        )
         conn.execute("ANALYZE auth_user, messaging_room, messaging_membership")

@@ -11,6 +11,7 @@ CPU is this process's (user and system), over the frames and their drain:
 * `asgi`: the generic buffer, a task through uvicorn's ASGI `send`;
 * `adapter`: the uvicorn adapter, each frame written to the transport.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,11 +22,15 @@ import time
 
 from messaging.transport.servers import send_buffer
 
-FRAME = ('{"t":"msg","d":{"room":"bench-room-0","seq":12345,"id":"0123456789abcdef0123456789abcdef",'
-         '"sender":{"id":42,"name":"bench42"},"body":"hello, room","at":"2026-12-01T16:00:00.000Z",'
-         '"version":1,"rev":12345}}')
-HANDSHAKE = (b"GET /ws/ HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-             b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+FRAME = (
+    '{"t":"msg","d":{"room":"bench-room-0","seq":12345,"id":"0123456789abcdef0123456789abcdef",'
+    '"sender":{"id":42,"name":"bench42"},"body":"hello, room","at":"2026-12-01T16:00:00.000Z",'
+    '"version":1,"rev":12345}}'
+)
+HANDSHAKE = (
+    b"GET /ws/ HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+)
 
 
 def discard_in_child(sock: socket.socket, other: socket.socket) -> int:
@@ -106,7 +111,9 @@ def main() -> None:
     print("| --- | --- | --- |")
     for path in paths:
         rounds = sorted(results[path])
-        print(f"| {path} | {rounds[len(rounds) // 2] * 1e6:.2f} | {'/'.join(f'{r * 1e6:.2f}' for r in results[path])} |")
+        print(
+            f"| {path} | {rounds[len(rounds) // 2] * 1e6:.2f} | {'/'.join(f'{r * 1e6:.2f}' for r in results[path])} |"
+        )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The bench's server processes: daphne or uvicorn serving `bench.asgi`
 (messaging.testing's `ServerProcess`), their logs in the run's directory."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,14 +22,27 @@ class Server(ServerProcess):
     in place of the defaults (none for daphne, `UVICORN_ARGS`; uvicorn logs no access lines either way).
     """
 
-    def __init__(self, kind: str, env: dict[str, str], log_dir: Path, app: str = "bench.asgi:application",
-                 args: tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        env: dict[str, str],
+        log_dir: Path,
+        app: str = "bench.asgi:application",
+        args: tuple[str, ...] | None = None,
+    ) -> None:
         own = args if args is not None else UVICORN_ARGS if kind == "uvicorn" else ()
         # Another app for a study of the deployed stack (bench/http_vs_socket.py: `project.asgi`).
-        super().__init__(kind, app, env=env, args=(*own, "--no-access-log") if kind == "uvicorn" else own,
-                         log_dir=log_dir, cwd=ROOT, ready_within=30)
+        super().__init__(
+            kind,
+            app,
+            env=env,
+            args=(*own, "--no-access-log") if kind == "uvicorn" else own,
+            log_dir=log_dir,
+            cwd=ROOT,
+            ready_within=30,
+        )
 
-    def start(self) -> "Server":
+    def start(self) -> Server:
         try:
             super().start()
         except RuntimeError as exc:

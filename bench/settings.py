@@ -3,6 +3,7 @@
 Everything else comes from the environment, as in production; the harness sets
 `CONN_MAX_AGE=0` for the tutorial pattern's server, Django's default.
 """
+
 from project.settings import *  # noqa: F401,F403
 from project.settings import INSTALLED_APPS
 

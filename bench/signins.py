@@ -12,6 +12,7 @@ the next run (updated in place), so the tables do not grow run after run.
 environment (Django's settings) and writes the session keys to FILE, one a
 line, in the users' order; `bulk_sessions` runs it and reads them back.
 """
+
 from __future__ import annotations
 
 import io
@@ -33,8 +34,12 @@ def session_key(prefix: str, n: int) -> str:
 def bulk_sessions(env: dict[str, str], count: int, prefix: str, out: Path) -> list[str]:
     """`count` users `<prefix>0`... signed in; their session keys, in order."""
     path = out / f"sessions-{prefix}.txt"
-    subprocess.run([sys.executable, "-m", "bench.signins", str(count), prefix, str(path)], cwd=ROOT,
-                   env={**os.environ, **env}, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "bench.signins", str(count), prefix, str(path)],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        check=True,
+    )
     keys = path.read_text().split()
     if len(keys) != count:
         raise SystemExit(f"bench.signins wrote {len(keys)} sessions, not {count}")
@@ -58,7 +63,9 @@ def main(count: int, prefix: str, path: Path) -> None:
         cursor.execute(
             "INSERT INTO auth_user (password, is_superuser, username, first_name, last_name, email, is_staff,"
             " is_active, date_joined) SELECT '', false, %s || g, '', '', '', false, true, now()"
-            " FROM generate_series(0, %s - 1) g ON CONFLICT (username) DO NOTHING", [prefix, count])
+            " FROM generate_series(0, %s - 1) g ON CONFLICT (username) DO NOTHING",
+            [prefix, count],
+        )
     users = {u.username: u for u in User.objects.filter(username__startswith=prefix).only("id", "username", "password")}
     store = SessionStore()
     backend = "django.contrib.auth.backends.ModelBackend"
@@ -66,8 +73,9 @@ def main(count: int, prefix: str, path: Path) -> None:
     keys, rows = [], io.StringIO()
     for n in range(count):
         user = users[f"{prefix}{n}"]
-        data = store.encode({SESSION_KEY: str(user.pk), BACKEND_SESSION_KEY: backend,
-                             HASH_SESSION_KEY: user.get_session_auth_hash()})
+        data = store.encode(
+            {SESSION_KEY: str(user.pk), BACKEND_SESSION_KEY: backend, HASH_SESSION_KEY: user.get_session_auth_hash()}
+        )
         key = session_key(prefix, n)
         keys.append(key)
         rows.write(f"{key}\t{data}\t{expires}\n")
@@ -77,7 +85,8 @@ def main(count: int, prefix: str, path: Path) -> None:
             copy.write(rows.getvalue())
         cursor.execute(
             "INSERT INTO django_session SELECT * FROM bench_sessions ON CONFLICT (session_key)"
-            " DO UPDATE SET session_data = EXCLUDED.session_data, expire_date = EXCLUDED.expire_date")
+            " DO UPDATE SET session_data = EXCLUDED.session_data, expire_date = EXCLUDED.expire_date"
+        )
     path.write_text("\n".join(keys) + "\n")
 
 

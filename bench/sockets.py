@@ -15,6 +15,7 @@ A step that does not fit the box (descriptors, ports, memory, a server that
 dies, sockets that cannot be opened in time) stops the curve cleanly there;
 the steps after it are extrapolated from the measured ones, and say so.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -35,7 +36,7 @@ from .servers import ROOT
 from .signins import bulk_sessions
 from .spread import Layout, layout, misfits
 
-MB = 2 ** 20
+MB = 2**20
 # Memory left to the rest of the box when a step is predicted to need the rest.
 MEMORY_MARGIN_MB = 2048
 PREFIX = "crowd-"
@@ -66,12 +67,19 @@ class Generator:
         self.last: dict = {}
 
     @classmethod
-    async def start(cls, index: int, spec: dict, out: Path) -> "Generator":
+    async def start(cls, index: int, spec: dict, out: Path) -> Generator:
         log = out / f"crowd-{index}.log"
         with open(log, "ab") as stderr:
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "bench.crowd", json.dumps({**spec, "generator": index}), cwd=ROOT,
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr)
+                sys.executable,
+                "-m",
+                "bench.crowd",
+                json.dumps({**spec, "generator": index}),
+                cwd=ROOT,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=stderr,
+            )
         return cls(index, process, log)
 
     @property
@@ -97,7 +105,7 @@ class Generator:
             try:
                 await asyncio.wait_for(self.ask("close"), 60)
                 await asyncio.wait_for(self.process.wait(), 30)
-            except (asyncio.TimeoutError, RuntimeError, ConnectionError):
+            except (TimeoutError, RuntimeError, ConnectionError):
                 self.process.kill()
                 await self.process.wait()
 
@@ -107,8 +115,12 @@ def rss_mb(pids: list[int]) -> float:
 
 
 def reading(servers: list[int], generators: list[int]) -> tuple:
-    return (time.perf_counter(), sum(map(process_cpu_seconds, servers)),
-            sum(map(process_cpu_seconds, generators)), service_cpu())
+    return (
+        time.perf_counter(),
+        sum(map(process_cpu_seconds, servers)),
+        sum(map(process_cpu_seconds, generators)),
+        service_cpu(),
+    )
 
 
 async def measure_window(servers: list[int], generators: list[int], seconds: float) -> dict:
@@ -134,17 +146,22 @@ def memory_misfit(n: int, measured: list[dict], baseline: dict) -> list[str]:
     if not measured:
         return []
     last = measured[-1]
-    need = sum(extrapolate([(0.0, baseline[key])] + [(s["sockets"], s[key]) for s in measured], n) - last[key]
-               for key in ("server_rss_mb", "generators_rss_mb"))
+    need = sum(
+        extrapolate([(0.0, baseline[key])] + [(s["sockets"], s[key]) for s in measured], n) - last[key]
+        for key in ("server_rss_mb", "generators_rss_mb")
+    )
     available = psutil.virtual_memory().available / MB
     if need > available - MEMORY_MARGIN_MB:
-        return [f"memory: about {need:,.0f} MB more needed, {available:,.0f} MB available "
-                f"(keeping {MEMORY_MARGIN_MB} MB for the rest of the box)"]
+        return [
+            f"memory: about {need:,.0f} MB more needed, {available:,.0f} MB available "
+            f"(keeping {MEMORY_MARGIN_MB} MB for the rest of the box)"
+        ]
     return []
 
 
-async def open_step(generators: list[Generator], plan: Layout, n: int, before: int,
-                    options: CurveOptions) -> tuple[dict, list[str]]:
+async def open_step(
+    generators: list[Generator], plan: Layout, n: int, before: int, options: CurveOptions
+) -> tuple[dict, list[str]]:
     """Open sockets up to `n`; the opening's figures and why it failed (empty: it did not)."""
     bar = Progress(f"sockets: opening {n:,}")
     opened: dict[int, int] = {}
@@ -156,9 +173,10 @@ async def open_step(generators: list[Generator], plan: Layout, n: int, before: i
     deadline = options.step_timeout
     started = time.perf_counter()
     try:
-        replies = await asyncio.wait_for(asyncio.gather(
-            *(g.ask(f"open {plan.share(n, g.index)}", progress) for g in generators)), deadline)
-    except asyncio.TimeoutError:
+        replies = await asyncio.wait_for(
+            asyncio.gather(*(g.ask(f"open {plan.share(n, g.index)}", progress) for g in generators)), deadline
+        )
+    except TimeoutError:
         held = sum(opened.values())
         return {}, [f"time to open: {held:,} of {n:,} sockets open after {deadline:.0f} s"]
     seconds = time.perf_counter() - started
@@ -171,8 +189,9 @@ async def open_step(generators: list[Generator], plan: Layout, n: int, before: i
     return figures, []
 
 
-async def climb(servers, generators: list[Generator], plan: Layout, options: CurveOptions,
-                limits: dict, baseline: dict) -> tuple[list[dict], dict | None]:
+async def climb(
+    servers, generators: list[Generator], plan: Layout, options: CurveOptions, limits: dict, baseline: dict
+) -> tuple[list[dict], dict | None]:
     server_pids = [s.pid for s in servers]
     gen_pids = [g.pid for g in generators]
     fd_limit, ports = limits["fd_hard"], limits["ports_per_source_address"] or 0
@@ -187,33 +206,47 @@ async def climb(servers, generators: list[Generator], plan: Layout, options: Cur
         if reasons:
             return steps, {"at": n, "before_opening": False, "reasons": reasons}
         before = n
-        sys.stderr.write(f"sockets: {n:,} open at {figures['opened_per_s']:,.0f}/s; "
-                         f"settling {options.settle:.0f} s, then measuring {options.window:.0f} s\n")
+        sys.stderr.write(
+            f"sockets: {n:,} open at {figures['opened_per_s']:,.0f}/s; "
+            f"settling {options.settle:.0f} s, then measuring {options.window:.0f} s\n"
+        )
         await asyncio.sleep(options.settle)
         window = await measure_window(server_pids, gen_pids, options.window)
         statuses = await asyncio.gather(*(g.ask("status") for g in generators))
         dead = [s.pid for s in servers if s.process.poll() is not None]
-        step = {"sockets": n, **figures, **window,
-                "open_at_end": sum(s["open"] for s in statuses),
-                "dropped": sum(s["dropped"] for s in statuses),
-                "per_address": plan.per_address(n)}
+        step = {
+            "sockets": n,
+            **figures,
+            **window,
+            "open_at_end": sum(s["open"] for s in statuses),
+            "dropped": sum(s["dropped"] for s in statuses),
+            "per_address": plan.per_address(n),
+        }
         step.update(step_costs(step, baseline))
         steps.append(step)
         sys.stderr.write(f"sockets: {json.dumps(step)}\n")
         if dead:
             return steps, {"at": n, "before_opening": False, "reasons": [f"server process(es) {dead} exited"]}
         if step["open_at_end"] < n:
-            return steps, {"at": n, "before_opening": False,
-                           "reasons": [f"{n - step['open_at_end']:,} of {n:,} sockets were closed while idle"]}
+            return steps, {
+                "at": n,
+                "before_opening": False,
+                "reasons": [f"{n - step['open_at_end']:,} of {n:,} sockets were closed while idle"],
+            }
     return steps, None
 
 
 async def run_curve(servers, options: CurveOptions, limits: dict, plan: Layout, sessions: Path, out: Path) -> dict:
     sys.stderr.write(f"sockets: baseline, {options.window:.0f} s with no socket open\n")
     baseline = await measure_window([s.pid for s in servers], [], options.window)
-    spec = {"generators": plan.generators, "addresses": list(plan.addresses), "urls": [s.url for s in servers],
-            "sessions": str(sessions), "rate": options.open_rate / plan.generators,
-            "concurrency": max(1, options.concurrency // plan.generators)}
+    spec = {
+        "generators": plan.generators,
+        "addresses": list(plan.addresses),
+        "urls": [s.url for s in servers],
+        "sessions": str(sessions),
+        "rate": options.open_rate / plan.generators,
+        "concurrency": max(1, options.concurrency // plan.generators),
+    }
     generators = await asyncio.gather(*(Generator.start(g, spec, out) for g in range(plan.generators)))
     try:
         # The generators' own baseline: started, their sessions read, no socket open yet.
@@ -231,11 +264,18 @@ def sockets_curve(start, options: CurveOptions, env: dict[str, str], server: str
     """The whole curve on fresh servers of `start("full", processes)`; its report (JSON-ready)."""
     limits = system_limits()
     most = max(options.steps)
-    plan = layout(most, generators=options.generators, addresses=options.source_addresses,
-                  per_generator=options.per_generator, per_address=options.per_address,
-                  fd_limit=limits["fd_hard"], ports=limits["ports_per_source_address"])
-    sys.stderr.write(f"sockets: limits {limits}; {plan.generators} generator(s), "
-                     f"source addresses {', '.join(plan.addresses)}\n")
+    plan = layout(
+        most,
+        generators=options.generators,
+        addresses=options.source_addresses,
+        per_generator=options.per_generator,
+        per_address=options.per_address,
+        fd_limit=limits["fd_hard"],
+        ports=limits["ports_per_source_address"],
+    )
+    sys.stderr.write(
+        f"sockets: limits {limits}; {plan.generators} generator(s), source addresses {', '.join(plan.addresses)}\n"
+    )
     started = time.perf_counter()
     bulk_sessions(env, most, PREFIX, out)
     signed_in = time.perf_counter() - started
@@ -246,10 +286,14 @@ def sockets_curve(start, options: CurveOptions, env: dict[str, str], server: str
         for s in servers:
             s.stop()
     return {
-        "server": server, "processes": options.processes, "cpus": os.cpu_count(), "limits": limits,
+        "server": server,
+        "processes": options.processes,
+        "cpus": os.cpu_count(),
+        "limits": limits,
         # The handshake throttle: 0 is off (the bench's servers), anything else would refuse sockets.
         "connect_rate": env.get("CONNECT_RATE"),
-        "generators": plan.generators, "source_addresses": list(plan.addresses),
+        "generators": plan.generators,
+        "source_addresses": list(plan.addresses),
         "options": {k: v for k, v in options.__dict__.items()},
         "users_and_sessions_seconds": round(signed_in, 1),
         **found,

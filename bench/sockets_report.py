@@ -1,6 +1,7 @@
 """The sockets curve's report (bench/sockets.py) as a Markdown table and a plot
 of memory and idle CPU per 10,000 sockets as N grows; extrapolated steps are
 marked in both."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -42,29 +43,58 @@ def markdown(curve: dict) -> str:
         "",
     ]
     base = curve["baseline"]
-    rows = [["0 (baseline)", "-", cell(base["server_rss_mb"], None), "-", cell(base["server_cpu_cores"], 3), "-",
-             cell(base.get("generators_rss_mb"), None), "-", "-", cell(base["postgresql_cpu_cores"], 3),
-             cell(base["redis_cpu_cores"], 3), "0"]]
+    rows = [
+        [
+            "0 (baseline)",
+            "-",
+            cell(base["server_rss_mb"], None),
+            "-",
+            cell(base["server_cpu_cores"], 3),
+            "-",
+            cell(base.get("generators_rss_mb"), None),
+            "-",
+            "-",
+            cell(base["postgresql_cpu_cores"], 3),
+            cell(base["redis_cpu_cores"], 3),
+            "0",
+        ]
+    ]
     for step in curve["steps"]:
         rows.append([f"{step['sockets']:,}", *(cell(step.get(key), digits) for _, key, digits in COLUMNS)])
     for step in curve["extrapolated"]:
-        rows.append([f"{step['sockets']:,} (extrapolated)",
-                     *("-" if key in ("opened_per_s", "open_at_end") else cell(step.get(key), digits)
-                       for _, key, digits in COLUMNS)])
+        rows.append(
+            [
+                f"{step['sockets']:,} (extrapolated)",
+                *(
+                    "-" if key in ("opened_per_s", "open_at_end") else cell(step.get(key), digits)
+                    for _, key, digits in COLUMNS
+                ),
+            ]
+        )
     lines.append(table(["sockets", *(heading for heading, _, _ in COLUMNS)], rows))
     cpus = curve.get("cpus")
     for step in curve["extrapolated"]:
         busy = sum(step[key] for key in BUSY)
         if cpus and busy > cpus:
-            lines += ["", f"At {step['sockets']:,} sockets the line's idle CPU (servers, generators, PostgreSQL, "
-                          f"Redis) comes to {busy:.1f} cores, more than the box's {cpus}: it could not hold them "
-                          "even idle."]
+            lines += [
+                "",
+                f"At {step['sockets']:,} sockets the line's idle CPU (servers, generators, PostgreSQL, "
+                f"Redis) comes to {busy:.1f} cores, more than the box's {cpus}: it could not hold them "
+                "even idle.",
+            ]
             break
     stopped = curve["stopped"]
     if stopped:
-        lines += ["", f"Stopped at {stopped['at']:,} sockets: " + "; ".join(stopped["reasons"])
-                  + (". The rows marked extrapolated are the measured steps' straight line, not measurements."
-                     if curve["extrapolated"] else ".")]
+        lines += [
+            "",
+            f"Stopped at {stopped['at']:,} sockets: "
+            + "; ".join(stopped["reasons"])
+            + (
+                ". The rows marked extrapolated are the measured steps' straight line, not measurements."
+                if curve["extrapolated"]
+                else "."
+            ),
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -12,6 +12,7 @@ curve spreads them over 127.0.0.2, 127.0.0.3, ... (every address of 127/8 is
 the loopback's on Linux), and over several generator processes, each of which
 also holds one descriptor per socket under its own `RLIMIT_NOFILE`.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,7 +47,7 @@ def port_count(port_range: str) -> int:
 def source_address(index: int) -> str:
     """The `index`-th loopback source address: 127.0.0.2, 127.0.0.3, ..., 127.0.1.0, ..."""
     n = FIRST_SOURCE + index
-    if n >= 256 ** 3 - 1:
+    if n >= 256**3 - 1:
         raise ValueError("out of loopback addresses")
     return f"127.{n // 65536}.{n // 256 % 256}.{n % 256}"
 
@@ -81,8 +82,16 @@ class Layout:
         return counts
 
 
-def layout(most: int, *, generators: int = 0, addresses: int = 0, per_generator: int = 20000,
-           per_address: int = 20000, fd_limit: int | None = None, ports: int | None = None) -> Layout:
+def layout(
+    most: int,
+    *,
+    generators: int = 0,
+    addresses: int = 0,
+    per_generator: int = 20000,
+    per_address: int = 20000,
+    fd_limit: int | None = None,
+    ports: int | None = None,
+) -> Layout:
     """Generators and addresses for a curve whose largest step is `most` sockets:
     at least as many as asked (0: as few as fit), and enough that no generator
     holds more than `per_generator` sockets (nor more than its descriptor
@@ -104,14 +113,17 @@ def misfits(n: int, *, servers: int, layout: Layout, fd_limit: int, ports: int) 
     reasons = []
     per_server = math.ceil(n / servers)
     if per_server + FD_RESERVE > fd_limit:
-        reasons.append(f"file descriptors: each of {servers} server process(es) needs about "
-                       f"{per_server + FD_RESERVE:,} ({per_server:,} sockets), its limit is {fd_limit:,}")
+        reasons.append(
+            f"file descriptors: each of {servers} server process(es) needs about "
+            f"{per_server + FD_RESERVE:,} ({per_server:,} sockets), its limit is {fd_limit:,}"
+        )
     per_generator = layout.share(n, 0)
     if per_generator + FD_RESERVE > fd_limit:
-        reasons.append(f"file descriptors: each of {layout.generators} generator(s) needs about "
-                       f"{per_generator + FD_RESERVE:,}, its limit is {fd_limit:,}")
+        reasons.append(
+            f"file descriptors: each of {layout.generators} generator(s) needs about "
+            f"{per_generator + FD_RESERVE:,}, its limit is {fd_limit:,}"
+        )
     busiest = max(layout.per_address(n).values())
     if busiest > ports:
-        reasons.append(f"ephemeral ports: {busiest:,} sockets from one source address, "
-                       f"the port range holds {ports:,}")
+        reasons.append(f"ephemeral ports: {busiest:,} sockets from one source address, the port range holds {ports:,}")
     return reasons

@@ -1,8 +1,8 @@
 """The targets a run is checked against (issue 26, and those of issue 6 still standing)."""
+
 from __future__ import annotations
 
 from .configs import DAPHNE_ECHO
-
 
 # Issue 26: the full path's share of the echo consumer's acks/s, per server.
 FULL_OF_ECHO = {"daphne": 0.8, "uvicorn": 0.6}
@@ -23,7 +23,11 @@ def targets(peak: dict, curves: dict, idle: dict | None, big: dict | None = None
     measured = [
         (f"full / echo >= {share} ({server})", ratio("full", "echo"), share, True),
         ("full / tutorial >= 5", ratio("full", "tutorial"), 5, True),
-        *([("full (uvicorn) / echo on daphne >= 1", ratio("full", DAPHNE_ECHO), 1, True)] if server == "uvicorn" else []),
+        *(
+            [("full (uvicorn) / echo on daphne >= 1", ratio("full", DAPHNE_ECHO), 1, True)]
+            if server == "uvicorn"
+            else []
+        ),
         ("duplicates / first-time >= 2", ratio("full, duplicates only", "full, first-time posts only"), 2, True),
         ("receipts / first-time >= 0.5", ratio("full, receipts", "full, first-time posts only"), 0.5, True),
         ("p99 ms at half of peak <= 25", half["p99_ms"] if half else None, 25, False),
@@ -32,8 +36,12 @@ def targets(peak: dict, curves: dict, idle: dict | None, big: dict | None = None
     ]
     if big:
         measured += [
-            ("big room: share of posts reaching every socket >= 1",
-             round(big["posts_reaching_all"] / big["posts"], 3) if big["posts"] else None, 1, True),
+            (
+                "big room: share of posts reaching every socket >= 1",
+                round(big["posts_reaching_all"] / big["posts"], 3) if big["posts"] else None,
+                1,
+                True,
+            ),
             ("big room: p99 ms from ack to last delivery <= 150", big["ack_to_last_delivery_p99_ms"], 150, False),
             # O(members) frames for all members' receipts: a constant per receipt (1 would be one per sender's message).
             ("big room: frames per receipt <= 1", big["frames_per_receipt"], 1, False),
@@ -48,6 +56,7 @@ def targets(peak: dict, curves: dict, idle: dict | None, big: dict | None = None
     met["two processes / one"] = {"value": ratio("full, two processes", "full"), "met": None}
     met["echo: two processes / one"] = {"value": ratio("echo, two processes", "echo"), "met": None}
     met["duplicates only: two processes / one"] = {
-        "value": ratio("full, duplicates only, two processes", "full, duplicates only"), "met": None,
+        "value": ratio("full, duplicates only, two processes", "full, duplicates only"),
+        "met": None,
     }
     return met

@@ -10,6 +10,7 @@ one worker per core is the usual start. Settings come from the environment
 (`GUNICORN_BIND`, `GUNICORN_WORKERS`) so that the systemd unit and the tests
 set them without editing this file.
 """
+
 import multiprocessing
 import os
 

@@ -18,6 +18,7 @@ itself, with no bookkeeping of its own beyond two files in `--state`:
   rooms' last messages again) asks for the same reply, which the server
   answers as a duplicate without posting twice.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,9 +71,13 @@ async def run(url: str, name: str, rooms: list[str], state: Path, token: str | N
             if event["t"] != "msg" or not message.get("body", "").startswith(PREFIX):
                 continue
             # Not awaited here: the events keep flowing while the reply waits for its ack.
-            reply = asyncio.create_task(client.submit(
-                "room.post", {"room": message["room"], "body": message["body"][len(PREFIX):]}, id=reply_id(message),
-            ))
+            reply = asyncio.create_task(
+                client.submit(
+                    "room.post",
+                    {"room": message["room"], "body": message["body"][len(PREFIX) :]},
+                    id=reply_id(message),
+                )
+            )
             replies.add(reply)
             reply.add_done_callback(replies.discard)
     finally:

@@ -12,6 +12,7 @@ its refusals, the pieces of an ASGI application, and `messaging.submit`
 a script, exactly once, and return its ack. Each is loaded on first
 use, so importing this package never needs configured Django settings.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -13,6 +13,7 @@ action of the message or membership list, as the room policy allows. Each
 act is the command's own effect, with its frames and events, and is
 recorded in the moderation audit.
 """
+
 from __future__ import annotations
 
 import json
@@ -93,7 +94,8 @@ class MembershipInline(ReadOnly, admin.TabularInline):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Membership]:
         return (
-            super().get_queryset(request)
+            super()
+            .get_queryset(request)
             # The room too: each row's title is the membership's str().
             .select_related("user", "room")
             .annotate(last_moved_at=Max("moves__at"))
@@ -142,8 +144,18 @@ class VersionInline(ReadOnly, admin.TabularInline):
 
 @admin.register(Message)
 class MessageAdmin(ModeratorActions, InspectionAdmin):
-    list_display = ("room", "seq", "sender", "client_msg_id", "shown_body", "version", "state", "sent_at",
-                    "delivered_at", "read_at")
+    list_display = (
+        "room",
+        "seq",
+        "sender",
+        "client_msg_id",
+        "shown_body",
+        "version",
+        "state",
+        "sent_at",
+        "delivered_at",
+        "read_at",
+    )
     list_display_links = ("room", "seq")
     # Senders: only users who posted, not every guest account ever made.
     list_filter = ("room", "state", ("sender", admin.RelatedOnlyFieldListFilter), "sent_at")
@@ -151,8 +163,19 @@ class MessageAdmin(ModeratorActions, InspectionAdmin):
     date_hierarchy = "sent_at"
     list_select_related = ("room", "sender")
     fields = (
-        "room", "seq", "sender", "client_msg_id", "shown_body", "version", "rev", "edited_at", "deleted_at", "state",
-        "times", "recipients", "stored_ack",
+        "room",
+        "seq",
+        "sender",
+        "client_msg_id",
+        "shown_body",
+        "version",
+        "rev",
+        "edited_at",
+        "deleted_at",
+        "state",
+        "times",
+        "recipients",
+        "stored_ack",
     )
     readonly_fields = fields
     inlines = (VersionInline,)
@@ -179,9 +202,7 @@ class MessageAdmin(ModeratorActions, InspectionAdmin):
 
     @admin.display(description="sent, delivered, read")
     def times(self, message: Message) -> str:
-        return format_html(
-            "{} / {} / {}", exact(message.sent_at), exact(message.delivered_at), exact(message.read_at)
-        )
+        return format_html("{} / {} / {}", exact(message.sent_at), exact(message.delivered_at), exact(message.read_at))
 
     @admin.display(description="recipients")
     def recipients(self, message: Message) -> str:
@@ -229,7 +250,6 @@ class CommandRecordAdmin(InspectionAdmin):
     @admin.display(description="stored ack")
     def stored_ack(self, record: CommandRecord) -> str:
         return pretty_json(record.result)
-
 
 
 @admin.register(Membership)
@@ -285,5 +305,6 @@ class ModerationActionAdmin(InspectionAdmin):
 
 # The events' tables (messaging/events/admin.py).
 from .events import admin as events_admin  # noqa: E402,F401
+
 # API tokens are managed, not only inspected: their admin has its own module.
 from .transport.http import admin as _api_tokens  # noqa: E402,F401

@@ -8,11 +8,14 @@ class MessagingConfig(AppConfig):
 
     def ready(self) -> None:
         # Built-in command types and the system checks register themselves on import.
-        from .chat import commands, deletes, dms, edits, history, listing, private, unread  # noqa: F401
-        from .ops import checks  # noqa: F401
-        # Typing, and presence, which tells the chat's member lists who is online.
-        from .transport import presence, typing  # noqa: F401
+        from .chat import commands, deletes, dms, edits, history, listing, posts, private, unread  # noqa: F401
+
         # Settings that cannot work stop the process as it starts, not at the first frame.
         from .chat.sizes import check_one_message_fits
         from .conf import get_settings
+        from .ops import checks  # noqa: F401
+
+        # Typing, and presence, which tells the chat's member lists who is online.
+        from .transport import presence, typing  # noqa: F401
+
         check_one_message_fits(get_settings())

@@ -80,18 +80,20 @@ A host project may also give each option in the environment as
 `MESSAGING_<KEY>` (see `options_from_environ`), e.g. `MESSAGING_CLAIM_LEASE=2`
 or `MESSAGING_LOOP_DATABASE=0`.
 """
+
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, fields
 from functools import cached_property, lru_cache
-from typing import Any, Iterable, Mapping, Union
+from typing import Any
 
 from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
-IPNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 @dataclass(frozen=True)
@@ -177,21 +179,52 @@ class MessagingSettings:
 
     def __post_init__(self) -> None:
         # Limits that refuse everything would fail every socket at connect: say so at startup.
-        for name in ("RATE_BURST", "RATE_PER_SECOND", "USER_RATE_LIMIT", "USER_RATE_WINDOW", "MAX_SEND_BUFFER",
-                     "INBOX_LIMIT", "REPLY_BYTES_PER_TOKEN", "CONNECT_RATE_WINDOW", "EVENTS_STREAM_MAXLEN",
-                     "EVENTS_BATCH", "EVENTS_PARTITIONS", "EVENTS_POLL_INTERVAL", "EVENTS_RETENTION",
-                     "EVENTS_MAX_ATTEMPTS", "EVENTS_STUCK_AFTER", "WEBHOOK_TIMEOUT", "WEBHOOK_MAX_ATTEMPTS",
-                     "WEBHOOK_BACKOFF", "WEBHOOK_BACKOFF_CAP", "WEBHOOK_BATCH", "MENTIONS_PER_MESSAGE",
-                     "MENTION_EMAILS_PER_HOUR", "MENTION_DIGEST_ITEMS", "NOTIFICATION_RETENTION"):
+        for name in (
+            "RATE_BURST",
+            "RATE_PER_SECOND",
+            "USER_RATE_LIMIT",
+            "USER_RATE_WINDOW",
+            "MAX_SEND_BUFFER",
+            "INBOX_LIMIT",
+            "REPLY_BYTES_PER_TOKEN",
+            "CONNECT_RATE_WINDOW",
+            "EVENTS_STREAM_MAXLEN",
+            "EVENTS_BATCH",
+            "EVENTS_PARTITIONS",
+            "EVENTS_POLL_INTERVAL",
+            "EVENTS_RETENTION",
+            "EVENTS_MAX_ATTEMPTS",
+            "EVENTS_STUCK_AFTER",
+            "WEBHOOK_TIMEOUT",
+            "WEBHOOK_MAX_ATTEMPTS",
+            "WEBHOOK_BACKOFF",
+            "WEBHOOK_BACKOFF_CAP",
+            "WEBHOOK_BATCH",
+            "MENTIONS_PER_MESSAGE",
+            "MENTION_EMAILS_PER_HOUR",
+            "MENTION_DIGEST_ITEMS",
+            "NOTIFICATION_RETENTION",
+        ):
             if getattr(self, name) <= 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be positive")
         # A join ack always lists the joining member itself.
-        for name in ("MEMBERS_ON_JOIN", "STATES_PER_RECEIPT", "ROOMS_LIST_LIMIT", "API_TOKENS_PER_USER",
-                     "INVITATIONS_LIST_LIMIT"):
+        for name in (
+            "MEMBERS_ON_JOIN",
+            "STATES_PER_RECEIPT",
+            "ROOMS_LIST_LIMIT",
+            "API_TOKENS_PER_USER",
+            "INVITATIONS_LIST_LIMIT",
+        ):
             if getattr(self, name) < 1:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be at least 1")
-        for name in ("CONNECT_RATE", "ROOMS_CREATED_PER_HOUR", "ROOMS_CREATED_PER_ADDRESS_PER_HOUR", "ROOMS_PER_SOCKET",
-                     "EDIT_HISTORY_RETENTION", "REINVITE_AFTER"):
+        for name in (
+            "CONNECT_RATE",
+            "ROOMS_CREATED_PER_HOUR",
+            "ROOMS_CREATED_PER_ADDRESS_PER_HOUR",
+            "ROOMS_PER_SOCKET",
+            "EDIT_HISTORY_RETENTION",
+            "REINVITE_AFTER",
+        ):
             if getattr(self, name) < 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be 0 (off) or positive")
         if self.INVITES_PER_HOUR < 0:

@@ -15,6 +15,7 @@ Nothing reads the time back: the server takes any id of the protocol's
 rules, and these are only as unique as their 74 random bits (per
 millisecond). Python 3.14's `uuid.uuid7` is the same layout.
 """
+
 from __future__ import annotations
 
 import os

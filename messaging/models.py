@@ -1,4 +1,5 @@
 """Rooms, memberships with receipt watermarks and their history, messages, and durable command records."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -26,14 +27,21 @@ class Room(models.Model):
     # Who created it by joining its slug first: the rooms a user may create
     # per hour are counted here (`ROOMS_CREATED_PER_HOUR`). None for rooms
     # made otherwise, or before it was recorded. Its index is the composite one.
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
-                                   related_name="rooms_created", db_index=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="rooms_created",
+        db_index=False,
+    )
     # A private room (PROTOCOL.md 1.1) is seen, joined and used by its members only.
     private = models.BooleanField(default=False, db_default=False)
     # Who made it with `room.create`: it moderates the room (messaging/chat/policy.py).
     # A room made by `room.join` has none. Not `created_by`, which counts joins too.
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
-                              related_name="rooms_owned")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="rooms_owned"
+    )
     # The client address it was created from (messaging/transport/addresses.py:
     # an IPv4 address or an IPv6 /64): the rooms one address may create per
     # hour are counted here (`ROOMS_CREATED_PER_ADDRESS_PER_HOUR`). None for
@@ -44,8 +52,11 @@ class Room(models.Model):
         ordering = ["slug"]
         indexes = [
             models.Index(fields=["created_by", "created_at"], name="messaging_room_created_by"),
-            models.Index(fields=["created_from", "created_at"], name="messaging_room_created_from",
-                         condition=models.Q(created_from__isnull=False)),
+            models.Index(
+                fields=["created_from", "created_at"],
+                name="messaging_room_created_from",
+                condition=models.Q(created_from__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -78,7 +89,9 @@ class Membership(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["room", "user"], name="messaging_membership_unique"),
-            models.CheckConstraint(condition=models.Q(read__lte=models.F("delivered")), name="messaging_read_lte_delivered"),
+            models.CheckConstraint(
+                condition=models.Q(read__lte=models.F("delivered")), name="messaging_read_lte_delivered"
+            ),
         ]
         indexes = [
             # The receipts' function (migration 0016) and the ORM's form read the room's
@@ -127,8 +140,9 @@ class MessageState(models.TextChoices):
 class Message(models.Model):
     room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="messages", db_index=False)
     seq = models.PositiveBigIntegerField()
-    sender = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="messages",
-                               db_index=False)
+    sender = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="messages", db_index=False
+    )
     client_msg_id = models.CharField("client id", max_length=64)
     body = models.TextField()
     state = models.CharField(max_length=9, choices=MessageState.choices, default=MessageState.SENT)
@@ -161,8 +175,9 @@ class Message(models.Model):
             # second holds only messages changed after their post: a post
             # writes no entry in it (a post's WAL is the hot path's).
             models.Index(fields=["room", "posted_rev"], name="messaging_message_posted_rev"),
-            models.Index(fields=["room", "rev"], name="messaging_message_rev",
-                         condition=models.Q(rev__gt=models.F("posted_rev"))),
+            models.Index(
+                fields=["room", "rev"], name="messaging_message_rev", condition=models.Q(rev__gt=models.F("posted_rev"))
+            ),
         ]
         constraints = [
             models.UniqueConstraint(fields=["room", "seq"], name="messaging_message_room_seq"),
@@ -178,8 +193,9 @@ class Message(models.Model):
 class CommandRecord(models.Model):
     """The durable result of one exactly-once command, committed with its effect."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="command_records",
-                             db_index=False)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="command_records", db_index=False
+    )
     command_id = models.CharField(max_length=64)
     type = models.CharField(max_length=64)
     fingerprint = models.CharField(max_length=64)
@@ -209,8 +225,7 @@ class MessageVersion(models.Model):
     version = models.PositiveIntegerField()
     kind = models.CharField(max_length=6, choices=Kind.choices)
     # Who made the change (a moderator's delete is not the sender's).
-    by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
-                           related_name="+")
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     at = models.DateTimeField()
     # The body before this edit; None when history is off, once pruned, and after a delete.
     previous_body = models.TextField(null=True, blank=True)
@@ -261,10 +276,12 @@ class Invitation(models.Model):
     """
 
     room = models.ForeignKey(Room, on_delete=models.CASCADE, related_name="invitations", db_index=False)
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="invitations",
-                             db_index=False)
-    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
-                                   related_name="+")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="invitations", db_index=False
+    )
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     # When it was (last) sent: the order `rooms.list` lists pending ones in.
     created_at = models.DateTimeField(default=timezone.now)
     # When the user declined it or left the room; None while it waits for an answer.
@@ -300,11 +317,13 @@ class ModerationAction(models.Model):
 
     room = models.ForeignKey(Room, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     room_slug = models.CharField(max_length=64)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
-                              related_name="+")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     kind = models.CharField(max_length=16, choices=Kind.choices)
-    target = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
-                               related_name="+")
+    target = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     # The message's seq, for a delete.
     seq = models.PositiveBigIntegerField(null=True, blank=True)
     at = models.DateTimeField(auto_now_add=True)
@@ -351,5 +370,12 @@ class ApiToken(models.Model):
 
 
 # The events' tables are the app's too (messaging/events/models.py).
-from .events.models import (DeadLetter, Event, InboxRecord, Notification, WebhookAttempt,  # noqa: E402,F401
-                            WebhookDelivery, WebhookEndpoint)
+from .events.models import (  # noqa: E402, F401
+    DeadLetter,
+    Event,
+    InboxRecord,
+    Notification,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEndpoint,
+)

@@ -1,5 +1,6 @@
 """The app's operational views, and the mentions a page shows as its badge (messaging/events/views.py).
 The chat page is `messaging.contrib.chat.urls`; sign-in is the host's."""
+
 from django.urls import path
 
 from .events import views as events_views

@@ -1,4 +1,5 @@
 """ASGI entry point: `daphne project.asgi:application`."""
+
 from __future__ import annotations
 
 import gc

@@ -5,6 +5,7 @@ The demo's, not the app's: a host project signs its users in its own way
 it makes are named `guest-` and 16 hex digits, which is how
 `manage.py prune_guests` tells them from other accounts.
 """
+
 from __future__ import annotations
 
 import uuid

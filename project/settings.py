@@ -4,6 +4,7 @@ Unset variables give the embedded defaults that `make run` needs on a bare
 machine: SQLite and the in-memory channel layer. Set `DATABASE_URL` and
 `REDIS_URL` for anything real (tests, deployments).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -236,8 +237,13 @@ trusted_proxies(MESSAGING["TRUSTED_PROXIES"])
 # filemail:////var/mail/chat for an absolute one), consolemail://. Unset: an
 # SMTP server on localhost:25, Django's own default. EMAIL_TIMEOUT bounds each
 # SMTP call, so a server that hangs cannot hold the consumer.
-globals().update({key: value for key, value in env.email_url("EMAIL_URL", default="smtp://localhost:25").items()
-                  if key.startswith("EMAIL_")})
+globals().update(
+    {
+        key: value
+        for key, value in env.email_url("EMAIL_URL", default="smtp://localhost:25").items()
+        if key.startswith("EMAIL_")
+    }
+)
 EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=10)
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="webmaster@localhost")
 
@@ -290,7 +296,9 @@ LOGGING = {
     # Every line made while a command runs names its id, type and user.
     "filters": {"command": {"()": "messaging.ops.logcontext.CommandContextFilter"}},
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(command_id)s %(command_type)s user=%(user)s] %(message)s"},
+        "plain": {
+            "format": "%(asctime)s %(levelname)s %(name)s [%(command_id)s %(command_type)s user=%(user)s] %(message)s"
+        },
         "json": {"()": "messaging.ops.logcontext.JsonFormatter"},
     },
     "handlers": {

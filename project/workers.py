@@ -3,6 +3,7 @@
 `deploy/gunicorn.conf.py` names it. What each option does, and why these
 values, is in docs/OPERATIONS.md ("Serving with uvicorn").
 """
+
 from __future__ import annotations
 
 from uvicorn_worker import UvicornWorker

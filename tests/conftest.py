@@ -1,10 +1,11 @@
 """Fixtures for the whole suite."""
+
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import redis
@@ -46,7 +47,9 @@ def static_root(tmp_path_factory):
 def server_env(transactional_db, static_root):
     """The environment of a deployed server process, pointed at the test database."""
     db = connection.settings_dict
-    database_url = f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    database_url = (
+        f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    )
     client = redis.Redis.from_url(os.environ["REDIS_URL"])
     client.flushdb()
     yield {

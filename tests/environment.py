@@ -4,6 +4,7 @@ the suite runs on real PostgreSQL and Redis.
 `make test` sets these too; the defaults here make a bare `pytest` do the same.
 Give each parallel checkout its own database name and Redis db number.
 """
+
 import os
 
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/messaging")

@@ -13,6 +13,7 @@ the delete's version and time.
 Locks, in order: the message's row, the copies' rows, the room's row
 (`next_rev`) last, as an edit takes the message's and then the room's.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -32,14 +33,21 @@ from .rooms import joined_room
 
 
 def delete_frame(room: str, message: Message) -> dict:
-    return {"t": "msg.delete", "d": {"room": room, "seq": message.seq, "id": message.client_msg_id,
-                                     "version": message.version, "deleted_at": format_time(message.deleted_at),
-                                     "rev": message.rev}}
+    return {
+        "t": "msg.delete",
+        "d": {
+            "room": room,
+            "seq": message.seq,
+            "id": message.client_msg_id,
+            "version": message.version,
+            "deleted_at": format_time(message.deleted_at),
+            "rev": message.rev,
+        },
+    }
 
 
 def deleted(room: str, message: Message) -> dict:
-    return {"room": room, "seq": message.seq, "version": message.version,
-            "deleted_at": format_time(message.deleted_at)}
+    return {"room": room, "seq": message.seq, "version": message.version, "deleted_at": format_time(message.deleted_at)}
 
 
 @command("message.delete", validate=validate_message_ref)
@@ -77,5 +85,11 @@ def tombstone(ctx: CommandContext, room: Room, message: Message) -> None:
 
 
 def audit_delete(actor: Any, room: Room, message: Message) -> None:
-    ModerationAction.objects.create(room=room, room_slug=room.slug, actor=actor, kind=ModerationAction.Kind.DELETE,
-                                    target_id=message.sender_id, seq=message.seq)
+    ModerationAction.objects.create(
+        room=room,
+        room_slug=room.slug,
+        actor=actor,
+        kind=ModerationAction.Kind.DELETE,
+        target_id=message.sender_id,
+        seq=message.seq,
+    )

@@ -12,6 +12,7 @@ is made. A later `dm.open` of theirs (or their `room.join` of it) makes them
 a member; one by the opener never asks them again, so a user who declined
 or left is left alone (PROTOCOL.md 1.2).
 """
+
 from __future__ import annotations
 
 import secrets
@@ -56,16 +57,22 @@ def direct_room(user: Any, other: Any, client_address: str | None = None) -> tup
     # open that found the room at once holds the room's row (`add_member`)
     # and inserts a membership, whose key-share lock on the user's row must
     # not wait for an opener here that waits for the room's row.
-    list(get_user_model().objects.select_for_update(no_key=True).filter(pk__in=[low.pk, high.pk])
-         .order_by("pk").values_list("pk"))
+    list(
+        get_user_model()
+        .objects.select_for_update(no_key=True)
+        .filter(pk__in=[low.pk, high.pk])
+        .order_by("pk")
+        .values_list("pk")
+    )
     found = DirectRoom.objects.filter(low=low, high=high).select_related("room").first()
     if found is not None:
         return found.room, False
     check_creation(user, client_address)
     try:
         with transaction.atomic():
-            room = Room.objects.create(slug=f"dm-{secrets.token_hex(12)}", private=True, created_by=user,
-                                       created_from=client_address)
+            room = Room.objects.create(
+                slug=f"dm-{secrets.token_hex(12)}", private=True, created_by=user, created_from=client_address
+            )
             DirectRoom.objects.create(room=room, low=low, high=high)
     except IntegrityError:
         # The other side's (or this user's other socket's) first open committed first.
@@ -91,5 +98,3 @@ def partners(user: Any, room_ids: list[int]) -> dict[int, dict]:
     """Per direct room among `room_ids`, the other user as `{id, name}` (rooms.list's `with`)."""
     pairs = DirectRoom.objects.filter(room_id__in=room_ids).select_related("low", "high")
     return {pair.room_id: person(pair.high if pair.low_id == user.pk else pair.low) for pair in pairs}
-
-

@@ -8,6 +8,7 @@ the type's portable `apply` in one transaction (messaging/core/records.py). Its 
 effect is `edit_message`, one transaction: the message's row lock, the
 room's next rev, the new body and version, the version's record.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -75,19 +76,36 @@ def locked_message(room: Room, seq: int) -> Message:
     return message
 
 
-def record_version(ctx: CommandContext, message: Message, kind: str, at: Any, previous_body: str | None,
-                   event_id: UUID | None) -> None:
+def record_version(
+    ctx: CommandContext, message: Message, kind: str, at: Any, previous_body: str | None, event_id: UUID | None
+) -> None:
     """The admin's record of one change, with its event's id (a delete finds the event by it);
     the replaced body only while history is kept."""
     keep = get_settings().EDIT_HISTORY_RETENTION > 0
-    MessageVersion.objects.create(message=message, version=message.version, kind=kind, by=ctx.user,
-                                  at=at, previous_body=previous_body if keep else None, event_id=event_id)
+    MessageVersion.objects.create(
+        message=message,
+        version=message.version,
+        kind=kind,
+        by=ctx.user,
+        at=at,
+        previous_body=previous_body if keep else None,
+        event_id=event_id,
+    )
 
 
 def edit_frame(room: str, message: Message) -> dict:
-    return {"t": "msg.edit", "d": {"room": room, "seq": message.seq, "id": message.client_msg_id,
-                                   "body": message.body, "version": message.version,
-                                   "edited_at": format_time(message.edited_at), "rev": message.rev}}
+    return {
+        "t": "msg.edit",
+        "d": {
+            "room": room,
+            "seq": message.seq,
+            "id": message.client_msg_id,
+            "body": message.body,
+            "version": message.version,
+            "edited_at": format_time(message.edited_at),
+            "rev": message.rev,
+        },
+    }
 
 
 @command("message.edit", validate=validate_edit)
@@ -107,5 +125,9 @@ def edit_message(ctx: CommandContext, edit: Edit) -> dict:
     event_id = emit(ctx, "message.edited", room.slug, frame["d"], at=(room.pk, position))  # in the change's transaction
     record_version(ctx, message, MessageVersion.Kind.EDIT, message.edited_at, previous, event_id)
     ctx.broadcast(room.slug, frame)
-    return {"room": room.slug, "seq": message.seq, "version": message.version,
-            "edited_at": format_time(message.edited_at)}
+    return {
+        "room": room.slug,
+        "seq": message.seq,
+        "version": message.version,
+        "edited_at": format_time(message.edited_at),
+    }

@@ -9,6 +9,7 @@ beside the chat have for the page's messages (their `on_page` hooks,
 messaging/chat/hooks.py: the counts of those with reactions, as `reaction`
 frames) follows the ack, as after a join's backlog. Two queries, each bounded by the page.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -51,8 +52,11 @@ def validate_history(d: dict) -> HistoryPage:
 @command("room.history", validate=validate_history, exactly_once=False)
 def room_history(ctx: CommandContext, page: HistoryPage) -> dict:
     room = joined_room(ctx.user, page.room)
-    found = list(Message.objects.filter(room=room, seq__lt=page.before).select_related("sender")
-                 .order_by("-seq")[: page.limit + 1])
+    found = list(
+        Message.objects.filter(room=room, seq__lt=page.before)
+        .select_related("sender")
+        .order_by("-seq")[: page.limit + 1]
+    )
     newest = [stored_msg_frame(m, room.slug, ctx.user)["d"] for m in found[: page.limit]]
     kept = history_page_length(ctx.command_id, room.slug, newest)
     messages = found[:kept][::-1]

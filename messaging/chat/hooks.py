@@ -16,10 +16,12 @@ frame); the replay orders them with the messages' and cuts them alike
 `on_page(name, frames)`: after a `room.history` page, `frames(room, messages)`
 returns more frames for the asking socket (the page's counts).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..core.handlers import CommandContext
 from ..models import Message, Room

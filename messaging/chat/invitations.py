@@ -16,6 +16,7 @@ that makes a user somebody in a room reads memberships. What the rows say:
   the room);
 - no row: never invited, or accepted (a membership answers it), or withdrawn.
 """
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -73,8 +74,9 @@ def check_reinvite(room: Room, user: Any) -> bool:
         return True
     wait = timedelta(seconds=get_settings().REINVITE_AFTER)
     if invitation.declined_at + wait > timezone.now():
-        raise Forbidden("this user declined an invitation to this room, or left it, lately:"
-                        " they are not asked again so soon")
+        raise Forbidden(
+            "this user declined an invitation to this room, or left it, lately: they are not asked again so soon"
+        )
     return False
 
 
@@ -88,8 +90,9 @@ def invite(room: Room, user: Any, by: Any) -> bool:
         return True
     except IntegrityError:
         pass
-    renewed = (Invitation.objects.filter(room=room, user=user, declined_at__isnull=False)
-               .update(declined_at=None, created_at=timezone.now(), invited_by=by))
+    renewed = Invitation.objects.filter(room=room, user=user, declined_at__isnull=False).update(
+        declined_at=None, created_at=timezone.now(), invited_by=by
+    )
     return bool(renewed)
 
 
@@ -103,8 +106,16 @@ def pending_of(user: Any, limit: int) -> tuple[list[dict], list[int], bool]:
     rows = list(
         Invitation.objects.filter(user=user, declined_at__isnull=True)
         .exclude(Exists(Membership.objects.filter(room_id=OuterRef("room_id"), user_id=OuterRef("user_id"))))
-        .select_related("room", "invited_by").order_by("-created_at", "-pk")[: limit + 1]
+        .select_related("room", "invited_by")
+        .order_by("-created_at", "-pk")[: limit + 1]
     )
-    entries = [{"room": i.room.slug, "private": i.room.private, "invited": True,
-                "by": None if i.invited_by is None else person(i.invited_by)} for i in rows[:limit]]
+    entries = [
+        {
+            "room": i.room.slug,
+            "private": i.room.private,
+            "invited": True,
+            "by": None if i.invited_by is None else person(i.invited_by),
+        }
+        for i in rows[:limit]
+    ]
     return entries, [i.room_id for i in rows[:limit]], len(rows) > limit

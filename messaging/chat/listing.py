@@ -4,6 +4,7 @@ rule), `private`, and `with` for a direct conversation; then the rooms the
 user is invited to (1.2), with `invited: true` and nothing of what is in
 them (messaging/chat/invitations.py `pending_of`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,13 +44,21 @@ def rooms_of(user: Any, limit: int) -> tuple[list[dict], bool]:
     """The user's rooms, the most recently active first (its newest message's
     time, else when the room was made), at most `limit`, and whether there
     are more. Two queries (the second names the other of each direct room)."""
-    unread = (Message.objects.filter(room_id=OuterRef("room_id"), seq__gt=OuterRef("read"), deleted_at__isnull=True)
-              .exclude(sender_id=user.pk).order_by().values("room_id").annotate(n=Count("pk")).values("n"))
+    unread = (
+        Message.objects.filter(room_id=OuterRef("room_id"), seq__gt=OuterRef("read"), deleted_at__isnull=True)
+        .exclude(sender_id=user.pk)
+        .order_by()
+        .values("room_id")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
     newest = Message.objects.filter(room_id=OuterRef("room_id"), seq=OuterRef("room__last_seq")).values("sent_at")
     rows = (
         Membership.objects.filter(user=user)
-        .annotate(unread=Coalesce(Subquery(unread, output_field=IntegerField()), 0),
-                  active=Coalesce(Subquery(newest, output_field=DateTimeField()), F("room__created_at")))
+        .annotate(
+            unread=Coalesce(Subquery(unread, output_field=IntegerField()), 0),
+            active=Coalesce(Subquery(newest, output_field=DateTimeField()), F("room__created_at")),
+        )
         .order_by("-active", "room_id")
         .values_list("room_id", "room__slug", "room__private", "room__last_seq", "read", "unread")[: limit + 1]
     )

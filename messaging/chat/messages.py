@@ -1,6 +1,7 @@
 """A message as frames carry it: the `msg` frame of a new post, and of a
 stored message in its current state (join backlogs, `room.history`, the
 `since_rev` replay)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -23,8 +24,16 @@ def msg_frame(room: str, seq: int, id: str, sender: Any, body: str, at: str, rev
     """A new message's `msg` frame; `at` is the time as the protocol writes it (`format_time`)."""
     return {
         "t": "msg",
-        "d": {"room": room, "seq": seq, "id": id, "sender": {"id": sender.pk, "name": display_name(sender)},
-              "body": body, "at": at, "version": 1, "rev": rev},
+        "d": {
+            "room": room,
+            "seq": seq,
+            "id": id,
+            "sender": {"id": sender.pk, "name": display_name(sender)},
+            "body": body,
+            "at": at,
+            "version": 1,
+            "rev": rev,
+        },
     }
 
 
@@ -33,8 +42,15 @@ def stored_msg_frame(message: Message, room: str, viewer: Any) -> dict:
     (edited: its body and `edited_at`; deleted: a tombstone). Of the viewer's own
     messages it carries the stored `state` (an extension): in a room too big for
     `status` frames a client cannot work it out from the members' watermarks."""
-    frame = msg_frame(room, message.seq, message.client_msg_id, message.sender, message.body,
-                      format_time(message.sent_at), message.rev)
+    frame = msg_frame(
+        room,
+        message.seq,
+        message.client_msg_id,
+        message.sender,
+        message.body,
+        format_time(message.sent_at),
+        message.rev,
+    )
     d = frame["d"]
     d["version"] = message.version
     if message.deleted_at is not None:

@@ -9,6 +9,7 @@ event and `msg.delete` frame), and every act is recorded in
 `ModerationAction`. A removal is `room.remove` itself, which staff may send
 to a room they are not in; the admin submits it.
 """
+
 from __future__ import annotations
 
 from typing import Any

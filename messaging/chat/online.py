@@ -6,6 +6,7 @@ the event loop, adds `online` to these results' `members` before it sends
 the ack (messaging/transport/presence.py's `add_online`). An entry point
 other than the socket does the same.
 """
+
 from __future__ import annotations
 
 MEMBER_LISTS = frozenset({"room.join", "room.members"})

@@ -5,6 +5,7 @@ PROTOCOL.md 1.1: only the sender edits a message; the sender and the room's
 moderators (its owner, staff users) delete it. Membership is checked before
 these, by the command.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -16,6 +16,7 @@ moderation commands requires it, checked where the command reads the room.
 `room.post`'s batch statement checks membership in SQL; when a host policy
 overrides `can_post` the posts take the portable path, which asks it.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

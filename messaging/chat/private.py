@@ -9,6 +9,7 @@ room when that frame reaches it (`left_room`), before the client reads it.
 An invitee who declines, or whose invitation a moderator withdraws, gets the
 same frame, so every page of theirs drops the invitation.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,7 +26,8 @@ from ..core.exceptions import Forbidden, Invalid, RateLimited
 from ..core.handlers import CommandContext, command
 from ..core.protocol import room_slug
 from ..models import Membership, ModerationAction, Room
-from .invitations import check_reinvite, declined, invite as send_invitation, invited_frame, is_invited, withdrawn
+from .invitations import check_reinvite, declined, invited_frame, is_invited, withdrawn
+from .invitations import invite as send_invitation
 from .policy import get_policy
 from .rooms import check_creation
 from .users import person, required_user, target_user
@@ -39,8 +41,11 @@ LEFT_PREFIX = '{"t":"room.left","d":{"room":"'
 
 def room_and_membership(user: Any, slug: str) -> tuple[Room | None, bool]:
     """The room `slug` (None if there is none) and whether `user` is a member, in one query."""
-    room = (Room.objects.filter(slug=slug)
-            .annotate(member=Exists(Membership.objects.filter(room=OuterRef("pk"), user=user))).first())
+    room = (
+        Room.objects.filter(slug=slug)
+        .annotate(member=Exists(Membership.objects.filter(room=OuterRef("pk"), user=user)))
+        .first()
+    )
     return room, bool(room is not None and room.member)
 
 
@@ -52,9 +57,14 @@ def visible_room(user: Any, slug: str, *, moderating: bool = False, invitee: boo
     invited to (what `room.leave` declines)."""
     room, member = room_and_membership(user, slug)
     policy = get_policy()
-    if room is None or not (policy.can_see(user, room, member=member)
-                            or moderating and policy.can_moderate(user, room)
-                            or invitee and not member and is_invited(user, room)):
+    if room is None or not (
+        policy.can_see(user, room, member=member)
+        or moderating
+        and policy.can_moderate(user, room)
+        or invitee
+        and not member
+        and is_invited(user, room)
+    ):
         raise Forbidden("no such room, or it is private")
     return room, member
 
@@ -71,7 +81,7 @@ def left_room(text: str) -> str | None:
     if not text.startswith(LEFT_PREFIX):
         return None
     end = text.find('"', len(LEFT_PREFIX))
-    return text[len(LEFT_PREFIX):end] if end > 0 else None
+    return text[len(LEFT_PREFIX) : end] if end > 0 else None
 
 
 # room.create ----------------------------------------------------------------
@@ -105,8 +115,13 @@ def create_room(ctx: CommandContext, create: Create) -> dict:
     check_creation(ctx.user, ctx.client_address)
     try:
         with transaction.atomic():
-            room = Room.objects.create(slug=create.room, private=create.private, owner=ctx.user, created_by=ctx.user,
-                                       created_from=ctx.client_address)
+            room = Room.objects.create(
+                slug=create.room,
+                private=create.private,
+                owner=ctx.user,
+                created_by=ctx.user,
+                created_from=ctx.client_address,
+            )
     except IntegrityError:
         # Another user's create or join of the slug committed first.
         raise Invalid(TAKEN) from None
@@ -159,8 +174,9 @@ def invite(ctx: CommandContext, invite: RoomAndUser) -> dict:
     if per_hour:
         check_invites(ctx.user, per_hour)
     if send_invitation(room, target, ctx.user):
-        ModerationAction.objects.create(room=room, room_slug=room.slug, actor=ctx.user,
-                                        kind=ModerationAction.Kind.INVITE, target=target)
+        ModerationAction.objects.create(
+            room=room, room_slug=room.slug, actor=ctx.user, kind=ModerationAction.Kind.INVITE, target=target
+        )
         ctx.send_to_user(target.pk, invited_frame(room.slug, ctx.user))
     return done
 
@@ -219,6 +235,7 @@ def remove(ctx: CommandContext, remove: RoomAndUser) -> dict:
         ctx.send_to_user(target.pk, left_frame(room.slug, target, ctx.user))
     else:
         raise Invalid("no such member")
-    ModerationAction.objects.create(room=room, room_slug=room.slug, actor=ctx.user,
-                                    kind=ModerationAction.Kind.REMOVE, target=target)
+    ModerationAction.objects.create(
+        room=room, room_slug=room.slug, actor=ctx.user, kind=ModerationAction.Kind.REMOVE, target=target
+    )
     return {"room": room.slug, "user": target.pk}

@@ -23,6 +23,7 @@ the messages it moved, each with its sender and new state (the newest
 `STATES_PER_RECEIPT` per state), and how many members the room has, counted
 up to one past `MEMBERS_ON_JOIN`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -99,11 +100,16 @@ MOVE_CALL = statement(__package__, "move_watermarks")
 
 def move_parameters(asked: list[Asked]) -> dict[str, Any]:
     conf = get_settings()
-    return {"rooms": [a.room for a in asked], "users": [a.user.pk for a in asked],
-            "delivered": [a.delivered for a in asked], "read": [a.read for a in asked],
-            "command_ids": [a.command_id for a in asked],
-            "members_upto": conf.MEMBERS_ON_JOIN, "states_limit": conf.STATES_PER_RECEIPT,
-            "events": conf.EVENTS_OUTBOX}
+    return {
+        "rooms": [a.room for a in asked],
+        "users": [a.user.pk for a in asked],
+        "delivered": [a.delivered for a in asked],
+        "read": [a.read for a in asked],
+        "command_ids": [a.command_id for a in asked],
+        "members_upto": conf.MEMBERS_ON_JOIN,
+        "states_limit": conf.STATES_PER_RECEIPT,
+        "events": conf.EVENTS_OUTBOX,
+    }
 
 
 async def move_watermarks_by_function(gateway: Gateway, asked: list[Asked]) -> list[Move | CommandError]:
@@ -131,8 +137,19 @@ def called_moves(rows: list[tuple], asked: list[Asked]) -> list[Move | CommandEr
 
 def called_move(row: tuple, delivered: int | None, read: int | None) -> Move:
     """The `Move` of one receipt's row, or raises its refusal (nothing changed then)."""
-    (last_seq, old_delivered, old_read, new_delivered, new_read, members, at,
-     delivered_seqs, delivered_senders, read_seqs, read_senders) = row
+    (
+        last_seq,
+        old_delivered,
+        old_read,
+        new_delivered,
+        new_read,
+        members,
+        at,
+        delivered_seqs,
+        delivered_senders,
+        read_seqs,
+        read_senders,
+    ) = row
     if last_seq is None:
         raise Forbidden("join the room first")
     if new_delivered is None:
@@ -142,8 +159,10 @@ def called_move(row: tuple, delivered: int | None, read: int | None) -> Move:
         return Move(new, moved=False)
     messages = [
         MovedMessage(seq, sender, state)
-        for state, seqs, senders in ((MessageState.DELIVERED, delivered_seqs, delivered_senders),
-                                     (MessageState.READ, read_seqs, read_senders))
+        for state, seqs, senders in (
+            (MessageState.DELIVERED, delivered_seqs, delivered_senders),
+            (MessageState.READ, read_seqs, read_senders),
+        )
         for seq, sender in zip(seqs or (), senders or (), strict=True)
     ]
     return Move(new, moved=True, members=members, at=at, messages=tuple(messages))
@@ -156,14 +175,15 @@ def beyond_last_seq(last_seq: int, delivered: int | None, read: int | None) -> N
             raise Invalid(f"{name} {value} is beyond the room's last seq {last_seq}")
 
 
-def move_watermarks_portably(user: Any, room_slug: str, delivered: int | None, read: int | None,
-                             command_id: str = "") -> Move:
+def move_watermarks_portably(
+    user: Any, room_slug: str, delivered: int | None, read: int | None, command_id: str = ""
+) -> Move:
     """`move_watermarks` in the ORM's statements, for any database: at most
     eleven round trips (the ORM has no UPDATE ... RETURNING, so each state's
     moved messages are read back, and the members counted)."""
     room = lock_room_states(room_slug)
-    membership = None if room is None else (
-        Membership.objects.select_for_update().filter(room_id=room[0], user=user).first()
+    membership = (
+        None if room is None else (Membership.objects.select_for_update().filter(room_id=room[0], user=user).first())
     )
     if membership is None:
         raise Forbidden("join the room first")
@@ -183,14 +203,19 @@ def move_watermarks_portably(user: Any, room_slug: str, delivered: int | None, r
     messages: list[MovedMessage] = []
     events: list[tuple[int, MessageState]] = []
     if new.delivered > old.delivered:
-        messages += advance_states(membership, max(old.delivered, floor), new.delivered,
-                                   MessageState.DELIVERED, now, events)
+        messages += advance_states(
+            membership, max(old.delivered, floor), new.delivered, MessageState.DELIVERED, now, events
+        )
     if new.read > old.read:
         messages += advance_states(membership, max(old.read, floor), new.read, MessageState.READ, now, events)
     # Last, as the room's row is an effect's last lock (messaging/events/outbox.py).
     at = format_time(now)
-    emit_many(SimpleNamespace(command_id=command_id, user=user), "message.state", room_slug,
-              [{"room": room_slug, "seq": seq, "state": state.value, "at": at} for seq, state in events])
+    emit_many(
+        SimpleNamespace(command_id=command_id, user=user),
+        "message.state",
+        room_slug,
+        [{"room": room_slug, "seq": seq, "state": state.value, "at": at} for seq, state in events],
+    )
     conf = get_settings()
     members = Membership.objects.filter(room_id=membership.room_id)[: conf.MEMBERS_ON_JOIN + 1].count()
     return Move(new, moved=True, members=members, at=now, messages=tuple(messages))
@@ -227,8 +252,9 @@ def recipients(room_id: Any, seq: Any, sender_id: Any) -> QuerySet[Membership]:
     return Membership.objects.filter(room_id=room_id, joined_seq__lt=seq).exclude(user_id=sender_id)
 
 
-def advance_states(mover: Membership, after: int, upto: int, state: MessageState, now: datetime,
-                   events: list[tuple[int, MessageState]]) -> list[MovedMessage]:
+def advance_states(
+    mover: Membership, after: int, upto: int, state: MessageState, now: datetime, events: list[tuple[int, MessageState]]
+) -> list[MovedMessage]:
     """Move messages with seq in (after, upto] to `state` where every recipient
     reached it; returns the newest `STATES_PER_RECEIPT` of them, in seq order,
     and adds every one's `(seq, state)` to `events`, for its `message.state` event.
@@ -245,15 +271,22 @@ def advance_states(mover: Membership, after: int, upto: int, state: MessageState
         return []
     watermark = "delivered" if state == MessageState.DELIVERED else "read"
     room_id = mover.room_id
-    by_effective = (Membership.objects.filter(room_id=room_id)
-                    .annotate(effective=Greatest(watermark, "joined_seq")).order_by("effective"))
+    by_effective = (
+        Membership.objects.filter(room_id=room_id)
+        .annotate(effective=Greatest(watermark, "joined_seq"))
+        .order_by("effective")
+    )
     lowest = Subquery(by_effective.values("effective")[:1])
     # The lowest among the members other than the one holding the lowest (on a tie, the same).
     second = Subquery(by_effective.values("effective")[1:2])
     lowest_member = Subquery(by_effective.values("user_id")[:1])
     no_other_behind = Q(seq__lte=Case(When(sender_id=lowest_member, then=second), default=lowest))
-    first_other = Subquery(Membership.objects.filter(room_id=room_id).exclude(user_id=mover.user_id)
-                           .order_by("joined_seq").values("joined_seq")[:1])
+    first_other = Subquery(
+        Membership.objects.filter(room_id=room_id)
+        .exclude(user_id=mover.user_id)
+        .order_by("joined_seq")
+        .values("joined_seq")[:1]
+    )
     has_recipient = ~Q(sender_id=mover.user_id) | Q(seq__gt=first_other)
     earlier = [MessageState.SENT] if state == MessageState.DELIVERED else [MessageState.SENT, MessageState.DELIVERED]
     changes: dict[str, Any] = {"state": state}

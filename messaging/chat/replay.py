@@ -27,6 +27,7 @@ from its latest change (a client ignores what it already shows by
 Range scans, each bounded by the limit: messages by (room, posted_rev),
 messages by (room, rev), and a hook's (the counts by (room, rev)).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -53,8 +54,11 @@ def changes_since(room: Room, since_rev: int, viewer: Any, *, limit: int) -> tup
     for message in messages.filter(posted_rev__gt=since_rev, posted_rev__lte=upto).order_by("posted_rev")[:limit]:
         placed.append((message.posted_rev, message.rev, stored_msg_frame(message, room.slug, viewer)))
     # rev > posted_rev follows from the other bounds; said, so that the partial index serves it.
-    changed = (messages.filter(posted_rev__lte=since_rev, rev__gt=since_rev, rev__lte=upto)
-               .filter(rev__gt=F("posted_rev")).order_by("rev")[:limit])
+    changed = (
+        messages.filter(posted_rev__lte=since_rev, rev__gt=since_rev, rev__lte=upto)
+        .filter(rev__gt=F("posted_rev"))
+        .order_by("rev")[:limit]
+    )
     for message in changed:
         if message.deleted_at is not None:
             placed.append((message.rev, message.rev, delete_frame(room.slug, message)))

@@ -8,6 +8,7 @@ take theirs with their seq in the same UPDATE (messaging/chat/sql/posts_and_reco
 Every such change also writes one event (messaging/events/outbox.py), whose
 position in the room the same UPDATE takes.
 """
+
 from __future__ import annotations
 
 from django.db import connection
@@ -19,6 +20,9 @@ def next_rev(room_id: int) -> tuple[int, int]:
     """Take the room's next rev and its change's event position (`emit(..., at=(room_id, position))`).
     Holds the room's row lock until commit."""
     with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {Room._meta.db_table} SET last_rev = last_rev + 1, last_event = last_event + 1"
-                       " WHERE id = %s RETURNING last_rev, last_event", [room_id])
+        cursor.execute(
+            f"UPDATE {Room._meta.db_table} SET last_rev = last_rev + 1, last_event = last_event + 1"
+            " WHERE id = %s RETURNING last_rev, last_event",
+            [room_id],
+        )
         return cursor.fetchone()

@@ -1,5 +1,6 @@
 """Rooms as command handlers need them, built-in or a host project's own: who may act in one, and who may create one
 (`ROOMS_CREATED_PER_HOUR` per user, `ROOMS_CREATED_PER_ADDRESS_PER_HOUR` per client address)."""
+
 from __future__ import annotations
 
 import math
@@ -112,16 +113,22 @@ def check_rooms_created_from(client_address: str, per_hour: int) -> None:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [ADDRESS_LOCK, client_address])
-    refuse_past(Room.objects.filter(created_from=client_address), per_hour,
-                f"{per_hour} rooms were created from your address in the last hour")
+    refuse_past(
+        Room.objects.filter(created_from=client_address),
+        per_hour,
+        f"{per_hour} rooms were created from your address in the last hour",
+    )
 
 
 def refuse_past(created: QuerySet[Room], per_hour: int, message: str) -> None:
     """`RateLimited` if `created` holds `per_hour` rooms made within the last hour,
     with `retry_after` when the `per_hour`-th newest of them turns an hour old."""
     now = timezone.now()
-    newest = list(created.filter(created_at__gt=now - CREATION_SPAN)
-                  .order_by("-created_at").values_list("created_at", flat=True)[:per_hour])
+    newest = list(
+        created.filter(created_at__gt=now - CREATION_SPAN)
+        .order_by("-created_at")
+        .values_list("created_at", flat=True)[:per_hour]
+    )
     if len(newest) >= per_hour:
         wait = (newest[-1] + CREATION_SPAN - now).total_seconds()
         retry_after = max(0.001, math.ceil(wait * 1000) / 1000)

@@ -24,9 +24,11 @@ message would not (`BODY_MAX_CHARS` of the worst characters, from a sender
 whose display name is as long as Django's user model holds). A join's
 backlog sends each message as a frame of its own, smaller than that page.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -46,8 +48,18 @@ A_TIME = "2026-11-29T18:00:00.000000Z"
 # its text empty and its numbers at their longest; tests/unit/test_sizes.py
 # checks the bound against every kind of stored message.
 FULLEST_MESSAGE = {
-    "room": "", "seq": INT_MAX, "id": "", "sender": {"id": "", "name": ""}, "body": "", "at": A_TIME,
-    "version": INT_MAX, "rev": INT_MAX, "deleted": True, "deleted_at": A_TIME, "edited_at": A_TIME, "state": "",
+    "room": "",
+    "seq": INT_MAX,
+    "id": "",
+    "sender": {"id": "", "name": ""},
+    "body": "",
+    "at": A_TIME,
+    "version": INT_MAX,
+    "rev": INT_MAX,
+    "deleted": True,
+    "deleted_at": A_TIME,
+    "edited_at": A_TIME,
+    "state": "",
 }
 # Every key of a member list's entry (messaging/chat/commands.py), `online` as the transport adds it.
 FULLEST_MEMBER = {"user": "", "name": "", "delivered": INT_MAX, "read": INT_MAX, "joined_seq": INT_MAX, "online": False}

@@ -6,6 +6,7 @@ watermark, someone else sent it, and it is not deleted. Seqs are gapless and
 the watermark is the server's own, so the count is exact: one index range
 scan over the messages above the watermark (the (room, seq) unique index).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,8 +17,7 @@ from ..models import Message
 
 
 def unread_messages(room_id: int, user: Any, read: int) -> Any:
-    return (Message.objects.filter(room_id=room_id, seq__gt=read, deleted_at__isnull=True)
-            .exclude(sender_id=user.pk))
+    return Message.objects.filter(room_id=room_id, seq__gt=read, deleted_at__isnull=True).exclude(sender_id=user.pk)
 
 
 def unread_in(room_id: int, user: Any, read: int) -> dict:

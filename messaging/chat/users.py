@@ -1,4 +1,5 @@
 """Users as commands name them (a user id of the host's key type) and as frames show them (`{id, name}`)."""
+
 from __future__ import annotations
 
 import re

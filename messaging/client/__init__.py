@@ -7,6 +7,7 @@ client installed: `pip install messaging-client`, or the app's `client`
 extra. A bot or a script needs nothing else of the app: install
 `messaging-client` alone, without Django.
 """
+
 from __future__ import annotations
 
 import sys

@@ -11,11 +11,13 @@ exactly-once delivery runs alone, through the same two forms; those of a
 `gathered` type (`receipt`) that arrived together, from any senders, run in
 one call of its batch form (`apply_gathered`).
 """
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from itertools import groupby
-from typing import Any, Iterator
+from typing import Any
 
 from django.db import DatabaseError, IntegrityError
 
@@ -32,8 +34,9 @@ log = logging.getLogger(__name__)
 class Batch:
     """One run of a batch of exactly-once deliveries: its claims, what was applied, and each one's result."""
 
-    def __init__(self, deliveries: list[Delivery], claims: list[Stored | bool | None],
-                 early: dict[int, Applied] | None = None) -> None:
+    def __init__(
+        self, deliveries: list[Delivery], claims: list[Stored | bool | None], early: dict[int, Applied] | None = None
+    ) -> None:
         self.deliveries = deliveries
         self.claims = claims
         self.outcomes: list[Outcome | Exception | None] = [None] * len(deliveries)
@@ -94,8 +97,14 @@ async def apply_early(deliveries: list[Delivery], indexes: list[int], gateway: G
     return applied
 
 
-async def _through_forms(deliveries: list[Delivery], indexes: list[int], gateway: Gateway,
-                         applied: dict[int, Applied], *, early: bool = False) -> list[int]:
+async def _through_forms(
+    deliveries: list[Delivery],
+    indexes: list[int],
+    gateway: Gateway,
+    applied: dict[int, Applied],
+    *,
+    early: bool = False,
+) -> list[int]:
     """The deliveries at `indexes`, each type's through its batch form for this
     database, into `applied`; the indexes no form took (none here, or it declined)."""
     declined: list[int] = []
@@ -123,8 +132,9 @@ def _entries(deliveries: list[Delivery]) -> BatchEntries:
     return [(d.context_for(), d.data, d.fingerprint) for d in deliveries]
 
 
-async def _apply_batch(form: BatchForm, handler: Handler, deliveries: list[Delivery],
-                       gateway: Gateway, *, early: bool = False) -> list[Applied] | None:
+async def _apply_batch(
+    form: BatchForm, handler: Handler, deliveries: list[Delivery], gateway: Gateway, *, early: bool = False
+) -> list[Applied] | None:
     """Claimed deliveries of one type through its batch form; None where the form declines.
 
     A duplicate among them (one Redis forgot, where the form does not answer
@@ -215,8 +225,10 @@ async def apply_gathered(deliveries: list[Delivery], gateway: Gateway) -> list[O
             except Exception as exc:
                 alone.append(exc)
         return alone
-    return [result if isinstance(result, CommandError) else Outcome.applied(result, ctx)
-            for (ctx, _, _), result in zip(entries, results, strict=True)]
+    return [
+        result if isinstance(result, CommandError) else Outcome.applied(result, ctx)
+        for (ctx, _, _), result in zip(entries, results, strict=True)
+    ]
 
 
 def _portably_unrecorded(delivery: Delivery) -> Any:

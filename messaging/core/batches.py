@@ -28,12 +28,14 @@ No Django here: `run` is any coroutine function that takes a list of items and
 returns one result per item, in order; an exception in that list is raised to
 that item's caller alone.
 """
+
 from __future__ import annotations
 
 import asyncio
 import contextvars
 from collections import deque
-from typing import Any, Awaitable, Callable, Generic, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, TypeVar
 
 Item = TypeVar("Item")
 
@@ -41,8 +43,15 @@ Item = TypeVar("Item")
 class Batcher(Generic[Item]):
     """Collects the items submitted on one event loop and runs them in batches."""
 
-    def __init__(self, run: Callable[[list[Item]], Awaitable[list[Any]]], *, runners: int, limit: int,
-                 overlap_after: float = 0.0, settle: int = 0) -> None:
+    def __init__(
+        self,
+        run: Callable[[list[Item]], Awaitable[list[Any]]],
+        *,
+        runners: int,
+        limit: int,
+        overlap_after: float = 0.0,
+        settle: int = 0,
+    ) -> None:
         if runners < 1 or limit < 1:
             raise ValueError("a batcher needs at least one runner and a limit of at least one item")
         self.run = run

@@ -11,6 +11,7 @@ Redis failing is never taken for "already claimed": every Redis error
 answers "unknown", and the command goes to the database path, which alone
 still guarantees exactly-once (messaging/core/records.py).
 """
+
 from __future__ import annotations
 
 import logging
@@ -20,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-import redis
 import redis.asyncio as aioredis
 
 from ..conf import get_settings
@@ -147,7 +147,7 @@ class RedisClaimStore(ClaimStore):
             if current is None:
                 results.append(True)
             elif current.startswith(RESULT_PREFIX):
-                fingerprint, data = orjson.loads(current[len(RESULT_PREFIX):])
+                fingerprint, data = orjson.loads(current[len(RESULT_PREFIX) :])
                 results.append(Stored(fingerprint, data))
             else:
                 results.append(False)

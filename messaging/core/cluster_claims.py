@@ -10,12 +10,12 @@ A part whose master fails (a failover under way) is "unknown" like any Redis
 failure: those commands take the database path, whose durable record refuses
 a second effect, while the other slots' masters keep answering.
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
 from typing import Any
-
 
 from .claims import RedisClaimStore, Stored
 from .redis_clients import REDIS_FAILED
@@ -44,8 +44,9 @@ class ClusterClaimStore(RedisClaimStore):
         if not await self.ready():
             return [None] * len(keys)
         groups = list(by_slot(keys).values())
-        parts = await asyncio.gather(*(super(ClusterClaimStore, self).claim_many([keys[i] for i in indexes], owner)
-                                       for indexes in groups))
+        parts = await asyncio.gather(
+            *(super(ClusterClaimStore, self).claim_many([keys[i] for i in indexes], owner) for indexes in groups)
+        )
         answers: list[Any] = [None] * len(keys)
         for indexes, part in zip(groups, parts):
             for i, answer in zip(indexes, part):
@@ -55,8 +56,12 @@ class ClusterClaimStore(RedisClaimStore):
     async def finish(self, results: list[tuple[str, Stored]], releases: list[str], owner: str) -> None:
         if not await self.ready():
             return  # an unreleased claim frees its id when its lease runs out
-        await asyncio.gather(*(super(ClusterClaimStore, self).finish(slot_results, slot_releases, owner)
-                               for slot_results, slot_releases in split(results, releases)))
+        await asyncio.gather(
+            *(
+                super(ClusterClaimStore, self).finish(slot_results, slot_releases, owner)
+                for slot_results, slot_releases in split(results, releases)
+            )
+        )
 
 
 def split(results: list[tuple[str, Stored]], releases: list[str]) -> list[tuple[list, list]]:
@@ -64,6 +69,10 @@ def split(results: list[tuple[str, Stored]], releases: list[str]) -> list[tuple[
     keys = [key for key, _ in results] + releases
     parts = []
     for indexes in by_slot(keys).values():
-        parts.append(([results[i] for i in indexes if i < len(results)],
-                      [releases[i - len(results)] for i in indexes if i >= len(results)]))
+        parts.append(
+            (
+                [results[i] for i in indexes if i < len(results)],
+                [releases[i - len(results)] for i in indexes if i >= len(results)],
+            )
+        )
     return parts

@@ -4,6 +4,7 @@ Every expected failure of a command is a `CommandError` carrying the protocol's
 `code` and `retry` flag; the consumer turns it into a refusal ack in exactly one
 place. The docstring of each class is its default message.
 """
+
 from __future__ import annotations
 
 

@@ -20,18 +20,27 @@ loop's own connection 3.5-3.6 ms (docs/PERFORMANCE.md).
 Errors are Django's: a unique violation raises `django.db.IntegrityError`,
 any other database error `django.db.DatabaseError`, wherever it ran.
 """
+
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
-from typing import Any, Callable
+from typing import Any
 
 from asgiref.sync import SyncToAsync
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, close_old_connections, connection, connections
-from django.db import transaction
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    DatabaseError,
+    IntegrityError,
+    close_old_connections,
+    connection,
+    connections,
+    transaction,
+)
 
 from ..conf import get_settings
 

@@ -9,10 +9,12 @@ Host projects add their own types with the `command` decorator; their writes
 get the same exactly-once guarantee as `room.post` unless they opt out with
 `exactly_once=False` (for effects that are idempotent by nature).
 """
+
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .exceptions import CommandError, Invalid, UnknownType
 from .protocol import check_data, require_object

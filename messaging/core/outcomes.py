@@ -1,10 +1,12 @@
 """What goes through the pipeline: a `Delivery` in, an `Outcome` (or a refusal) out."""
+
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any
 
 from .claims import Stored, claim_key
 from .handlers import CommandContext, Handler
@@ -72,8 +74,9 @@ class Delivery:
         return claim_key(self.user.pk, self.command.id)
 
     def context_for(self) -> CommandContext:
-        return CommandContext(user=self.user, command_id=self.command.id, type=self.handler.type,
-                              client_address=self.client_address)
+        return CommandContext(
+            user=self.user, command_id=self.command.id, type=self.handler.type, client_address=self.client_address
+        )
 
     def run(self, func: Callable[..., Any], *args: Any) -> Any:
         return func(*args) if self.context is None else self.context.run(func, *args)

@@ -24,13 +24,15 @@ its command's first attempt still running polls for its result (`_poll`).
 Sync callers (tests, a management command) wrap these coroutines in
 `asgiref.sync.async_to_sync`: there is no second, synchronous pipeline.
 """
+
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import time
 import uuid
-from typing import Any, Awaitable, Iterable, Iterator, TypeVar
+from collections.abc import Awaitable, Iterable, Iterator
+from typing import Any, TypeVar
 
 from ..conf import get_settings
 from ..ops import metrics
@@ -51,8 +53,9 @@ BATCH_LIMIT = 64
 BATCH_OVERLAP_AFTER = 0.02
 
 
-def prepare(user: Any, command: Command, context: contextvars.Context | None = None,
-            client_address: str | None = None) -> Delivery:
+def prepare(
+    user: Any, command: Command, context: contextvars.Context | None = None, client_address: str | None = None
+) -> Delivery:
     """The command as the pipeline runs it: its handler and validated data, fingerprinted if exactly-once.
     `client_address` is carried to the handler's context as given (`CommandContext.client_address`).
 
@@ -178,8 +181,10 @@ def _batcher() -> Batcher[Delivery]:
     conf = get_settings()
     runners = max(1, conf.DB_THREADS // 2)
     return runtime().part(
-        "batcher", lambda: Batcher(run_batch, runners=runners, limit=BATCH_LIMIT, overlap_after=BATCH_OVERLAP_AFTER,
-                                   settle=conf.BATCH_SETTLE)
+        "batcher",
+        lambda: Batcher(
+            run_batch, runners=runners, limit=BATCH_LIMIT, overlap_after=BATCH_OVERLAP_AFTER, settle=conf.BATCH_SETTLE
+        ),
     )
 
 
@@ -193,8 +198,13 @@ def _gatherer(type: str) -> Batcher[Delivery]:
     runners = max(1, conf.DB_THREADS // 2)
     return runtime().part(
         f"gatherer {type}",
-        lambda: Batcher(run_gathered, runners=runners, limit=BATCH_LIMIT, overlap_after=BATCH_OVERLAP_AFTER,
-                        settle=conf.BATCH_SETTLE),
+        lambda: Batcher(
+            run_gathered,
+            runners=runners,
+            limit=BATCH_LIMIT,
+            overlap_after=BATCH_OVERLAP_AFTER,
+            settle=conf.BATCH_SETTLE,
+        ),
     )
 
 

@@ -3,6 +3,7 @@
 Pure functions, no Django and no I/O, so every bad input can be unit-tested.
 See PROTOCOL.md (docs/PROTOCOL.md in this repository) for the contract.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -10,7 +11,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal, NotRequired, TypedDict
 
 import orjson
@@ -210,7 +211,7 @@ def frame_not_sent(code: str, message: str, command_id: str | None = None) -> Er
 
 def format_time(moment: datetime) -> str:
     """ISO 8601 in UTC with microseconds, the same text for the same instant."""
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 # Field validators shared by command handlers. Each raises `Invalid`.

@@ -8,11 +8,13 @@ fails on that constraint, is rolled back and answered from the record.
 Everything here is ORM work on a database thread (`Gateway.run`): a type's
 portable `apply`, for any database, and the record's lookup.
 """
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from django.db import DatabaseError, IntegrityError, transaction
 
@@ -52,8 +54,11 @@ def apply_portably(delivery: Delivery) -> Outcome:
             result = delivery.handler.apply(ctx, delivery.data)
             if delivery.fingerprint is not None:
                 CommandRecord.objects.create(
-                    user=delivery.user, command_id=delivery.command.id, type=delivery.handler.type,
-                    fingerprint=delivery.fingerprint, result=result,
+                    user=delivery.user,
+                    command_id=delivery.command.id,
+                    type=delivery.handler.type,
+                    fingerprint=delivery.fingerprint,
+                    result=result,
                 )
     return Outcome.applied(result, ctx)
 
@@ -89,7 +94,9 @@ def apply_each(deliveries: list[Delivery]) -> list[Applied]:
 
 def recall(user: Any, command_id: str) -> Stored | None:
     try:
-        row = CommandRecord.objects.filter(user=user, command_id=command_id).values_list("fingerprint", "result").first()
+        row = (
+            CommandRecord.objects.filter(user=user, command_id=command_id).values_list("fingerprint", "result").first()
+        )
     except DatabaseError as exc:
         raise Unavailable() from exc
     return Stored(*row) if row else None

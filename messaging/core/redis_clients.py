@@ -23,10 +23,12 @@ turn an error of those types raised inside redis-py into `ClientBroke`, a
 "Redis failed" at every call site. An error of our own (a wrong argument) is
 raised before redis-py runs and is not translated.
 """
+
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import redis
 import redis.asyncio as aioredis
@@ -59,10 +61,10 @@ class Client(aioredis.Redis):
         with translated():
             return await super().execute_command(*args, **options)
 
-    def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> "ClientPipeline":
+    def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> ClientPipeline:
         return ClientPipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
 
-    def pubsub(self, **kwargs: Any) -> "ClientPubSub":
+    def pubsub(self, **kwargs: Any) -> ClientPubSub:
         return ClientPubSub(self.connection_pool, event_dispatcher=self._event_dispatcher, **kwargs)
 
 
@@ -93,13 +95,13 @@ class Cluster(RedisCluster):
         with translated():
             return await super().execute_command(*args, **kwargs)
 
-    def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> "ClusterClientPipeline":
+    def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> ClusterClientPipeline:
         if shard_hint:
             # What `RedisCluster.pipeline` refuses too.
             raise redis.RedisClusterException("shard_hint is deprecated in cluster mode")
         return ClusterClientPipeline(self, transaction)
 
-    async def initialize(self, *args: Any, **kwargs: Any) -> "Cluster":
+    async def initialize(self, *args: Any, **kwargs: Any) -> Cluster:
         with translated():
             return await super().initialize(*args, **kwargs)
 

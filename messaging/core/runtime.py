@@ -12,13 +12,15 @@ With `REDIS_CLUSTER` the URL names one node of a Redis Cluster and the
 clients are cluster clients: they learn the slots from that node and send
 each command to the master of its key's slot (docs/OPERATIONS.md).
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
 import types
 import weakref
-from typing import Any, Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry as AsyncRetry
@@ -48,8 +50,9 @@ def async_client(url: str, *, timeout: float | None, connect_timeout: float) -> 
         # script whose reply was lost and that runs again finds its own claim:
         # that command is answered `in_progress`, retry true, until its lease
         # ends; nothing is applied twice.)
-        return Cluster.from_url(url, socket_timeout=timeout, socket_connect_timeout=connect_timeout,
-                                retry=AsyncRetry(NoBackoff(), 1))
+        return Cluster.from_url(
+            url, socket_timeout=timeout, socket_connect_timeout=connect_timeout, retry=AsyncRetry(NoBackoff(), 1)
+        )
     return Client.from_url(url, socket_timeout=timeout, socket_connect_timeout=connect_timeout)
 
 

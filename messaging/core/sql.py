@@ -3,6 +3,7 @@
 A statement in a file of its own reads as SQL (and an editor highlights it
 as such); the module that runs it says why it is written that way.
 """
+
 from __future__ import annotations
 
 import functools

@@ -1,6 +1,7 @@
 """The events in the admin: the outbox, dead letters, webhook deliveries and their
 attempts, mentions, read-only like the rest; webhook endpoints are the host's
 configuration, so those are edited here."""
+
 from __future__ import annotations
 
 from django.contrib import admin
@@ -77,6 +78,18 @@ class NotificationAdmin(InspectionAdmin):
     list_display = ("user", "room", "seq", "sender_name", "email", "emailed_at", "created_at", "read_at")
     list_filter = ("email", "created_at")
     list_select_related = ("user",)
-    fields = ("user", "event_id", "room", "seq", "sender_name", "body", "email", "emailed_at", "digest", "due_at",
-              "created_at", "read_at")
+    fields = (
+        "user",
+        "event_id",
+        "room",
+        "seq",
+        "sender_name",
+        "body",
+        "email",
+        "emailed_at",
+        "digest",
+        "due_at",
+        "created_at",
+        "read_at",
+    )
     readonly_fields = fields

@@ -29,6 +29,7 @@ A handler marked `also_every(seconds, task)` has its group's consumers run
 with time rather than with an event (the mentions' digests), done by the
 group's own processes. Every consumer runs it, so `task` takes its own locks.
 """
+
 from __future__ import annotations
 
 import logging
@@ -37,12 +38,21 @@ import socket
 import time
 import uuid
 from collections import OrderedDict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 import redis
-from django.db import (DatabaseError, IntegrityError, InterfaceError, OperationalError, close_old_connections,
-                       connection, connections, transaction)
+from django.db import (
+    DatabaseError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    close_old_connections,
+    connection,
+    connections,
+    transaction,
+)
 
 from .models import DeadLetter, InboxRecord
 from .redaction import as_it_stands
@@ -64,16 +74,22 @@ def outside_database(handler: Handler) -> Handler:
 
 def also_every(seconds: float, task: Callable[[], Any]) -> Callable[[Handler], Handler]:
     """Mark a handler whose group's consumers also run `task` every `seconds`, between reads."""
+
     def mark(handler: Handler) -> Handler:
         handler.also_every = (seconds, task)
         return handler
+
     return mark
 
 
 def event_of(fields: dict[str, str]) -> dict:
     """The handler's argument: the entry's fields with `data` decoded."""
-    return {"event_id": fields["event_id"], "type": fields["type"], "room": fields["room"],
-            "data": orjson.loads(fields["data"])}
+    return {
+        "event_id": fields["event_id"],
+        "type": fields["type"],
+        "room": fields["room"],
+        "data": orjson.loads(fields["data"]),
+    }
 
 
 def consumer_name() -> str:
@@ -83,8 +99,9 @@ def consumer_name() -> str:
 class GroupApplier:
     """Applies a group's events once each, whatever carries them (the Redis stream here, JetStream in nats.py)."""
 
-    def __init__(self, group: str, handler: Handler, *, name: str | None = None, claim_after: float = 30.0,
-                 max_attempts: int = 5) -> None:
+    def __init__(
+        self, group: str, handler: Handler, *, name: str | None = None, claim_after: float = 30.0, max_attempts: int = 5
+    ) -> None:
         if not group or len(group) > 100:
             raise ValueError("a group name is 1 to 100 characters")
         self.group = group
@@ -121,7 +138,9 @@ class GroupApplier:
             uuid.UUID(event["event_id"])
         except (KeyError, ValueError, orjson.JSONDecodeError) as exc:
             # Not one of ours: it can never succeed.
-            self.dead_letter(entry_id, {"fields": fields}, fields.get("event_id"), deliveries, f"malformed entry: {exc}")
+            self.dead_letter(
+                entry_id, {"fields": fields}, fields.get("event_id"), deliveries, f"malformed entry: {exc}"
+            )
             return True
         if deliveries > self.max_attempts:
             error = self.errors.pop(entry_id, f"failed {deliveries - 1} deliveries")
@@ -135,8 +154,7 @@ class GroupApplier:
         except (OperationalError, InterfaceError):
             raise  # the database, not the handler: `handle` waits and tries again
         except Exception as exc:
-            log.exception("consumer %s: handler failed on %s (delivery %d)", self.group, event["event_id"],
-                          deliveries)
+            log.exception("consumer %s: handler failed on %s (delivery %d)", self.group, event["event_id"], deliveries)
             self.remember(entry_id, f"{type(exc).__name__}: {exc}")
             return False  # left pending: reclaimed after claim_after
         self.errors.pop(entry_id, None)
@@ -193,8 +211,11 @@ class GroupApplier:
             key = uuid.uuid5(uuid.NAMESPACE_OID, entry_id)
         with transaction.atomic():
             # The stream's copy may carry the body of a message deleted since: not into the table.
-            DeadLetter.objects.get_or_create(group=self.group, event_id=key, defaults={
-                "event": as_it_stands(event), "attempts": attempts, "error": error[:10_000]})
+            DeadLetter.objects.get_or_create(
+                group=self.group,
+                event_id=key,
+                defaults={"event": as_it_stands(event), "attempts": attempts, "error": error[:10_000]},
+            )
 
     def remember(self, entry_id: str, error: str) -> None:
         self.errors[entry_id] = error
@@ -206,8 +227,19 @@ class GroupApplier:
 class Consumer(GroupApplier):
     """One consumer of a group of the Redis stream."""
 
-    def __init__(self, client: redis.Redis, stream: str, group: str, handler: Handler, *, name: str | None = None,
-                 claim_after: float = 30.0, max_attempts: int = 5, batch: int = 100, block: float = 1.0) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        stream: str,
+        group: str,
+        handler: Handler,
+        *,
+        name: str | None = None,
+        claim_after: float = 30.0,
+        max_attempts: int = 5,
+        batch: int = 100,
+        block: float = 1.0,
+    ) -> None:
         super().__init__(group, handler, name=name, claim_after=claim_after, max_attempts=max_attempts)
         self.client = client
         self.stream = stream
@@ -243,8 +275,9 @@ class Consumer(GroupApplier):
     def step(self) -> int:
         """Reclaim idle pending entries, then read new ones; the entries handled."""
         handled = self.reclaim()
-        read = self.client.xreadgroup(self.group, self.name, {self.stream: ">"}, count=self.batch,
-                                      block=int(self.block * 1000))
+        read = self.client.xreadgroup(
+            self.group, self.name, {self.stream: ">"}, count=self.batch, block=int(self.block * 1000)
+        )
         for _, entries in read or ():
             for entry_id, fields in entries:
                 if self.handle(entry_id, fields, deliveries=1):
@@ -254,9 +287,14 @@ class Consumer(GroupApplier):
         return handled
 
     def reclaim(self) -> int:
-        cursor, claimed, *_ = self.client.xautoclaim(self.stream, self.group, self.name,
-                                                     min_idle_time=int(self.claim_after * 1000),
-                                                     start_id=self.claim_cursor, count=self.batch)
+        cursor, claimed, *_ = self.client.xautoclaim(
+            self.stream,
+            self.group,
+            self.name,
+            min_idle_time=int(self.claim_after * 1000),
+            start_id=self.claim_cursor,
+            count=self.batch,
+        )
         self.claim_cursor = cursor
         handled = 0
         for entry_id, fields in claimed:
@@ -272,14 +310,23 @@ class Consumer(GroupApplier):
         pending = self.client.xpending_range(self.stream, self.group, min=entry_id, max=entry_id, count=1)
         return pending[0]["times_delivered"] if pending else 1
 
+
 def redis_for_consumer(url: str, block: float) -> redis.Redis:
     # The read blocks for `block` seconds: the socket must wait longer than
     # that (redis-py's 5 s default would fail a blocking read of 5 s).
     return redis.Redis.from_url(url, decode_responses=True, socket_timeout=block + 10, socket_connect_timeout=5)
 
 
-def consume(handler: Handler, *, group: str, claim_after: float = 30.0, name: str | None = None,
-            url: str | None = None, stream: str | None = None, block: float = 1.0) -> GroupApplier:
+def consume(
+    handler: Handler,
+    *,
+    group: str,
+    claim_after: float = 30.0,
+    name: str | None = None,
+    url: str | None = None,
+    stream: str | None = None,
+    block: float = 1.0,
+) -> GroupApplier:
     """A consumer of the configured stream (call `.run()`): `EVENTS_URL`, or the Redis stream on `REDIS_URL`."""
     from ..conf import get_settings
     from .settings import events_url
@@ -289,10 +336,26 @@ def consume(handler: Handler, *, group: str, claim_after: float = 30.0, name: st
     if url and url.startswith(("nats://", "tls://")):
         from .nats_consumer import NatsConsumer
 
-        return NatsConsumer(url, group, handler, name=name, claim_after=claim_after,
-                            max_attempts=conf.EVENTS_MAX_ATTEMPTS, batch=min(conf.EVENTS_BATCH, 256), block=block)
+        return NatsConsumer(
+            url,
+            group,
+            handler,
+            name=name,
+            claim_after=claim_after,
+            max_attempts=conf.EVENTS_MAX_ATTEMPTS,
+            batch=min(conf.EVENTS_BATCH, 256),
+            block=block,
+        )
     if not url or not url.startswith(("redis://", "rediss://", "unix://")):
         raise ValueError("set EVENTS_URL (redis://... or nats://...) or REDIS_URL for the events' stream")
-    return Consumer(redis_for_consumer(url, block), stream or conf.EVENTS_STREAM, group, handler, name=name,
-                    claim_after=claim_after, max_attempts=conf.EVENTS_MAX_ATTEMPTS, batch=conf.EVENTS_BATCH,
-                    block=block)
+    return Consumer(
+        redis_for_consumer(url, block),
+        stream or conf.EVENTS_STREAM,
+        group,
+        handler,
+        name=name,
+        claim_after=claim_after,
+        max_attempts=conf.EVENTS_MAX_ATTEMPTS,
+        batch=conf.EVENTS_BATCH,
+        block=block,
+    )

@@ -1,4 +1,5 @@
 """What `/healthz` says of the events: whether the relay keeps up."""
+
 from __future__ import annotations
 
 import logging

@@ -25,6 +25,7 @@ sends them.
   `Message-ID` (`<event_id@host>` for one mention, `<digest@host>` for a
   digest), which mail systems take as one message.
 """
+
 from __future__ import annotations
 
 import logging
@@ -85,9 +86,13 @@ def room_again(user_id: int, at: datetime) -> datetime | None:
     """None while the user may get one more e-mail at `at`; else when they may again."""
     bound = get_settings().MENTION_EMAILS_PER_HOUR
     # One row per e-mail of the last hour: a mention's own (its event_id), a digest's (the first of its rows).
-    sent = sorted(Notification.objects.filter(user_id=user_id, emailed_at__gt=at - HOUR)
-                  .annotate(mail=Coalesce("digest", "event_id")).values("mail")
-                  .annotate(first=Min("emailed_at")).values_list("first", flat=True))
+    sent = sorted(
+        Notification.objects.filter(user_id=user_id, emailed_at__gt=at - HOUR)
+        .annotate(mail=Coalesce("digest", "event_id"))
+        .values("mail")
+        .annotate(first=Min("emailed_at"))
+        .values_list("first", flat=True)
+    )
     if len(sent) < bound:
         return None
     return sent[len(sent) - bound] + HOUR
@@ -130,14 +135,19 @@ def decide(notification: Notification) -> bool:
 def send_own(notification_id: int) -> None:
     """Send a `sending` mention's own e-mail and mark it sent, holding its row until then."""
     with transaction.atomic():
-        row = (Notification.objects.select_for_update(skip_locked=True, of=("self",)).select_related("user")
-               .filter(pk=notification_id, email=Email.SENDING, digest__isnull=True).first())
+        row = (
+            Notification.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("user")
+            .filter(pk=notification_id, email=Email.SENDING, digest__isnull=True)
+            .first()
+        )
         if row is None:
             return  # sent, or being sent by another consumer
         EmailMessage(
             subject=f"{row.sender_name} mentioned you in {row.room}",
             body=f"{row.sender_name} in {row.room}:\n\n{row.body or DELETED}\n",
-            from_email=settings.DEFAULT_FROM_EMAIL, to=[row.user.email],
+            from_email=settings.DEFAULT_FROM_EMAIL,
+            to=[row.user.email],
             headers={"Message-ID": f"<{row.event_id}@{DNS_NAME}>"},
         ).send()  # an SMTP failure raises: the event is retried after the claim time
         Notification.objects.filter(pk=row.pk).update(email=Email.SENT, emailed_at=now())
@@ -145,8 +155,12 @@ def send_own(notification_id: int) -> None:
 
 def send_due_digests(limit: int = DIGESTS_PER_ROUND) -> int:
     """One round of a mentions consumer: the digests that are due, each sent once; how many users had one."""
-    users = list(Notification.objects.filter(email__in=[Email.HELD, Email.SENDING], due_at__lte=now())
-                 .order_by().values_list("user_id", flat=True).distinct()[:limit])
+    users = list(
+        Notification.objects.filter(email__in=[Email.HELD, Email.SENDING], due_at__lte=now())
+        .order_by()
+        .values_list("user_id", flat=True)
+        .distinct()[:limit]
+    )
     for user_id in users:
         try:
             digest = digest_being_sent(user_id) or decide_digest(user_id)
@@ -156,15 +170,19 @@ def send_due_digests(limit: int = DIGESTS_PER_ROUND) -> int:
             raise  # the database: the consumer waits for it
         except Exception:
             log.exception("mentions: the digest of user %s failed; trying again in %s", user_id, RETRY_AFTER)
-            Notification.objects.filter(user_id=user_id, email__in=[Email.HELD, Email.SENDING],
-                                        due_at__isnull=False).update(due_at=now() + RETRY_AFTER)
+            Notification.objects.filter(
+                user_id=user_id, email__in=[Email.HELD, Email.SENDING], due_at__isnull=False
+            ).update(due_at=now() + RETRY_AFTER)
     return len(users)
 
 
 def digest_being_sent(user_id: int) -> uuid.UUID | None:
     """A digest of the user decided before and not marked sent (its sender crashed, or failed)."""
-    return (Notification.objects.filter(user_id=user_id, email=Email.SENDING, digest__isnull=False)
-            .values_list("digest", flat=True).first())
+    return (
+        Notification.objects.filter(user_id=user_id, email=Email.SENDING, digest__isnull=False)
+        .values_list("digest", flat=True)
+        .first()
+    )
 
 
 def decide_digest(user_id: int) -> uuid.UUID | None:
@@ -214,6 +232,10 @@ def digest_message(address: str, rows: list[Notification], digest: uuid.UUID) ->
         lines += [f"{row.sender_name} in {row.room}:", quoted, ""]
     if len(rows) > shown:
         lines.append(f"... and {len(rows) - shown} more.")
-    return EmailMessage(subject=f"{mentions} in {where}", body="\n".join(lines) + "\n",
-                        from_email=settings.DEFAULT_FROM_EMAIL, to=[address],
-                        headers={"Message-ID": f"<{digest}@{DNS_NAME}>"})
+    return EmailMessage(
+        subject=f"{mentions} in {where}",
+        body="\n".join(lines) + "\n",
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        to=[address],
+        headers={"Message-ID": f"<{digest}@{DNS_NAME}>"},
+    )

@@ -21,6 +21,7 @@ display name (first name for guests), in any case; the sender mentioning
 themself is not notified. At most `MENTIONS_PER_MESSAGE` names of one
 message are looked up.
 """
+
 from __future__ import annotations
 
 import logging
@@ -57,9 +58,14 @@ def mentioned_members(room: str, seq: int, names: list[str], sender_id) -> list:
     """The users named among the message's recipients: members who joined before message `seq`."""
     from ..models import Membership
 
-    return [m.user for m in Membership.objects.filter(room__slug=room, joined_seq__lt=seq).select_related("user")
-            .annotate(username_l=Lower("user__username"), first_l=Lower("user__first_name"))
-            .filter(Q(username_l__in=names) | Q(first_l__in=names)).exclude(user_id=sender_id)]
+    return [
+        m.user
+        for m in Membership.objects.filter(room__slug=room, joined_seq__lt=seq)
+        .select_related("user")
+        .annotate(username_l=Lower("user__username"), first_l=Lower("user__first_name"))
+        .filter(Q(username_l__in=names) | Q(first_l__in=names))
+        .exclude(user_id=sender_id)
+    ]
 
 
 @outside_database
@@ -78,11 +84,23 @@ def notify(event: dict) -> None:
         if message_deleted(event):  # since the stream's copy was made: no mention of it is kept
             return
         Notification.objects.bulk_create(
-            [Notification(user=user, event_id=event["event_id"], room=event["room"], seq=data["seq"],
-                          sender_name=data["sender"]["name"], body=data["body"]) for user in users],
-            ignore_conflicts=True)
+            [
+                Notification(
+                    user=user,
+                    event_id=event["event_id"],
+                    room=event["room"],
+                    seq=data["seq"],
+                    sender_name=data["sender"]["name"],
+                    body=data["body"],
+                )
+                for user in users
+            ],
+            ignore_conflicts=True,
+        )
     # Pending: new. Sending: its e-mail was decided and maybe sent when a consumer crashed (sent again, same Message-ID).
     for notification in Notification.objects.filter(
-            event_id=event["event_id"], email__in=[Notification.Email.PENDING, Notification.Email.SENDING],
-            digest__isnull=True).select_related("user"):
+        event_id=event["event_id"],
+        email__in=[Notification.Email.PENDING, Notification.Email.SENDING],
+        digest__isnull=True,
+    ).select_related("user"):
         email_mention(notification)

@@ -3,6 +3,7 @@
 They belong to the `messaging` app (its migrations), so a host adds nothing
 to `INSTALLED_APPS`; `messaging/models.py` imports them.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -42,10 +43,14 @@ class Event(models.Model):
         ]
         indexes = [
             # The relay's queue: only unpublished rows, so it stays as small as the backlog.
-            models.Index(fields=["id"], name="messaging_event_unpublished",
-                         condition=models.Q(published_at__isnull=True)),
-            models.Index(fields=["published_at"], name="messaging_event_published",
-                         condition=models.Q(published_at__isnull=False)),
+            models.Index(
+                fields=["id"], name="messaging_event_unpublished", condition=models.Q(published_at__isnull=True)
+            ),
+            models.Index(
+                fields=["published_at"],
+                name="messaging_event_published",
+                condition=models.Q(published_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -99,12 +104,16 @@ class WebhookEndpoint(models.Model):
 
     url = models.URLField(max_length=500, help_text="Where the events are POSTed: a public http(s) address.")
     # `whsec_` + base64 of up to 800 bytes: the form of any secret of 200 characters kept before.
-    secret = models.CharField(max_length=1100, default=new_secret,
-                              help_text="whsec_ and the key in base64 (Standard Webhooks); any other text is "
-                                        "kept as whsec_ and the base64 of its UTF-8 bytes, the same key.")
+    secret = models.CharField(
+        max_length=1100,
+        default=new_secret,
+        help_text="whsec_ and the key in base64 (Standard Webhooks); any other text is "
+        "kept as whsec_ and the base64 of its UTF-8 bytes, the same key.",
+    )
     # Empty: every type.
-    types = models.JSONField(default=list, blank=True,
-                             help_text='Event types to send, e.g. ["message.posted"]; empty for all.')
+    types = models.JSONField(
+        default=list, blank=True, help_text='Event types to send, e.g. ["message.posted"]; empty for all.'
+    )
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -140,8 +149,7 @@ class WebhookDelivery(models.Model):
         DELIVERED = "delivered"
         DEAD = "dead"
 
-    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries",
-                                 db_index=False)
+    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries", db_index=False)
     event_id = models.UUIDField()
     event = models.JSONField()
     state = models.CharField(max_length=9, choices=State.choices, default=State.PENDING)
@@ -153,12 +161,15 @@ class WebhookDelivery(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["endpoint", "event_id"], name="messaging_delivery_event")]
-        indexes = [models.Index(fields=["next_attempt_at"], name="messaging_delivery_due",
-                                condition=models.Q(state="pending")),
-                   models.Index(fields=["finished_at"], name="messaging_delivery_finished"),
-                   # A message's delete finds the deliveries of its events by their ids
-                   # (messaging/events/redaction.py): one entry more per delivery, none per post.
-                   models.Index(fields=["event_id"], name="messaging_delivery_by_event")]
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at"], name="messaging_delivery_due", condition=models.Q(state="pending")
+            ),
+            models.Index(fields=["finished_at"], name="messaging_delivery_finished"),
+            # A message's delete finds the deliveries of its events by their ids
+            # (messaging/events/redaction.py): one entry more per delivery, none per post.
+            models.Index(fields=["event_id"], name="messaging_delivery_by_event"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.event_id} to {self.endpoint_id}"
@@ -189,8 +200,9 @@ class Notification(models.Model):
         HELD = "held"  # past the hour's e-mails: waits for a digest
         SENDING = "sending"  # its e-mail is counted in the hour and being sent (again after a crash)
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mentions",
-                             db_index=False)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mentions", db_index=False
+    )
     event_id = models.UUIDField()
     room = models.CharField(max_length=64)
     seq = models.PositiveBigIntegerField()
@@ -212,11 +224,15 @@ class Notification(models.Model):
         indexes = [
             models.Index(fields=["user", "read_at"], name="messaging_notification_unread"),
             # The hour's bound: a user's e-mails of the last hour.
-            models.Index(fields=["user", "emailed_at"], name="messaging_notification_emailed",
-                         condition=models.Q(emailed_at__isnull=False)),
+            models.Index(
+                fields=["user", "emailed_at"],
+                name="messaging_notification_emailed",
+                condition=models.Q(emailed_at__isnull=False),
+            ),
             # The consumers' rounds: digests due, only while some wait.
-            models.Index(fields=["due_at"], name="messaging_notification_due",
-                         condition=models.Q(email__in=["held", "sending"])),
+            models.Index(
+                fields=["due_at"], name="messaging_notification_due", condition=models.Q(email__in=["held", "sending"])
+            ),
             # prune_notifications.
             models.Index(fields=["created_at"], name="messaging_notification_created"),
             # A message's delete finds its mentions by it (messaging/events/redaction.py).

@@ -3,6 +3,7 @@
 `Nats-Msg-Id` is the `event_id`, so JetStream's duplicate window (2 minutes
 by default) drops what a restarted relay publishes again.
 """
+
 from __future__ import annotations
 
 import nats
@@ -43,8 +44,9 @@ class NatsSink:
         try:
             # One at a time, each acknowledged, so the stream holds them in order.
             for item in entries:
-                await self.js.publish(subject(item["room"]), orjson.dumps(item),
-                                      headers={"Nats-Msg-Id": item["event_id"]})
+                await self.js.publish(
+                    subject(item["room"]), orjson.dumps(item), headers={"Nats-Msg-Id": item["event_id"]}
+                )
         except Exception:
             await self.close()
             raise

@@ -7,6 +7,7 @@ redelivers a message not acknowledged within `ack_wait` (the group's
 is retried then, and after `max_attempts` deliveries dead-lettered. A new
 group's consumer starts from the first message the stream holds.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -32,8 +33,18 @@ DURABLE = re.compile(r"[A-Za-z0-9_-]{1,100}")
 
 
 class NatsConsumer(GroupApplier):
-    def __init__(self, url: str, group: str, handler: Handler, *, name: str | None = None, claim_after: float = 30.0,
-                 max_attempts: int = 5, batch: int = 100, block: float = 1.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        group: str,
+        handler: Handler,
+        *,
+        name: str | None = None,
+        claim_after: float = 30.0,
+        max_attempts: int = 5,
+        batch: int = 100,
+        block: float = 1.0,
+    ) -> None:
         super().__init__(group, handler, name=name, claim_after=claim_after, max_attempts=max_attempts)
         if not DURABLE.fullmatch(group):
             raise ValueError("on NATS a group name is letters, digits, - and _")
@@ -57,7 +68,7 @@ class NatsConsumer(GroupApplier):
                 while not self.stopping:
                     await self.step(subscription, database_thread)
                     failures = 0
-            except (nats.errors.Error, OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, nats.errors.Error, OSError) as exc:
                 failures += 1
                 log.warning("consumer %s: nats: %s (retrying)", self.group, exc)
                 await asyncio.sleep(exponential(failures))
@@ -77,15 +88,19 @@ class NatsConsumer(GroupApplier):
             await js.stream_info(STREAM)
         except NotFoundError:
             await js.add_stream(name=STREAM, subjects=[SUBJECTS])
-        config = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=self.claim_after,
-                                deliver_policy=DeliverPolicy.ALL, max_ack_pending=self.batch * 10)
+        config = ConsumerConfig(
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=self.claim_after,
+            deliver_policy=DeliverPolicy.ALL,
+            max_ack_pending=self.batch * 10,
+        )
         return await js.pull_subscribe(SUBJECTS, durable=self.group, stream=STREAM, config=config)
 
     async def step(self, subscription, database_thread: ThreadPoolExecutor) -> int:
         await asyncio.get_running_loop().run_in_executor(database_thread, self.run_periodic)
         try:
             messages = await subscription.fetch(self.batch, timeout=self.block)
-        except (nats.errors.TimeoutError, asyncio.TimeoutError):
+        except (TimeoutError, nats.errors.TimeoutError):
             return 0
         loop = asyncio.get_running_loop()
         for message in messages:
@@ -96,8 +111,10 @@ class NatsConsumer(GroupApplier):
             except ValueError:
                 fields = {}  # not one of ours: `handle` dead-letters it
             entry_id = f"nats-{message.metadata.sequence.stream}"
-            done = await loop.run_in_executor(database_thread, functools.partial(
-                self.handle, entry_id, fields, deliveries=message.metadata.num_delivered))
+            done = await loop.run_in_executor(
+                database_thread,
+                functools.partial(self.handle, entry_id, fields, deliveries=message.metadata.num_delivered),
+            )
             if done:
                 await message.ack()
         return len(messages)

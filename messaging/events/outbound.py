@@ -18,6 +18,7 @@ Three defences, in this one place:
 
 Proxies (`HTTPS_PROXY`) are not used: the connection is direct.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -40,9 +41,14 @@ def forbidden_reason(address: str) -> str | None:
     ip = ipaddress.ip_address(address)
     if ip.version == 6 and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped  # ::ffff:127.0.0.1 is 127.0.0.1 on a dual-stack socket
-    for kind, matches in (("loopback", ip.is_loopback), ("unspecified", ip.is_unspecified),
-                          ("link-local", ip.is_link_local), ("multicast", ip.is_multicast),
-                          ("reserved", ip.is_reserved), ("private", ip.is_private)):
+    for kind, matches in (
+        ("loopback", ip.is_loopback),
+        ("unspecified", ip.is_unspecified),
+        ("link-local", ip.is_link_local),
+        ("multicast", ip.is_multicast),
+        ("reserved", ip.is_reserved),
+        ("private", ip.is_private),
+    ):
         if matches:
             return kind
     if not ip.is_global:
@@ -133,7 +139,8 @@ def connect(to: Destination, timeout: float, context: ssl.SSLContext | None = No
     for address in to.addresses:
         if to.scheme == "https":
             connection: http.client.HTTPConnection = PinnedHTTPSConnection(
-                to.host, to.port, address, timeout, context or ssl.create_default_context())
+                to.host, to.port, address, timeout, context or ssl.create_default_context()
+            )
         else:
             connection = PinnedHTTPConnection(to.host, to.port, address, timeout)
         try:
@@ -145,8 +152,15 @@ def connect(to: Destination, timeout: float, context: ssl.SSLContext | None = No
     raise failure or OSError(f"{to.host} has no address")
 
 
-def post(url: str, body: bytes, headers: dict[str, str], *, timeout: float, allow_private: bool,
-         context: ssl.SSLContext | None = None) -> tuple[int | None, str]:
+def post(
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    *,
+    timeout: float,
+    allow_private: bool,
+    context: ssl.SSLContext | None = None,
+) -> tuple[int | None, str]:
     """POST `body` to `url`, never following a redirect: the status (None without an answer) and an error ("" on a 2xx)."""
     try:
         to = destination(url, allow_private=allow_private)

@@ -13,6 +13,7 @@ The event's `data` is the `d` of the frame that told the change to the room,
 plus `command_id` and `user` of the command that caused it
 (docs/EVENTS.md has every type).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,6 +26,7 @@ from django.utils import timezone
 from ..conf import get_settings
 from ..ids import uuid7
 from .models import Event
+
 
 def room_table() -> str:
     from ..models import Room
@@ -56,8 +58,7 @@ def emit(ctx: Any, type: str, room: str, data: dict, *, at: tuple[int, int] | No
     return ids[0] if ids else None
 
 
-def emit_many(ctx: Any, type: str, room: str, datas: list[dict], *,
-              at: tuple[int, int] | None = None) -> list[UUID]:
+def emit_many(ctx: Any, type: str, room: str, datas: list[dict], *, at: tuple[int, int] | None = None) -> list[UUID]:
     """`emit` for several changes of one effect (a receipt moving many messages), in order; their ids."""
     if not datas or not get_settings().EVENTS_OUTBOX:
         return []
@@ -66,8 +67,15 @@ def emit_many(ctx: Any, type: str, room: str, datas: list[dict], *,
     cause = {"command_id": ctx.command_id, "user": ctx.user.pk}
     events = [
         # Through orjson, as frames are: a UUID user id becomes its text, as on the wire.
-        Event(event_id=uuid7(), type=type, room_id=room_id, room=room, position=first + n,
-              data=orjson.loads(orjson.dumps({**data, **cause})), created_at=now)
+        Event(
+            event_id=uuid7(),
+            type=type,
+            room_id=room_id,
+            room=room,
+            position=first + n,
+            data=orjson.loads(orjson.dumps({**data, **cause})),
+            created_at=now,
+        )
         for n, data in enumerate(datas)
     ]
     Event.objects.bulk_create(events)

@@ -31,9 +31,11 @@ What this cannot reach (docs/EVENTS.md, "Deleted means gone"): what left
 the database before the delete committed, the stream's entries, POSTs,
 e-mails, consumers' own tables.
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from django.db.models import Model, QuerySet
@@ -85,8 +87,11 @@ def body_event_ids(message: Message) -> list[UUID]:
     ids = [message.posted_event_id, *edits.values_list("event_id", flat=True)]
     if all(ids):
         return ids
-    return list(Event.objects.filter(room_id=message.room_id, type__in=BODY_TYPES, data__seq=message.seq)
-                .values_list("event_id", flat=True))
+    return list(
+        Event.objects.filter(room_id=message.room_id, type__in=BODY_TYPES, data__seq=message.seq).values_list(
+            "event_id", flat=True
+        )
+    )
 
 
 def blank_copies(message: Message, room: str) -> None:
@@ -99,8 +104,9 @@ def blank_copies(message: Message, room: str) -> None:
     if ids:
         rewrite(Event.objects.filter(event_id__in=ids), ["data"], lambda e: setattr(e, "data", blanked(e.data)))
         for model in (WebhookDelivery, DeadLetter):
-            rewrite(model.objects.filter(event_id__in=ids), ["event"],
-                    lambda c: setattr(c, "event", blanked_event(c.event)))
+            rewrite(
+                model.objects.filter(event_id__in=ids), ["event"], lambda c: setattr(c, "event", blanked_event(c.event))
+            )
 
     # A blank body is how a mention e-mail, its own or a digest, knows the message is deleted (mention_emails.py).
     rewrite(Notification.objects.filter(room=room, seq=message.seq), ["body"], lambda n: setattr(n, "body", ""))
@@ -120,9 +126,13 @@ def message_deleted(event: dict) -> bool:
         return False
     if not isinstance(event.get("room"), str) or not isinstance(data.get("seq"), int):
         return False
-    deleted_at = (Message.objects.select_for_update(no_key=True, of=("self",))
-                  .filter(room__slug=event["room"], seq=data["seq"]).order_by("pk")
-                  .values_list("deleted_at", flat=True).first())
+    deleted_at = (
+        Message.objects.select_for_update(no_key=True, of=("self",))
+        .filter(room__slug=event["room"], seq=data["seq"])
+        .order_by("pk")
+        .values_list("deleted_at", flat=True)
+        .first()
+    )
     return deleted_at is not None
 
 

@@ -1,4 +1,5 @@
 """The Redis Streams sink: `XADD` to one stream, trimmed to about `maxlen` entries."""
+
 from __future__ import annotations
 
 import redis.asyncio as aioredis

@@ -16,6 +16,7 @@ It reaches the database through its own psycopg connection (with Django's
 parameters), not Django's: it is a long-running asyncio process whose sinks
 (redis.asyncio, nats-py) are async.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -43,8 +44,16 @@ PRUNE_CHUNK = 5000
 
 
 class Relay:
-    def __init__(self, connection_params: dict[str, Any], sink: Sink, *, partitions: int, batch: int,
-                 poll_interval: float, retention: float) -> None:
+    def __init__(
+        self,
+        connection_params: dict[str, Any],
+        sink: Sink,
+        *,
+        partitions: int,
+        batch: int,
+        poll_interval: float,
+        retention: float,
+    ) -> None:
         self.params = connection_params
         self.sink = sink
         self.partitions = partitions
@@ -104,7 +113,8 @@ class Relay:
     async def claim(self) -> None:
         free = [k for k in range(self.partitions) if k not in self.owned]
         cursor = await self.conn.execute(
-            "SELECT k FROM unnest(%s::int[]) AS k WHERE pg_try_advisory_lock(%s, k)", [free, EVENTS_LOCK])
+            "SELECT k FROM unnest(%s::int[]) AS k WHERE pg_try_advisory_lock(%s, k)", [free, EVENTS_LOCK]
+        )
         taken = {k for (k,) in await cursor.fetchall()}
         if taken:
             log.info("relay: took partitions %s", sorted(taken))
@@ -131,7 +141,8 @@ class Relay:
                 f"UPDATE {table} SET published_at = now() WHERE id IN (SELECT id FROM {table} "
                 "WHERE published_at IS NULL AND mod(room_id, %s) = ANY(%s) ORDER BY id LIMIT %s FOR UPDATE) "
                 "RETURNING id, event_id, type, room, data, created_at",
-                [self.partitions, sorted(self.owned), self.batch])
+                [self.partitions, sorted(self.owned), self.batch],
+            )
             rows = sorted(await cursor.fetchall())  # RETURNING has no order: the outbox's is by id
             if not rows:
                 stats.lag(0.0)
@@ -147,14 +158,17 @@ class Relay:
         prune: a prune that waited for one while holding others it deleted
         could meet that delete in a cycle.
         """
-        for model, column, condition in ((Event, "published_at", "published_at IS NOT NULL AND "),
-                                         (InboxRecord, "applied_at", "")):
+        for model, column, condition in (
+            (Event, "published_at", "published_at IS NOT NULL AND "),
+            (InboxRecord, "applied_at", ""),
+        ):
             table = model._meta.db_table
             while True:
                 cursor = await self.conn.execute(
                     f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE {condition}"
                     f"{column} < now() - make_interval(secs => %s) LIMIT %s FOR UPDATE SKIP LOCKED)",
-                    [self.retention, PRUNE_CHUNK])
+                    [self.retention, PRUNE_CHUNK],
+                )
                 if cursor.rowcount < PRUNE_CHUNK:
                     break
 

@@ -5,6 +5,7 @@ exponential cap), so processes that failed together do not retry together;
 the consumers' reconnect loops wait the cap itself. One formula for all of
 them: `base * 2**attempt`, at most `cap`.
 """
+
 from __future__ import annotations
 
 import random

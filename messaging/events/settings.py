@@ -1,4 +1,5 @@
 """The Django adapter of the relay and the consumers: settings in, plain values out."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -31,5 +32,11 @@ def configured_relay():
     from .relay import Relay
 
     conf = get_settings()
-    return Relay(connection_params(), configured_sink(), partitions=conf.EVENTS_PARTITIONS, batch=conf.EVENTS_BATCH,
-                 poll_interval=conf.EVENTS_POLL_INTERVAL, retention=conf.EVENTS_RETENTION)
+    return Relay(
+        connection_params(),
+        configured_sink(),
+        partitions=conf.EVENTS_PARTITIONS,
+        batch=conf.EVENTS_BATCH,
+        poll_interval=conf.EVENTS_POLL_INTERVAL,
+        retention=conf.EVENTS_RETENTION,
+    )

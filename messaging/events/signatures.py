@@ -16,6 +16,7 @@ same either way, so `Messaging-Signature` (deprecated: the HMAC-SHA256 of
 `"<t>.<body>"` with the same key, as Stripe signs) verifies with the secret
 a receiver already had.
 """
+
 from __future__ import annotations
 
 import base64
@@ -42,7 +43,7 @@ def standard_key(secret: str) -> bytes | None:
     if not secret.startswith(PREFIX):
         return None
     try:
-        key = base64.b64decode(secret[len(PREFIX):], validate=True)
+        key = base64.b64decode(secret[len(PREFIX) :], validate=True)
     except (binascii.Error, ValueError):
         return None
     return key or None
@@ -64,8 +65,11 @@ def secret_key(secret: str) -> bytes:
 def standard_headers(secret: str, message_id: str, timestamp: int, body: bytes) -> dict[str, str]:
     """The Standard Webhooks headers of one POST."""
     mac = hmac.new(secret_key(secret), f"{message_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
-    return {"webhook-id": message_id, "webhook-timestamp": str(timestamp),
-            "webhook-signature": "v1," + base64.b64encode(mac).decode()}
+    return {
+        "webhook-id": message_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": "v1," + base64.b64encode(mac).decode(),
+    }
 
 
 def sign(secret: str, timestamp: int, body: bytes) -> str:

@@ -5,6 +5,7 @@ batch is stored; any exception means "not all of it": the relay publishes the
 batch again (the same `event_id`s), so a sink never needs to be atomic.
 Sinks take plain values, never settings (`sink_for` reads those).
 """
+
 from __future__ import annotations
 
 from typing import Protocol, TypedDict

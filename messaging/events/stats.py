@@ -1,8 +1,9 @@
 """The events' numbers: what the relay published, and the outbox's backlog
 (the metrics themselves are in messaging/ops/metrics.py)."""
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from ..ops.metrics import EVENTS_PUBLISH_LAG, EVENTS_PUBLISHED, EVENTS_RELAY_PARTITIONS
 from .models import Event
@@ -13,7 +14,7 @@ BACKLOG_COUNT_LIMIT = 100_000
 
 def published(count: int, *, oldest: datetime) -> None:
     EVENTS_PUBLISHED.inc(count)
-    lag((datetime.now(timezone.utc) - oldest).total_seconds())
+    lag((datetime.now(UTC) - oldest).total_seconds())
 
 
 def lag(seconds: float) -> None:
@@ -34,4 +35,4 @@ def backlog() -> tuple[int, float]:
     oldest = unpublished.order_by("id").values_list("created_at", flat=True).first()
     if oldest is None:
         return count, 0.0
-    return count, max(0.0, (datetime.now(timezone.utc) - oldest).total_seconds())
+    return count, max(0.0, (datetime.now(UTC) - oldest).total_seconds())

@@ -1,4 +1,5 @@
 """The page's mentions badge: the signed-in user's unread mentions, and marking them read."""
+
 from __future__ import annotations
 
 from django.http import HttpRequest, JsonResponse
@@ -27,8 +28,10 @@ def mentions(request: HttpRequest) -> JsonResponse:
     if refused:
         return refused
     unread = Notification.objects.filter(user=request.user, read_at__isnull=True)
-    listed = [{"room": n.room, "seq": n.seq, "sender": n.sender_name, "body": n.body, "at": format_time(n.created_at)}
-              for n in unread.order_by("-created_at")[:LISTED]]
+    listed = [
+        {"room": n.room, "seq": n.seq, "sender": n.sender_name, "body": n.body, "at": format_time(n.created_at)}
+        for n in unread.order_by("-created_at")[:LISTED]
+    ]
     return JsonResponse({"unread": unread.count(), "mentions": listed})
 
 

@@ -20,6 +20,7 @@ retry, and is signed in the Standard Webhooks form (`webhook-timestamp`,
 library; `Messaging-Signature` (deprecated) is sent beside it for one more
 release. Where a POST may go, and that no redirect is followed: outbound.py.
 """
+
 from __future__ import annotations
 
 import logging
@@ -41,8 +42,18 @@ log = logging.getLogger(__name__)
 
 # The deprecated header's name, its signer and its checker, where receivers found them before.
 SIGNATURE_HEADER = MESSAGING_SIGNATURE
-__all__ = ["SIGNATURE_HEADER", "attempt", "backoff", "deliver_due", "enqueue", "lease_due", "post", "prune", "sign",
-           "verify"]
+__all__ = [
+    "SIGNATURE_HEADER",
+    "attempt",
+    "backoff",
+    "deliver_due",
+    "enqueue",
+    "lease_due",
+    "post",
+    "prune",
+    "sign",
+    "verify",
+]
 
 
 def enqueue(event: dict) -> None:
@@ -55,8 +66,11 @@ def enqueue(event: dict) -> None:
     with transaction.atomic():
         event = as_it_stands(event)
         WebhookDelivery.objects.bulk_create(
-            [WebhookDelivery(endpoint=endpoint, event_id=event["event_id"], event=event, next_attempt_at=now)
-             for endpoint in WebhookEndpoint.objects.filter(active=True) if endpoint.wants(event["type"])],
+            [
+                WebhookDelivery(endpoint=endpoint, event_id=event["event_id"], event=event, next_attempt_at=now)
+                for endpoint in WebhookEndpoint.objects.filter(active=True)
+                if endpoint.wants(event["type"])
+            ],
             ignore_conflicts=True,
         )
 
@@ -72,9 +86,12 @@ def lease_due(limit: int) -> list[WebhookDelivery]:
     conf = get_settings()
     now = timezone.now()
     with transaction.atomic():
-        due = list(WebhookDelivery.objects.select_for_update(skip_locked=True).select_related("endpoint")
-                   .filter(state=WebhookDelivery.State.PENDING, next_attempt_at__lte=now)
-                   .order_by("next_attempt_at")[:limit])
+        due = list(
+            WebhookDelivery.objects.select_for_update(skip_locked=True)
+            .select_related("endpoint")
+            .filter(state=WebhookDelivery.State.PENDING, next_attempt_at__lte=now)
+            .order_by("next_attempt_at")[:limit]
+        )
         # A sender killed mid-POST leaves its lease to run out: the delivery is tried again then.
         lease = now + timedelta(seconds=conf.WEBHOOK_TIMEOUT * 2 + 5)
         for delivery in due:
@@ -96,8 +113,9 @@ def post(delivery: WebhookDelivery, timeout: float) -> tuple[int | None, str]:
         SIGNATURE_HEADER: sign(secret, timestamp, body),
         "User-Agent": "messaging-webhooks",
     }
-    return outbound.post(delivery.endpoint.url, body, headers, timeout=timeout,
-                         allow_private=get_settings().WEBHOOKS_ALLOW_PRIVATE)
+    return outbound.post(
+        delivery.endpoint.url, body, headers, timeout=timeout, allow_private=get_settings().WEBHOOKS_ALLOW_PRIVATE
+    )
 
 
 def attempt(delivery: WebhookDelivery) -> None:
@@ -105,19 +123,27 @@ def attempt(delivery: WebhookDelivery) -> None:
     started = time.monotonic()
     status, error = post(delivery, conf.WEBHOOK_TIMEOUT)
     now = timezone.now()
-    WebhookAttempt.objects.create(delivery=delivery, at=now, status=status, error=error[:2000],
-                                  seconds=time.monotonic() - started)
+    WebhookAttempt.objects.create(
+        delivery=delivery, at=now, status=status, error=error[:2000], seconds=time.monotonic() - started
+    )
     if not error:
         delivery.state, delivery.finished_at = WebhookDelivery.State.DELIVERED, now
     elif delivery.attempts >= conf.WEBHOOK_MAX_ATTEMPTS:
         delivery.state, delivery.finished_at = WebhookDelivery.State.DEAD, now
-        log.error("webhook %s: %s dead after %d attempts: %s", delivery.endpoint_id, delivery.event_id,
-                  delivery.attempts, error)
+        log.error(
+            "webhook %s: %s dead after %d attempts: %s",
+            delivery.endpoint_id,
+            delivery.event_id,
+            delivery.attempts,
+            error,
+        )
         with transaction.atomic():
             # What was leased may carry the body of a message deleted since: not into the table.
-            DeadLetter.objects.get_or_create(group=f"webhook:{delivery.endpoint_id}", event_id=delivery.event_id,
-                                             defaults={"event": as_it_stands(delivery.event),
-                                                       "attempts": delivery.attempts, "error": error})
+            DeadLetter.objects.get_or_create(
+                group=f"webhook:{delivery.endpoint_id}",
+                event_id=delivery.event_id,
+                defaults={"event": as_it_stands(delivery.event), "attempts": delivery.attempts, "error": error},
+            )
     else:
         delivery.next_attempt_at = now + timedelta(seconds=backoff(delivery.attempts))
     delivery.save(update_fields=["state", "finished_at", "next_attempt_at"])

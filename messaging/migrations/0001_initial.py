@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,65 +14,115 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Room',
+            name="Room",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('slug', models.CharField(max_length=64, unique=True)),
-                ('last_seq', models.PositiveBigIntegerField(default=0)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("slug", models.CharField(max_length=64, unique=True)),
+                ("last_seq", models.PositiveBigIntegerField(default=0)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'ordering': ['slug'],
+                "ordering": ["slug"],
             },
         ),
         migrations.CreateModel(
-            name='CommandRecord',
+            name="CommandRecord",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('command_id', models.CharField(max_length=64)),
-                ('type', models.CharField(max_length=64)),
-                ('fingerprint', models.CharField(max_length=64)),
-                ('result', models.JSONField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='command_records', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("command_id", models.CharField(max_length=64)),
+                ("type", models.CharField(max_length=64)),
+                ("fingerprint", models.CharField(max_length=64)),
+                ("result", models.JSONField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="command_records",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['created_at'], name='messaging_command_created')],
-                'constraints': [models.UniqueConstraint(fields=('user', 'command_id'), name='messaging_command_user_id')],
+                "indexes": [models.Index(fields=["created_at"], name="messaging_command_created")],
+                "constraints": [
+                    models.UniqueConstraint(fields=("user", "command_id"), name="messaging_command_user_id")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Message',
+            name="Message",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('seq', models.PositiveBigIntegerField()),
-                ('client_msg_id', models.CharField(max_length=64, verbose_name='client id')),
-                ('body', models.TextField()),
-                ('state', models.CharField(choices=[('sent', 'Sent'), ('delivered', 'Delivered'), ('read', 'Read')], default='sent', max_length=9)),
-                ('sent_at', models.DateTimeField()),
-                ('delivered_at', models.DateTimeField(blank=True, null=True)),
-                ('read_at', models.DateTimeField(blank=True, null=True)),
-                ('sender', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='messages', to=settings.AUTH_USER_MODEL)),
-                ('room', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='messages', to='messaging.room')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("seq", models.PositiveBigIntegerField()),
+                ("client_msg_id", models.CharField(max_length=64, verbose_name="client id")),
+                ("body", models.TextField()),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("sent", "Sent"), ("delivered", "Delivered"), ("read", "Read")],
+                        default="sent",
+                        max_length=9,
+                    ),
+                ),
+                ("sent_at", models.DateTimeField()),
+                ("delivered_at", models.DateTimeField(blank=True, null=True)),
+                ("read_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "sender",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="messages",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "room",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="messages", to="messaging.room"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['room', 'seq'],
-                'constraints': [models.UniqueConstraint(fields=('room', 'seq'), name='messaging_message_room_seq'), models.UniqueConstraint(fields=('sender', 'client_msg_id'), name='messaging_message_sender_client_id')],
+                "ordering": ["room", "seq"],
+                "constraints": [
+                    models.UniqueConstraint(fields=("room", "seq"), name="messaging_message_room_seq"),
+                    models.UniqueConstraint(
+                        fields=("sender", "client_msg_id"), name="messaging_message_sender_client_id"
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Membership',
+            name="Membership",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('joined_seq', models.PositiveBigIntegerField(default=0)),
-                ('joined_at', models.DateTimeField(auto_now_add=True)),
-                ('delivered', models.PositiveBigIntegerField(default=0)),
-                ('read', models.PositiveBigIntegerField(default=0)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to=settings.AUTH_USER_MODEL)),
-                ('room', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to='messaging.room')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("joined_seq", models.PositiveBigIntegerField(default=0)),
+                ("joined_at", models.DateTimeField(auto_now_add=True)),
+                ("delivered", models.PositiveBigIntegerField(default=0)),
+                ("read", models.PositiveBigIntegerField(default=0)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memberships",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "room",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="memberships", to="messaging.room"
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('room', 'user'), name='messaging_membership_unique'), models.CheckConstraint(condition=models.Q(('read__lte', models.F('delivered'))), name='messaging_read_lte_delivered')],
+                "constraints": [
+                    models.UniqueConstraint(fields=("room", "user"), name="messaging_membership_unique"),
+                    models.CheckConstraint(
+                        condition=models.Q(("read__lte", models.F("delivered"))), name="messaging_read_lte_delivered"
+                    ),
+                ],
             },
         ),
     ]

@@ -5,23 +5,30 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('messaging', '0001_initial'),
+        ("messaging", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='WatermarkMove',
+            name="WatermarkMove",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('delivered', models.PositiveBigIntegerField()),
-                ('read', models.PositiveBigIntegerField()),
-                ('at', models.DateTimeField()),
-                ('membership', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='moves', to='messaging.membership')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("delivered", models.PositiveBigIntegerField()),
+                ("read", models.PositiveBigIntegerField()),
+                ("at", models.DateTimeField()),
+                (
+                    "membership",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="moves", to="messaging.membership"
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['membership', 'delivered'], name='messaging_move_delivered'), models.Index(fields=['membership', 'read'], name='messaging_move_read')],
+                "indexes": [
+                    models.Index(fields=["membership", "delivered"], name="messaging_move_delivered"),
+                    models.Index(fields=["membership", "read"], name="messaging_move_read"),
+                ],
             },
         ),
     ]

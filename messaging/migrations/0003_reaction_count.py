@@ -5,17 +5,25 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('messaging', '0002_watermark_moves'),
+        ("messaging", "0002_watermark_moves"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ReactionCount',
+            name="ReactionCount",
             fields=[
-                ('message', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='reactions', serialize=False, to='messaging.message')),
-                ('count', models.PositiveBigIntegerField(default=0)),
+                (
+                    "message",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="reactions",
+                        serialize=False,
+                        to="messaging.message",
+                    ),
+                ),
+                ("count", models.PositiveBigIntegerField(default=0)),
             ],
         ),
     ]

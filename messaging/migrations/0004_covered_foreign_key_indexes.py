@@ -5,6 +5,7 @@ Django's AlterField would drop and re-add each foreign key constraint, which
 checks every row again under a lock: long on a large messages table. Only
 the indexes go here; the model state changes as AlterField says.
 """
+
 import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
@@ -23,7 +24,8 @@ def single_column_indexes(schema_editor, table: str, column: str) -> list[str]:
     with schema_editor.connection.cursor() as cursor:
         constraints = schema_editor.connection.introspection.get_constraints(cursor, table)
     return [
-        name for name, info in constraints.items()
+        name
+        for name, info in constraints.items()
         if info["index"] and not info["unique"] and not info["primary_key"] and info["columns"] == [column]
     ]
 
@@ -51,9 +53,8 @@ def foreign_key(to: str, related_name: str) -> models.ForeignKey:
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('messaging', '0003_reaction_count'),
+        ("messaging", "0003_reaction_count"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
@@ -62,21 +63,29 @@ class Migration(migrations.Migration):
             database_operations=[migrations.RunPython(drop_indexes, create_indexes)],
             state_operations=[
                 migrations.AlterField(
-                    model_name='commandrecord', name='user',
-                    field=foreign_key(settings.AUTH_USER_MODEL, 'command_records'),
+                    model_name="commandrecord",
+                    name="user",
+                    field=foreign_key(settings.AUTH_USER_MODEL, "command_records"),
                 ),
                 migrations.AlterField(
-                    model_name='membership', name='room', field=foreign_key('messaging.room', 'memberships'),
+                    model_name="membership",
+                    name="room",
+                    field=foreign_key("messaging.room", "memberships"),
                 ),
                 migrations.AlterField(
-                    model_name='message', name='room', field=foreign_key('messaging.room', 'messages'),
+                    model_name="message",
+                    name="room",
+                    field=foreign_key("messaging.room", "messages"),
                 ),
                 migrations.AlterField(
-                    model_name='message', name='sender', field=foreign_key(settings.AUTH_USER_MODEL, 'messages'),
+                    model_name="message",
+                    name="sender",
+                    field=foreign_key(settings.AUTH_USER_MODEL, "messages"),
                 ),
                 migrations.AlterField(
-                    model_name='watermarkmove', name='membership',
-                    field=foreign_key('messaging.membership', 'moves'),
+                    model_name="watermarkmove",
+                    name="membership",
+                    field=foreign_key("messaging.membership", "moves"),
                 ),
             ],
         ),

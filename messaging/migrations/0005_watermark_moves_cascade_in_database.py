@@ -19,6 +19,7 @@ then validated in a statement of its own, outside a transaction: that scan
 of the existing moves does not block writes; only the swap takes a brief
 exclusive lock.
 """
+
 from django.db import migrations
 
 
@@ -56,12 +57,11 @@ def check_at_commit_only(apps, schema_editor) -> None:
 
 
 class Migration(migrations.Migration):
-
     # Each statement commits on its own: the validation must not hold the swap's lock.
     atomic = False
 
     dependencies = [
-        ('messaging', '0004_covered_foreign_key_indexes'),
+        ("messaging", "0004_covered_foreign_key_indexes"),
     ]
 
     operations = [

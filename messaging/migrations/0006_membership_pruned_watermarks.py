@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('messaging', '0005_watermark_moves_cascade_in_database'),
+        ("messaging", "0005_watermark_moves_cascade_in_database"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='membership',
-            name='pruned_delivered',
+            model_name="membership",
+            name="pruned_delivered",
             field=models.PositiveBigIntegerField(db_default=0, default=0),
         ),
         migrations.AddField(
-            model_name='membership',
-            name='pruned_read',
+            model_name="membership",
+            name="pruned_read",
             field=models.PositiveBigIntegerField(db_default=0, default=0),
         ),
     ]

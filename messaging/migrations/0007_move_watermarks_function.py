@@ -21,6 +21,7 @@ The SQL is in `sql/0007_move_watermarks.sql`, as it was at this point of the
 schema's history (`_sql`): a later change of it is a new migration that
 replaces it.
 """
+
 from django.db import migrations
 
 from . import _sql
@@ -35,9 +36,8 @@ def drop_function(apps, schema_editor) -> None:
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('messaging', '0006_membership_pruned_watermarks'),
+        ("messaging", "0006_membership_pruned_watermarks"),
     ]
 
     operations = [

@@ -21,6 +21,7 @@ one, and the two serialize on the same locks. A later release drops it.
 
 The SQL is in `sql/0008_move_watermarks_v2.sql`, as in 0007.
 """
+
 from django.db import migrations
 
 from . import _sql
@@ -35,9 +36,8 @@ def drop_function(apps, schema_editor) -> None:
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('messaging', '0007_move_watermarks_function'),
+        ("messaging", "0007_move_watermarks_function"),
     ]
 
     operations = [

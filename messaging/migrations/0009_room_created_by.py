@@ -6,20 +6,26 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('messaging', '0008_move_watermarks_function_v2'),
+        ("messaging", "0008_move_watermarks_function_v2"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='room',
-            name='created_by',
-            field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='rooms_created', to=settings.AUTH_USER_MODEL),
+            model_name="room",
+            name="created_by",
+            field=models.ForeignKey(
+                blank=True,
+                db_index=False,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="rooms_created",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddIndex(
-            model_name='room',
-            index=models.Index(fields=['created_by', 'created_at'], name='messaging_room_created_by'),
+            model_name="room",
+            index=models.Index(fields=["created_by", "created_at"], name="messaging_room_created_by"),
         ),
     ]

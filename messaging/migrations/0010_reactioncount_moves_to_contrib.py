@@ -1,6 +1,7 @@
 """`ReactionCount` moves to `messaging.contrib.reactions` (its migration 0001
 takes it over): only Django's state of the models changes, the table and its
 rows stay. Without that app installed the table stays too, unused."""
+
 from django.db import migrations
 
 

@@ -10,6 +10,7 @@ On a large existing table, create them first with `CREATE INDEX
 CONCURRENTLY` under these names; this migration then finds them
 (`IF NOT EXISTS`) instead of locking the table's writes while it builds them.
 """
+
 from django.db import migrations, models
 
 INDEXES = [("messaging_membership_delivered", "delivered"), ("messaging_membership_read", "read")]
@@ -18,7 +19,9 @@ INDEXES = [("messaging_membership_delivered", "delivered"), ("messaging_membersh
 def create(apps, schema_editor):
     table = schema_editor.quote_name(apps.get_model("messaging", "Membership")._meta.db_table)
     for name, column in INDEXES:
-        schema_editor.execute(f"CREATE INDEX IF NOT EXISTS {schema_editor.quote_name(name)} ON {table} (room_id, {schema_editor.quote_name(column)})")
+        schema_editor.execute(
+            f"CREATE INDEX IF NOT EXISTS {schema_editor.quote_name(name)} ON {table} (room_id, {schema_editor.quote_name(column)})"
+        )
 
 
 def drop(apps, schema_editor):

@@ -25,138 +25,213 @@ def create_function(apps, schema_editor) -> None:
 
 
 def drop_function(apps, schema_editor) -> None:
-    _sql.drop(apps, schema_editor, "messaging_move_watermarks_v3(text, {user_id}, bigint, bigint, bigint, bigint, text, boolean)")
+    _sql.drop(
+        apps,
+        schema_editor,
+        "messaging_move_watermarks_v3(text, {user_id}, bigint, bigint, bigint, bigint, text, boolean)",
+    )
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('messaging', '0013_membership_watermark_indexes'),
+        ("messaging", "0013_membership_watermark_indexes"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='room',
-            name='last_event',
+            model_name="room",
+            name="last_event",
             field=models.PositiveBigIntegerField(db_default=0, default=0),
         ),
         migrations.CreateModel(
-            name='DeadLetter',
+            name="DeadLetter",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('group', models.CharField(max_length=100)),
-                ('event_id', models.UUIDField()),
-                ('event', models.JSONField()),
-                ('attempts', models.PositiveIntegerField()),
-                ('error', models.TextField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("group", models.CharField(max_length=100)),
+                ("event_id", models.UUIDField()),
+                ("event", models.JSONField()),
+                ("attempts", models.PositiveIntegerField()),
+                ("error", models.TextField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('group', 'event_id'), name='messaging_deadletter_group_event')],
+                "constraints": [
+                    models.UniqueConstraint(fields=("group", "event_id"), name="messaging_deadletter_group_event")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Event',
+            name="Event",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('event_id', models.UUIDField(unique=True)),
-                ('type', models.CharField(max_length=64)),
-                ('room_id', models.BigIntegerField()),
-                ('room', models.CharField(max_length=64)),
-                ('position', models.PositiveBigIntegerField()),
-                ('data', models.JSONField()),
-                ('created_at', models.DateTimeField()),
-                ('published_at', models.DateTimeField(blank=True, null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("event_id", models.UUIDField(unique=True)),
+                ("type", models.CharField(max_length=64)),
+                ("room_id", models.BigIntegerField()),
+                ("room", models.CharField(max_length=64)),
+                ("position", models.PositiveBigIntegerField()),
+                ("data", models.JSONField()),
+                ("created_at", models.DateTimeField()),
+                ("published_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'indexes': [models.Index(condition=models.Q(('published_at__isnull', True)), fields=['id'], name='messaging_event_unpublished'), models.Index(condition=models.Q(('published_at__isnull', False)), fields=['published_at'], name='messaging_event_published')],
-                'constraints': [models.UniqueConstraint(fields=('room_id', 'position'), name='messaging_event_room_position')],
+                "indexes": [
+                    models.Index(
+                        condition=models.Q(("published_at__isnull", True)),
+                        fields=["id"],
+                        name="messaging_event_unpublished",
+                    ),
+                    models.Index(
+                        condition=models.Q(("published_at__isnull", False)),
+                        fields=["published_at"],
+                        name="messaging_event_published",
+                    ),
+                ],
+                "constraints": [
+                    models.UniqueConstraint(fields=("room_id", "position"), name="messaging_event_room_position")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='InboxRecord',
+            name="InboxRecord",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('group', models.CharField(max_length=100)),
-                ('event_id', models.UUIDField()),
-                ('applied_at', models.DateTimeField(auto_now_add=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("group", models.CharField(max_length=100)),
+                ("event_id", models.UUIDField()),
+                ("applied_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'indexes': [models.Index(fields=['applied_at'], name='messaging_inbox_applied')],
-                'constraints': [models.UniqueConstraint(fields=('group', 'event_id'), name='messaging_inbox_group_event')],
+                "indexes": [models.Index(fields=["applied_at"], name="messaging_inbox_applied")],
+                "constraints": [
+                    models.UniqueConstraint(fields=("group", "event_id"), name="messaging_inbox_group_event")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='WebhookDelivery',
+            name="WebhookDelivery",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('event_id', models.UUIDField()),
-                ('event', models.JSONField()),
-                ('state', models.CharField(choices=[('pending', 'Pending'), ('delivered', 'Delivered'), ('dead', 'Dead')], default='pending', max_length=9)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('next_attempt_at', models.DateTimeField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("event_id", models.UUIDField()),
+                ("event", models.JSONField()),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("pending", "Pending"), ("delivered", "Delivered"), ("dead", "Dead")],
+                        default="pending",
+                        max_length=9,
+                    ),
+                ),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("next_attempt_at", models.DateTimeField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
             ],
         ),
         migrations.CreateModel(
-            name='WebhookEndpoint',
+            name="WebhookEndpoint",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('url', models.URLField(max_length=500)),
-                ('secret', models.CharField(help_text='The HMAC-SHA256 key of the Messaging-Signature header.', max_length=200)),
-                ('types', models.JSONField(blank=True, default=list, help_text='Event types to send, e.g. ["message.posted"]; empty for all.')),
-                ('active', models.BooleanField(default=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("url", models.URLField(max_length=500)),
+                (
+                    "secret",
+                    models.CharField(
+                        help_text="The HMAC-SHA256 key of the Messaging-Signature header.", max_length=200
+                    ),
+                ),
+                (
+                    "types",
+                    models.JSONField(
+                        blank=True,
+                        default=list,
+                        help_text='Event types to send, e.g. ["message.posted"]; empty for all.',
+                    ),
+                ),
+                ("active", models.BooleanField(default=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
         ),
         migrations.CreateModel(
-            name='WebhookAttempt',
+            name="WebhookAttempt",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('at', models.DateTimeField()),
-                ('status', models.PositiveIntegerField(blank=True, null=True)),
-                ('error', models.TextField(blank=True)),
-                ('seconds', models.FloatField()),
-                ('delivery', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='attempt_log', to='messaging.webhookdelivery')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("at", models.DateTimeField()),
+                ("status", models.PositiveIntegerField(blank=True, null=True)),
+                ("error", models.TextField(blank=True)),
+                ("seconds", models.FloatField()),
+                (
+                    "delivery",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="attempt_log",
+                        to="messaging.webhookdelivery",
+                    ),
+                ),
             ],
         ),
         migrations.AddField(
-            model_name='webhookdelivery',
-            name='endpoint',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='deliveries', to='messaging.webhookendpoint'),
+            model_name="webhookdelivery",
+            name="endpoint",
+            field=models.ForeignKey(
+                db_index=False,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="deliveries",
+                to="messaging.webhookendpoint",
+            ),
         ),
         migrations.CreateModel(
-            name='Notification',
+            name="Notification",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('event_id', models.UUIDField()),
-                ('room', models.CharField(max_length=64)),
-                ('seq', models.PositiveBigIntegerField()),
-                ('sender_name', models.CharField(max_length=300)),
-                ('body', models.TextField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('read_at', models.DateTimeField(blank=True, null=True)),
-                ('email', models.CharField(choices=[('pending', 'Pending'), ('sent', 'Sent'), ('online', 'Online'), ('no address', 'No Address')], default='pending', max_length=10)),
-                ('user', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='mentions', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("event_id", models.UUIDField()),
+                ("room", models.CharField(max_length=64)),
+                ("seq", models.PositiveBigIntegerField()),
+                ("sender_name", models.CharField(max_length=300)),
+                ("body", models.TextField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("read_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "email",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("sent", "Sent"),
+                            ("online", "Online"),
+                            ("no address", "No Address"),
+                        ],
+                        default="pending",
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="mentions",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['user', 'read_at'], name='messaging_notification_unread')],
-                'constraints': [models.UniqueConstraint(fields=('user', 'event_id'), name='messaging_notification_event')],
+                "indexes": [models.Index(fields=["user", "read_at"], name="messaging_notification_unread")],
+                "constraints": [
+                    models.UniqueConstraint(fields=("user", "event_id"), name="messaging_notification_event")
+                ],
             },
         ),
         migrations.AddIndex(
-            model_name='webhookdelivery',
-            index=models.Index(condition=models.Q(('state', 'pending')), fields=['next_attempt_at'], name='messaging_delivery_due'),
+            model_name="webhookdelivery",
+            index=models.Index(
+                condition=models.Q(("state", "pending")), fields=["next_attempt_at"], name="messaging_delivery_due"
+            ),
         ),
         migrations.AddIndex(
-            model_name='webhookdelivery',
-            index=models.Index(fields=['finished_at'], name='messaging_delivery_finished'),
+            model_name="webhookdelivery",
+            index=models.Index(fields=["finished_at"], name="messaging_delivery_finished"),
         ),
         migrations.AddConstraint(
-            model_name='webhookdelivery',
-            constraint=models.UniqueConstraint(fields=('endpoint', 'event_id'), name='messaging_delivery_event'),
+            model_name="webhookdelivery",
+            constraint=models.UniqueConstraint(fields=("endpoint", "event_id"), name="messaging_delivery_event"),
         ),
         migrations.RunPython(create_function, drop_function),
     ]

@@ -38,6 +38,7 @@ The function's SQL is in `sql/0016_move_watermarks_v4.sql` (`_sql`). The
 indexes are created `IF NOT EXISTS`, as in 0013: on a large table, build
 them first with `CREATE INDEX CONCURRENTLY` under these names.
 """
+
 from django.db import migrations, models
 from django.db.models.functions import Greatest
 

@@ -12,6 +12,7 @@ another's (docs/PERFORMANCE.md). Every statement of the function finds its
 rows by room, member or message through an index whatever the values, so
 the generic plan is right for all of them, and it saves the planning too.
 """
+
 from django.db import migrations
 
 from . import _sql

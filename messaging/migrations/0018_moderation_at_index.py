@@ -5,15 +5,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('messaging', '0017_move_watermarks_v4_generic_plans'),
+        ("messaging", "0017_move_watermarks_v4_generic_plans"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='moderationaction',
-            index=models.Index(fields=['at'], name='messaging_moderation_at'),
+            model_name="moderationaction",
+            index=models.Index(fields=["at"], name="messaging_moderation_at"),
         ),
     ]

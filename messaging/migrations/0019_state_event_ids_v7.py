@@ -10,6 +10,7 @@ expression changed; `CREATE OR REPLACE` drops the function's settings, so
 0017's generic plans are set again. Going back restores 0016's random ids,
 with 0017's setting.
 """
+
 import importlib
 
 from django.db import migrations

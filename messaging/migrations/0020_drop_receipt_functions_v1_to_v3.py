@@ -10,6 +10,7 @@ before this migration runs.
 
 Going back defines them again from their files, as they were.
 """
+
 import importlib
 
 from django.db import migrations
@@ -22,8 +23,10 @@ INDEXES_0013 = importlib.import_module("messaging.migrations.0013_membership_wat
 FUNCTIONS = [
     ("0007_move_watermarks", "messaging_move_watermarks(text, {user_id}, bigint, bigint)"),
     ("0008_move_watermarks_v2", "messaging_move_watermarks_v2(text, {user_id}, bigint, bigint, bigint, bigint)"),
-    ("0014_move_watermarks_v3",
-     "messaging_move_watermarks_v3(text, {user_id}, bigint, bigint, bigint, bigint, text, boolean)"),
+    (
+        "0014_move_watermarks_v3",
+        "messaging_move_watermarks_v3(text, {user_id}, bigint, bigint, bigint, bigint, text, boolean)",
+    ),
 ]
 
 

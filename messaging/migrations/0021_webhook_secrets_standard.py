@@ -7,6 +7,7 @@ have keep verifying, and those that switch to Standard Webhooks take the new
 form from the admin. All of them, even one that looked like `whsec_...`
 already: it was used as its text. Going back turns each into its text again.
 """
+
 import base64
 
 import messaging.events.signatures
@@ -32,21 +33,24 @@ def to_text_form(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('messaging', '0020_drop_receipt_functions_v1_to_v3'),
+        ("messaging", "0020_drop_receipt_functions_v1_to_v3"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='webhookendpoint',
-            name='secret',
-            field=models.CharField(default=messaging.events.signatures.new_secret, help_text='whsec_ and the key in base64 (Standard Webhooks); any other text is kept as whsec_ and the base64 of its UTF-8 bytes, the same key.', max_length=1100),
+            model_name="webhookendpoint",
+            name="secret",
+            field=models.CharField(
+                default=messaging.events.signatures.new_secret,
+                help_text="whsec_ and the key in base64 (Standard Webhooks); any other text is kept as whsec_ and the base64 of its UTF-8 bytes, the same key.",
+                max_length=1100,
+            ),
         ),
         migrations.AlterField(
-            model_name='webhookendpoint',
-            name='url',
-            field=models.URLField(help_text='Where the events are POSTed: a public http(s) address.', max_length=500),
+            model_name="webhookendpoint",
+            name="url",
+            field=models.URLField(help_text="Where the events are POSTed: a public http(s) address.", max_length=500),
         ),
         migrations.RunPython(to_standard_form, to_text_form),
     ]

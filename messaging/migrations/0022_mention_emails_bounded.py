@@ -5,48 +5,67 @@ New columns are nullable, so processes of the version before, still running
 during a rolling deploy, insert rows as they did; their e-mails are not
 counted in the hour, as the e-mails sent before this version are not.
 """
+
 from django.conf import settings
 from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('messaging', '0021_webhook_secrets_standard'),
+        ("messaging", "0021_webhook_secrets_standard"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='notification',
-            name='digest',
+            model_name="notification",
+            name="digest",
             field=models.UUIDField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='notification',
-            name='due_at',
+            model_name="notification",
+            name="due_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='notification',
-            name='emailed_at',
+            model_name="notification",
+            name="emailed_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AlterField(
-            model_name='notification',
-            name='email',
-            field=models.CharField(choices=[('pending', 'Pending'), ('sent', 'Sent'), ('online', 'Online'), ('no address', 'No Address'), ('held', 'Held'), ('sending', 'Sending')], default='pending', max_length=10),
+            model_name="notification",
+            name="email",
+            field=models.CharField(
+                choices=[
+                    ("pending", "Pending"),
+                    ("sent", "Sent"),
+                    ("online", "Online"),
+                    ("no address", "No Address"),
+                    ("held", "Held"),
+                    ("sending", "Sending"),
+                ],
+                default="pending",
+                max_length=10,
+            ),
         ),
         migrations.AddIndex(
-            model_name='notification',
-            index=models.Index(condition=models.Q(('emailed_at__isnull', False)), fields=['user', 'emailed_at'], name='messaging_notification_emailed'),
+            model_name="notification",
+            index=models.Index(
+                condition=models.Q(("emailed_at__isnull", False)),
+                fields=["user", "emailed_at"],
+                name="messaging_notification_emailed",
+            ),
         ),
         migrations.AddIndex(
-            model_name='notification',
-            index=models.Index(condition=models.Q(('email__in', ['held', 'sending'])), fields=['due_at'], name='messaging_notification_due'),
+            model_name="notification",
+            index=models.Index(
+                condition=models.Q(("email__in", ["held", "sending"])),
+                fields=["due_at"],
+                name="messaging_notification_due",
+            ),
         ),
         migrations.AddIndex(
-            model_name='notification',
-            index=models.Index(fields=['created_at'], name='messaging_notification_created'),
+            model_name="notification",
+            index=models.Index(fields=["created_at"], name="messaging_notification_created"),
         ),
     ]

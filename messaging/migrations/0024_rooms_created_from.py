@@ -10,20 +10,23 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('messaging', '0023_invitations'),
+        ("messaging", "0023_invitations"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='room',
-            name='created_from',
+            model_name="room",
+            name="created_from",
             field=models.CharField(blank=True, max_length=64, null=True),
         ),
         migrations.AddIndex(
-            model_name='room',
-            index=models.Index(condition=models.Q(('created_from__isnull', False)), fields=['created_from', 'created_at'], name='messaging_room_created_from'),
+            model_name="room",
+            index=models.Index(
+                condition=models.Q(("created_from__isnull", False)),
+                fields=["created_from", "created_at"],
+                name="messaging_room_created_from",
+            ),
         ),
     ]

@@ -11,20 +11,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('messaging', '0025_api_token_expiry'),
+        ("messaging", "0025_api_token_expiry"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='message',
-            name='posted_event_id',
+            model_name="message",
+            name="posted_event_id",
             field=models.UUIDField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='messageversion',
-            name='event_id',
+            model_name="messageversion",
+            name="event_id",
             field=models.UUIDField(blank=True, null=True),
         ),
     ]

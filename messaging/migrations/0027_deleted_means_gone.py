@@ -9,22 +9,21 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('messaging', '0026_message_event_ids'),
+        ("messaging", "0026_message_event_ids"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='deadletter',
-            index=models.Index(fields=['event_id'], name='messaging_deadletter_by_event'),
+            model_name="deadletter",
+            index=models.Index(fields=["event_id"], name="messaging_deadletter_by_event"),
         ),
         migrations.AddIndex(
-            model_name='notification',
-            index=models.Index(fields=['room', 'seq'], name='messaging_notification_message'),
+            model_name="notification",
+            index=models.Index(fields=["room", "seq"], name="messaging_notification_message"),
         ),
         migrations.AddIndex(
-            model_name='webhookdelivery',
-            index=models.Index(fields=['event_id'], name='messaging_delivery_by_event'),
+            model_name="webhookdelivery",
+            index=models.Index(fields=["event_id"], name="messaging_delivery_by_event"),
         ),
     ]

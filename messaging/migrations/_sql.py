@@ -11,6 +11,7 @@ as `{lock}`; `define` fills them in from the migration's historical models.
 Django's migration loader skips modules whose name starts with an underscore,
 so this one is not taken for a migration.
 """
+
 from __future__ import annotations
 
 from importlib import resources
@@ -35,16 +36,22 @@ def define(apps: Any, schema_editor: Any, name: str) -> None:
     """Run `sql/<name>.sql` on PostgreSQL (the functions exist there only), its names filled in."""
     if schema_editor.connection.vendor != "postgresql":
         return
-    tables = {"membership": "Membership", "room": "Room", "message": "Message", "move": "WatermarkMove",
-              "event": "Event"}
+    tables = {
+        "membership": "Membership",
+        "room": "Room",
+        "message": "Message",
+        "move": "WatermarkMove",
+        "event": "Event",
+    }
     names = {}
     for key, model in tables.items():
         try:
             names[key] = schema_editor.quote_name(apps.get_model("messaging", model)._meta.db_table)
         except LookupError:  # a table that does not exist yet at this point of the history
             continue
-    schema_editor.execute(function_sql(name).format(user_id=user_id_type(apps, schema_editor), lock=RECEIPTS_LOCK,
-                                                    **names))
+    schema_editor.execute(
+        function_sql(name).format(user_id=user_id_type(apps, schema_editor), lock=RECEIPTS_LOCK, **names)
+    )
 
 
 def drop(apps: Any, schema_editor: Any, signature: str) -> None:

@@ -13,6 +13,7 @@ Each has a stable id (`messaging.E…` errors stop `manage.py check` and
 | `messaging.W002` | a cache that swallows Redis errors (`IGNORE_EXCEPTIONS`) |
 | `messaging.W003` | `CONN_MAX_AGE = 0` on a server database |
 """
+
 from __future__ import annotations
 
 import os
@@ -86,7 +87,7 @@ def check_channel_layers(app_configs: Any = None, **kwargs: Any) -> list[CheckMe
                         Error(
                             f"CHANNEL_LAYERS[{alias!r}] has a Redis socket timeout of {timeout} s, which can fire "
                             f"during the layer's {LAYER_POLL_SECONDS} s blocking poll.",
-                            hint='Every idle consumer then dies with close code 1011. Give each host as a dict '
+                            hint="Every idle consumer then dies with close code 1011. Give each host as a dict "
                             'with "socket_timeout": None (or more than the poll plus network time).',
                             id="messaging.E002",
                         )

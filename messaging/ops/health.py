@@ -1,4 +1,5 @@
 """`/healthz` (is the database and the dedup window's Redis answering) and `/metrics` (Prometheus)."""
+
 from __future__ import annotations
 
 import functools
@@ -6,7 +7,6 @@ import hmac
 import logging
 
 import redis
-
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache

@@ -12,13 +12,15 @@ The command's type is the client's text: it reaches the record through
 line in the plain format, and a `t` that is not a string (a list nested 990
 levels, say) is never turned into one.
 """
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from datetime import datetime, timezone
-from typing import Any, Iterator
+from datetime import UTC, datetime
+from typing import Any
 
 import orjson
 
@@ -81,7 +83,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
-            "at": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
+            "at": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),

@@ -12,6 +12,7 @@ when every process is scraped on its own (docs/OPERATIONS.md).
 Labels never carry client-chosen text: a command type that has no handler is
 counted as `unknown`.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client import multiprocess
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
 from prometheus_client.core import GaugeMetricFamily
 
 UNKNOWN_TYPE = "unknown"
@@ -134,7 +143,6 @@ def batch_phases(claims: float, apply: float, results: float) -> None:
         child.observe(seconds)
 
 
-
 # The labelled child per (adapter, framing), looked up once each (see `_children`).
 _send_buffers: dict[tuple[str, str], Any] = {}
 
@@ -146,6 +154,7 @@ def send_buffer_made(adapter: str, framing: str) -> None:
         child = _send_buffers[adapter, framing] = SEND_BUFFERS.labels(adapter, framing)
     child.inc()
 
+
 # The events downstream (messaging/events/). The relay counts what it
 # publishes; the backlog is read from the outbox at scrape time, so a relay
 # that is down or stuck shows as a growing lag, not as a stale value of its own.
@@ -154,7 +163,9 @@ EVENTS_PUBLISHED = Counter(
     "Events the relay published to its sink (at least once: a republished event counts again).",
 )
 EVENTS_RELAY_PARTITIONS = Gauge(
-    "messaging_events_relay_partitions", "Outbox partitions held by live relays.", multiprocess_mode="livesum",
+    "messaging_events_relay_partitions",
+    "Outbox partitions held by live relays.",
+    multiprocess_mode="livesum",
 )
 EVENTS_PUBLISH_LAG = Gauge(
     "messaging_events_publish_lag_seconds",
@@ -181,11 +192,16 @@ class OutboxCollector:
 
     def families(self, count: float, age: float) -> list[GaugeMetricFamily]:
         return [
-            GaugeMetricFamily("messaging_events_unpublished",
-                              "Events in the outbox not yet published (counted up to 100,000).", value=count),
-            GaugeMetricFamily("messaging_events_lag_seconds",
-                              "Age of the oldest unpublished event: the relay's lag (0 when it has caught up).",
-                              value=age),
+            GaugeMetricFamily(
+                "messaging_events_unpublished",
+                "Events in the outbox not yet published (counted up to 100,000).",
+                value=count,
+            ),
+            GaugeMetricFamily(
+                "messaging_events_lag_seconds",
+                "Age of the oldest unpublished event: the relay's lag (0 when it has caught up).",
+                value=age,
+            ),
         ]
 
 

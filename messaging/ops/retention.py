@@ -1,4 +1,5 @@
 """What the app's pruning commands share: a retention from settings, overridable, a batch size, a dry run, batched deletes."""
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta
@@ -45,8 +46,11 @@ def delete_in_batches(rows: QuerySet, batch: int, *order: str) -> int:
     deleted = 0
     while True:
         with transaction.atomic():
-            ids = list(rows.order_by(*(order or ("pk",))).select_for_update(skip_locked=True)
-                       .values_list("pk", flat=True)[:batch])
+            ids = list(
+                rows.order_by(*(order or ("pk",)))
+                .select_for_update(skip_locked=True)
+                .values_list("pk", flat=True)[:batch]
+            )
             if not ids:
                 return deleted
             deleted += rows.model.objects.filter(pk__in=ids).delete()[0]

@@ -21,6 +21,7 @@
 
 docs/INTEGRATION.md, section 9.
 """
+
 from __future__ import annotations
 
 from .clients import Communicator, FrameClient, SocketClient

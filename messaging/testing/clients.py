@@ -9,6 +9,7 @@ Neither is a resilient client: no outbox, no reconnects (that is
 `messaging_client.Client`). A test that must send malformed bytes or never
 read needs a raw socket instead (the suite's tests/support/rawws.py).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -110,7 +111,7 @@ class Communicator(FrameClient):
         self.comm = WebsocketCommunicator(consumer.as_asgi(), path)
         self.comm.scope["user"] = user
 
-    async def connect(self, timeout: float = 10) -> "Communicator":
+    async def connect(self, timeout: float = 10) -> Communicator:
         connected, _ = await self.comm.connect(timeout=timeout)
         assert connected, "the consumer refused the socket"
         return self
@@ -136,8 +137,16 @@ class SocketClient(FrameClient):
     `ws` is the `websockets` connection underneath, once connected. `headers`
     go with the handshake too (`X-Forwarded-For`, as a proxy in front would add it)."""
 
-    def __init__(self, base_url: str, session: str | None = None, *, token: str | None = None,
-                 origin: str | None = None, path: str = "/ws/", headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        session: str | None = None,
+        *,
+        token: str | None = None,
+        origin: str | None = None,
+        path: str = "/ws/",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__()
         self.base_url = base_url
         self.session = session
@@ -147,16 +156,17 @@ class SocketClient(FrameClient):
         self.headers = dict(headers or {})
         self.ws: Any = None
 
-    async def connect(self) -> "SocketClient":
+    async def connect(self) -> SocketClient:
         import websockets
 
         from messaging_client.auth import handshake_headers
 
         self.ws = await websockets.connect(
             self.base_url.replace("http", "ws", 1) + self.path,
-            additional_headers={**handshake_headers(self.base_url, session=self.session, token=self.token,
-                                                  origin=self.origin),
-                                **self.headers},
+            additional_headers={
+                **handshake_headers(self.base_url, session=self.session, token=self.token, origin=self.origin),
+                **self.headers,
+            },
             # Tests look at frames of any size, the server's limits are what they test.
             max_size=None,
         )

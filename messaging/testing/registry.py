@@ -4,6 +4,7 @@ The registry is global to the process (`messaging.command` registers at
 import time, once), so a type a test adds would otherwise outlive the test,
 and one it replaces would stay replaced for every test after it.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator

@@ -13,6 +13,7 @@ benches. Its output goes to a log file (`log()` reads its end); `start`
 returns once `ready_path` answers 200, and raises, with the log, if the
 process exits first or does not come up in time.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -42,10 +43,20 @@ class ServerProcess:
     the server's own options, go before the app.
     """
 
-    def __init__(self, kind: str = "daphne", app: str = "project.asgi:application", *,
-                 env: Mapping[str, str] | None = None, args: Sequence[str] = (), port: int | None = None,
-                 log_dir: Path | None = None, python: str | Path = sys.executable, cwd: Path | None = None,
-                 ready_path: str = "/healthz", ready_within: float = 60) -> None:
+    def __init__(
+        self,
+        kind: str = "daphne",
+        app: str = "project.asgi:application",
+        *,
+        env: Mapping[str, str] | None = None,
+        args: Sequence[str] = (),
+        port: int | None = None,
+        log_dir: Path | None = None,
+        python: str | Path = sys.executable,
+        cwd: Path | None = None,
+        ready_path: str = "/healthz",
+        ready_within: float = 60,
+    ) -> None:
         if kind not in SERVERS:
             raise ValueError(f"kind must be one of {SERVERS}, not {kind!r}")
         self.kind = kind
@@ -75,15 +86,36 @@ class ServerProcess:
         if self.kind == "gunicorn":
             # uvicorn's workers under gunicorn's supervision (the `uvicorn-worker` package);
             # `args` may name a config file (`-c`), whose bind this one overrides.
-            return [self.python, "-m", "gunicorn", "--worker-class", "uvicorn_worker.UvicornWorker", *self.args,
-                    "--bind", f"127.0.0.1:{self.port}", self.app]
-        return [self.python, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(self.port),
-                "--log-level", "warning", *self.args, self.app]
+            return [
+                self.python,
+                "-m",
+                "gunicorn",
+                "--worker-class",
+                "uvicorn_worker.UvicornWorker",
+                *self.args,
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                self.app,
+            ]
+        return [
+            self.python,
+            "-m",
+            "uvicorn",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--log-level",
+            "warning",
+            *self.args,
+            self.app,
+        ]
 
-    def start(self) -> "ServerProcess":
+    def start(self) -> ServerProcess:
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(self.command(), cwd=self.cwd, env=self.env,
-                                            stdout=log, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(
+                self.command(), cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT
+            )
         deadline = time.monotonic() + self.ready_within
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -97,8 +129,9 @@ class ServerProcess:
         self.stop()
         raise RuntimeError(f"{self.kind} on {self.port} did not come up within {self.ready_within}s: {self.log()}")
 
-    def request(self, method: str, path: str, body: str | bytes | None = None,
-                headers: Mapping[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    def request(
+        self, method: str, path: str, body: str | bytes | None = None, headers: Mapping[str, str] | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
         """One plain HTTP request; returns status, lower-cased headers and body."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
         try:

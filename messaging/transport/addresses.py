@@ -41,12 +41,14 @@ handed it over, the nearest proxy that vouched for nothing further; a peer
 that is not an IP address (a Unix socket) gives no key, and the
 per-address limits do not count it.
 """
+
 from __future__ import annotations
 
 import functools
 import ipaddress
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.http import HttpRequest, HttpResponse
@@ -70,8 +72,14 @@ def address_window(name: str, limit: int, window: float) -> LocalWindow | None:
     if cached is None or cached[0] != key:
         counter: LocalWindow
         if conf.REDIS_URL:
-            counter = RedisWindow(conf.REDIS_URL, limit, window, prefix=f"messaging:{name}:",
-                                  timeout=conf.REDIS_TIMEOUT, max_keys=conf.RATE_WINDOW_KEYS)
+            counter = RedisWindow(
+                conf.REDIS_URL,
+                limit,
+                window,
+                prefix=f"messaging:{name}:",
+                timeout=conf.REDIS_TIMEOUT,
+                max_keys=conf.RATE_WINDOW_KEYS,
+            )
         else:
             counter = LocalWindow(limit, window, max_keys=conf.RATE_WINDOW_KEYS)
         cached = _windows[name] = (key, counter)
@@ -94,7 +102,7 @@ def ip_of(text: Any) -> IPAddress | None:
     text = text.strip()
     if text.startswith("["):
         close = text.find("]")
-        rest = text[close + 1:] if close > 0 else "?"
+        rest = text[close + 1 :] if close > 0 else "?"
         if rest and not (rest[0] == ":" and rest[1:].isdigit()):
             return None
         text = text[1:close]
@@ -179,8 +187,9 @@ def client_of_request(request: HttpRequest) -> str | None:
     if scope is not None:
         return client_of_scope(scope)
     forwarded = request.META.get("HTTP_X_FORWARDED_FOR")
-    return client_address(request.META.get("REMOTE_ADDR"), [forwarded] if forwarded else [],
-                          get_settings().trusted_networks)
+    return client_address(
+        request.META.get("REMOTE_ADDR"), [forwarded] if forwarded else [], get_settings().trusted_networks
+    )
 
 
 def client_ip_of_request(request: HttpRequest) -> str | None:
@@ -220,7 +229,8 @@ def too_many(what: str, wait: float) -> HttpResponse:
     seconds = max(1, math.ceil(wait))
     response = HttpResponse(
         f"Too many {what} from your address. Try again in {seconds} seconds.\n",
-        status=429, content_type="text/plain; charset=utf-8",
+        status=429,
+        content_type="text/plain; charset=utf-8",
     )
     response["Retry-After"] = str(seconds)
     return response

@@ -1,4 +1,5 @@
 """A socket's answers: the pipeline's results for its commands, written back as acks, replies and broadcasts, in order."""
+
 from __future__ import annotations
 
 import logging
@@ -52,8 +53,10 @@ class Answers:
         except Exception:
             log.exception("a batch of %d commands by user %s failed", len(deliveries), self.user.pk)
             return [Unavailable()] * len(deliveries)
-        return [result if isinstance(result, (Outcome, CommandError)) else self.unavailable(d.command, result)
-                for d, result in zip(deliveries, results)]
+        return [
+            result if isinstance(result, (Outcome, CommandError)) else self.unavailable(d.command, result)
+            for d, result in zip(deliveries, results)
+        ]
 
     async def run_together(self, deliveries: list[Delivery]) -> None:
         """Deliveries that take effect in their order (or one alone), answered in it."""
@@ -85,12 +88,15 @@ class Answers:
         if sent:
             self.bucket.charge(sent / get_settings().REPLY_BYTES_PER_TOKEN)
 
-    async def refuse(self, command: Command, handler: handlers.Handler | None, error: CommandError,
-                     started: float) -> None:
+    async def refuse(
+        self, command: Command, handler: handlers.Handler | None, error: CommandError, started: float
+    ) -> None:
         await self.send_frame(ack_error(command.id, error.as_error()), command.id)
         self.answered(handler, error.code, started)
 
-    def answered(self, handler: handlers.Handler | None, outcome: str, started: float, *, source: str | None = None) -> None:
+    def answered(
+        self, handler: handlers.Handler | None, outcome: str, started: float, *, source: str | None = None
+    ) -> None:
         """Count and log one ack, the one place where every command's outcome is known."""
         seconds = time.perf_counter() - started
         metrics.command_answered(handler.type if handler else metrics.UNKNOWN_TYPE, outcome, seconds, source=source)
@@ -98,5 +104,8 @@ class Answers:
         # more than a cheap command itself under load.
         log.log(
             logging.DEBUG if outcome in ("ok", "dup") else logging.INFO,
-            "answered %s%s in %.1f ms", outcome, f" from {source}" if source else "", seconds * 1000,
+            "answered %s%s in %.1f ms",
+            outcome,
+            f" from {source}" if source else "",
+            seconds * 1000,
         )

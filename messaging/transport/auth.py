@@ -17,14 +17,15 @@ fails the second read too, and the handshake still fails (HTTP 500).
 `AuthMiddlewareStack` is channels' stack with this middleware in place of
 its `AuthMiddleware`: `project/asgi.py` uses it, and so may a host project.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 from channels.auth import AuthMiddleware, get_user
-from django.contrib.auth.models import AnonymousUser
 from channels.db import database_sync_to_async
 from channels.sessions import CookieMiddleware, SessionMiddleware
+from django.contrib.auth.models import AnonymousUser
 from django.db import InterfaceError, OperationalError, connections
 
 # Channels' own lookup (session, backend, user, session hash), as a plain function.

@@ -1,12 +1,11 @@
 """The WebSocket consumer: read frames, hand commands to the pipeline, write what comes back.
 
-What a command does is the core's (messaging/core/pipeline.py); this module
-owns the socket: its inbox, its refusals before the pipeline (rate, rooms),
-and the order of its answers. A room's live frames are `LiveRooms`
-(messaging/transport/live.py), the socket's send path `Outgoing`
-(messaging/transport/outgoing.py); its credential is checked with every
-other socket's of the loop (messaging/transport/signins.py).
+What a command does is the core's (messaging/core/pipeline.py); this module owns the socket:
+its inbox, its refusals before the pipeline (rate, rooms), and the order of its answers. A room's
+live frames are `LiveRooms` (live.py), the socket's send path `Outgoing` (outgoing.py); its
+credential is checked with every other socket's of the loop (signins.py).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -16,8 +15,9 @@ import logging
 import math
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
@@ -40,15 +40,14 @@ from .daphne_compat import adapt_to_daphne
 from .fanout import get_hub
 from .live import LiveRooms
 from .outgoing import Outgoing
+from .presence import get_presence
 from .ratelimit import TokenBucket, user_limiter
 from .servers import SendBuffer, send_buffer
-from .presence import get_presence
 from .signins import credential_of, credential_watch
-from .watch import CredentialWatch
 from .typing import own_prefix
+from .watch import CredentialWatch
 
 log = logging.getLogger(__name__)
-
 
 
 def resilient(receive: Callable[[], Awaitable[dict]]) -> Callable[[], Awaitable[dict]]:
@@ -160,16 +159,18 @@ class ChatConsumer(Answers, LiveRooms, Outgoing, AsyncWebsocketConsumer):
         self.attached = False
         self.signed_in = self.user is not None and self.user.is_authenticated
         # A user's own `typing` (PROTOCOL.md 1.1) and `presence` frames are not sent back to them.
-        self.own_frames = ((own_prefix("typing", self.user.pk), own_prefix("presence", self.user.pk))
-                           if self.signed_in else ())
+        self.own_frames = (
+            (own_prefix("typing", self.user.pk), own_prefix("presence", self.user.pk)) if self.signed_in else ()
+        )
         conf = get_settings()
         self.inbox_limit = conf.INBOX_LIMIT
         adapt_to_daphne()
         await self.accept()
         # Everything this socket sends waits here until the connection takes it
         # (messaging/transport/servers/).
-        self.outgoing: SendBuffer = send_buffer(self.base_send, conf.MAX_SEND_BUFFER, self.send_buffer_overflowed,
-                                                adapters=conf.SERVER_ADAPTERS)
+        self.outgoing: SendBuffer = send_buffer(
+            self.base_send, conf.MAX_SEND_BUFFER, self.send_buffer_overflowed, adapters=conf.SERVER_ADAPTERS
+        )
         self.held_bytes = 0
         metrics.OPEN_SOCKETS.inc()
         self.counted = True
@@ -181,8 +182,9 @@ class ChatConsumer(Answers, LiveRooms, Outgoing, AsyncWebsocketConsumer):
         self.client_address = client_of_scope(self.scope)
         self.watch = credential_watch()
         if self.watch is not None:
-            self.watch.add(self, credential_of(self.scope, self.user),
-                           functools.partial(self.close, code=CLOSE_UNAUTHENTICATED))
+            self.watch.add(
+                self, credential_of(self.scope, self.user), functools.partial(self.close, code=CLOSE_UNAUTHENTICATED)
+            )
         await self.attach()
         self.present = True
         get_presence().opened(self.user.pk)
@@ -320,8 +322,9 @@ class ChatConsumer(Answers, LiveRooms, Outgoing, AsyncWebsocketConsumer):
                     handler = None
                 waiting = len(self.inbox) + self.answering
                 wait = waiting / get_settings().RATE_PER_SECOND
-                refusal = RateLimited(f"{waiting} frames of this socket wait for their answers",
-                                      retry_after=math.ceil(wait * 1000) / 1000)
+                refusal = RateLimited(
+                    f"{waiting} frames of this socket wait for their answers", retry_after=math.ceil(wait * 1000) / 1000
+                )
                 await self.refuse(frame, handler, refusal, time.perf_counter())
         elif isinstance(frame, BadFrame):
             await self.refuse_frame(frame.message)
@@ -394,4 +397,3 @@ class ChatConsumer(Answers, LiveRooms, Outgoing, AsyncWebsocketConsumer):
         """An unexpected failure of `command`, logged; the client is told `unavailable` (retry)."""
         log.error("command %s %s by user %s failed", loggable(command.t), command.id, self.user.pk, exc_info=exc)
         return Unavailable()
-

@@ -26,10 +26,12 @@ Twisted, autobahn and OpenSSL into the process for nothing (25 MB under
 uvicorn). The consumer calls both again as its first socket opens
 (`adapt_to_daphne`), for an application imported before its daphne server.
 """
+
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 # RFC 6455 7.4.1 codes a server may put in a close frame; 1000 and 3000-4999
 # daphne already lets through.

@@ -6,6 +6,7 @@ to a connection their server would frame the same way, instead of passing each
 frame through the ASGI `send` and the server's own framing. A frame that goes
 to several sockets (a room's message) is encoded once for all of them.
 """
+
 from __future__ import annotations
 
 import struct

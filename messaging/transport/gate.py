@@ -21,10 +21,12 @@ returns before the socket's life begins, and hands the socket one scope:
 A refused handshake is answered HTTP 403 before anything reads the session.
 The separate layers stay, for a host that composes its own stack.
 """
+
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from importlib import import_module
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.security.websocket import WebsocketDenier

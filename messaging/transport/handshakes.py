@@ -9,9 +9,11 @@ accepted, which the server answers with HTTP 403, and counted as
 stack, a refused handshake costs its one Redis round trip and nothing else:
 no session read, no database, no consumer.
 """
+
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from channels.security.websocket import WebsocketDenier
 
@@ -28,8 +30,9 @@ class HandshakeThrottle:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: dict, receive: Callable[[], Awaitable[dict]],
-                       send: Callable[[dict], Awaitable[None]]) -> Any:
+    async def __call__(
+        self, scope: dict, receive: Callable[[], Awaitable[dict]], send: Callable[[dict], Awaitable[None]]
+    ) -> Any:
         if scope["type"] == "websocket" and await handshake_over_limit(scope):
             metrics.ADDRESS_THROTTLED.labels("connect").inc()
             return await WebsocketDenier()(scope, receive, send)

@@ -4,6 +4,7 @@ A join's ack and backlog go first; the room's frames published meanwhile are
 held (`held`), then sent after them, without those the backlog already had
 (`live_after`).
 """
+
 from __future__ import annotations
 
 import logging

@@ -24,6 +24,7 @@ that moment (it leaves the hub's room at once), and gets `room.left` with
 `by: null`, as the lost frame would have told it. Public rooms are not
 watched: anyone may join them again, and hear them.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -100,7 +101,7 @@ class MembershipWatch:
     def batches(self) -> list[list[tuple[str, Watched, int]]]:
         """What is watched now, in batches of at most `CHECK_BATCH` pairs (a room's sockets may span two)."""
         pairs = [(room, socket, join) for room, sockets in self.rooms.items() for socket, join in sockets.items()]
-        return [pairs[i:i + CHECK_BATCH] for i in range(0, len(pairs), CHECK_BATCH)]
+        return [pairs[i : i + CHECK_BATCH] for i in range(0, len(pairs), CHECK_BATCH)]
 
     async def check_batch(self, batch: list[tuple[str, Watched, int]]) -> int:
         rooms = sorted({room for room, _, _ in batch})

@@ -15,6 +15,7 @@ channels' `AllowedHostsOriginValidator` compares the host alone, so a page on
 `origin_allowed` takes plain values; `OriginValidator` is the ASGI
 middleware; `SameOriginValidator(app)` builds one from Django's settings.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -1,4 +1,5 @@
 """A socket's send path: every frame it sends, through its bounded send buffer (messaging/transport/servers/)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -56,10 +57,19 @@ class Outgoing:
         """Log and count a frame that cannot be sent, and send the small error frame that stands for it."""
         metrics.UNSENDABLE_FRAMES.labels("too_large" if code == "frame_too_large" else "unencodable").inc()
         largest = self.outgoing.largest
-        log.warning("a %s frame for user %s was not sent (%s): %s, the limit is %d bytes",
-                    str(what)[:32], self.user.pk, code, detail, largest)
-        message = (f"a frame of {detail} is over the {largest} bytes this server sends in one"
-                   if code == "frame_too_large" else "a frame could not be encoded as JSON")
+        log.warning(
+            "a %s frame for user %s was not sent (%s): %s, the limit is %d bytes",
+            str(what)[:32],
+            self.user.pk,
+            code,
+            detail,
+            largest,
+        )
+        message = (
+            f"a frame of {detail} is over the {largest} bytes this server sends in one"
+            if code == "frame_too_large"
+            else "a frame could not be encoded as JSON"
+        )
         await self.send_text(encode(frame_not_sent(code, message, command_id)))
 
     def send_buffer_overflowed(self, frames: int, waited: int) -> None:
@@ -70,13 +80,20 @@ class Outgoing:
         since the send that overflowed may be a room's fan-out.
         """
         metrics.SEND_BUFFER_OVERFLOWS.inc()
-        log.warning("closing a socket of user %s with 1008: %d bytes waited for its client (MAX_SEND_BUFFER %d), "
-                    "%d frames dropped", self.user.pk, waited, self.outgoing.limit, frames)
+        log.warning(
+            "closing a socket of user %s with 1008: %d bytes waited for its client (MAX_SEND_BUFFER %d), "
+            "%d frames dropped",
+            self.user.pk,
+            waited,
+            self.outgoing.limit,
+            frames,
+        )
         self.stop_answering()
         self.overflow_close = asyncio.ensure_future(self.close(code=CLOSE_POLICY))
 
-    async def send(self, text_data: str | None = None, bytes_data: bytes | None = None,
-                   close: bool | int = False) -> None:
+    async def send(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, close: bool | int = False
+    ) -> None:
         """Channels' `send`, for a host's code: a text frame goes through `send_text`, behind the frames before it."""
         if text_data is not None and getattr(self, "outgoing", None) is not None:
             await self.send_text(text_data)

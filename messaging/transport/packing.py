@@ -1,8 +1,9 @@
 """How the hub packs the frames of one publish into one Pub/Sub message, and unpacks them (messaging/transport/fanout.py)."""
+
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 ROOM_TAG = re.compile(rb"[a-z0-9][a-z0-9-]{0,63}")
 
@@ -28,7 +29,7 @@ def unpack_tagged(data: bytes) -> Iterator[tuple[bytes, str]]:
         end = newline + 1 + size
         if size < 0 or end > len(data):
             raise ValueError("a frame's length is negative or runs past the end of the message")
-        yield tag, data[newline + 1:end].decode()
+        yield tag, data[newline + 1 : end].decode()
         at = end
 
 

@@ -26,6 +26,7 @@ process's own counts answer. `online` in member lists is added here, on
 the event loop, to the results the chat names (`MEMBER_LISTS`), so the
 database thread that built the list does not wait on Redis.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -33,8 +34,9 @@ import functools
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import redis.asyncio as aioredis
 from django.contrib.auth import get_user_model
@@ -262,9 +264,17 @@ def done() -> asyncio.Future:
 def get_presence() -> Presence:
     """This event loop's presence (a server process has one loop; tests have one per test), closed with the loop."""
     conf = get_settings()
-    return runtime().part("presence", lambda: Presence(conf.REDIS_URL, timeout=conf.REDIS_TIMEOUT, ttl=conf.PRESENCE_TTL,
-                                                       beat=conf.PRESENCE_BEAT, rooms=conf.PRESENCE_ROOMS),
-                          close=lambda presence: presence.close())
+    return runtime().part(
+        "presence",
+        lambda: Presence(
+            conf.REDIS_URL,
+            timeout=conf.REDIS_TIMEOUT,
+            ttl=conf.PRESENCE_TTL,
+            beat=conf.PRESENCE_BEAT,
+            rooms=conf.PRESENCE_ROOMS,
+        ),
+        close=lambda presence: presence.close(),
+    )
 
 
 async def add_online(entries: list[dict]) -> None:

@@ -20,6 +20,7 @@ retry with the same id runs afresh.
 The limiters take plain arguments and never read Django settings; only
 `user_limiter` builds one from them.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -27,7 +28,8 @@ import logging
 import math
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import redis.asyncio as aioredis
 
@@ -128,7 +130,7 @@ def bounded(counts: dict[Any, tuple[int, int]], slot: int, max_keys: int) -> dic
     are still over half of `max_keys`, without the oldest of those: pruned to
     half, the next pruning is `max_keys // 2` new keys away."""
     current = [(k, v) for k, v in counts.items() if v[0] >= slot]
-    return dict(current[-(max_keys // 2):])
+    return dict(current[-(max_keys // 2) :])
 
 
 def in_slot(counts: dict[Any, tuple[int, int]], key: Any, slot: int) -> int:
@@ -153,9 +155,19 @@ class RedisWindow(LocalWindow):
     The client belongs to the event loop that made it, so there is one per loop.
     """
 
-    def __init__(self, url: str, limit: int, window: float, *, prefix: str = "messaging:rate:", timeout: float = 0.5,
-                 cooldown: float = 1.0, flush_interval: float = 0.25, clock: Clock = time.time,
-                 max_keys: int = 10_000) -> None:
+    def __init__(
+        self,
+        url: str,
+        limit: int,
+        window: float,
+        *,
+        prefix: str = "messaging:rate:",
+        timeout: float = 0.5,
+        cooldown: float = 1.0,
+        flush_interval: float = 0.25,
+        clock: Clock = time.time,
+        max_keys: int = 10_000,
+    ) -> None:
         super().__init__(limit, window, clock, max_keys=max_keys)
         self.url = url
         # Each window's keys are `<prefix><key>:<window number>`.
@@ -294,7 +306,10 @@ def user_limiter() -> LocalWindow:
     if _user_limiter is None or _user_limiter[0] is not conf:
         if conf.REDIS_URL:
             limiter: LocalWindow = RedisWindow(
-                conf.REDIS_URL, conf.USER_RATE_LIMIT, conf.USER_RATE_WINDOW, timeout=conf.REDIS_TIMEOUT,
+                conf.REDIS_URL,
+                conf.USER_RATE_LIMIT,
+                conf.USER_RATE_WINDOW,
+                timeout=conf.REDIS_TIMEOUT,
                 max_keys=conf.RATE_WINDOW_KEYS,
             )
         else:

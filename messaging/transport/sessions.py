@@ -13,6 +13,7 @@ backend's read where the backend's `get_user` is `ModelBackend`'s (which is
 that read and `user_can_authenticate`). Any other engine is read session by
 session, and any other backend asked user by user, as `get_user` would.
 """
+
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping

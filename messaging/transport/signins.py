@@ -16,6 +16,7 @@ for the tokens, and with the database session engine one for the sessions
 `ModelBackend`'s: a read per session's user). Reads only, on the commands'
 database threads.
 """
+
 from __future__ import annotations
 
 from collections.abc import Collection
@@ -58,18 +59,26 @@ def ended(credentials: Collection[Credential]) -> set[Credential]:
     given = list(credentials)
     found: set[Credential] = set()
     for start in range(0, len(given), CHUNK):
-        found |= _ended(given[start:start + CHUNK])
+        found |= _ended(given[start : start + CHUNK])
     return found
 
 
 def _ended(credentials: list[Credential]) -> set[Credential]:
     now = timezone.now()
-    users = {str(user.pk): user for user in
-             get_user_model()._default_manager.filter(pk__in={c.user_id for c in credentials})}
+    users = {
+        str(user.pk): user for user in get_user_model()._default_manager.filter(pk__in={c.user_id for c in credentials})
+    }
     token_ids = {c.token_id for c in credentials if c.token_id is not None}
-    tokens = {pk: (str(owner), revoked_at, expires_at) for pk, owner, revoked_at, expires_at in
-              ApiToken.objects.filter(pk__in=token_ids).values_list("pk", "user_id", "revoked_at", "expires_at")
-              } if token_ids else {}
+    tokens = (
+        {
+            pk: (str(owner), revoked_at, expires_at)
+            for pk, owner, revoked_at, expires_at in ApiToken.objects.filter(pk__in=token_ids).values_list(
+                "pk", "user_id", "revoked_at", "expires_at"
+            )
+        }
+        if token_ids
+        else {}
+    )
     keys = {c.session_key for c in credentials if c.token_id is None and c.session_key}
     sessions = stored_sessions(keys) if keys else {}
 

@@ -13,6 +13,7 @@ socket to go to here and is dropped: the ack is the whole answer.
 Like the consumer, it hands each command to the core's one pipeline
 (`messaging.core.pipeline.submit`, in `_execute`).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -24,10 +25,9 @@ from typing import Any
 from asgiref.sync import AsyncToSync, SyncToAsync
 
 from ..chat.online import MEMBER_LISTS
-from ..core import handlers
+from ..core import handlers, pipeline
 from ..core.exceptions import BadFrame, CommandError, Unavailable
 from ..core.handlers import CommandContext
-from ..core import pipeline
 from ..core.outcomes import Outcome
 from ..core.protocol import COMMAND_ID, AckFrame, Command, ack_error, ack_ok, encode
 from ..ops import metrics
@@ -122,8 +122,9 @@ async def _publish_settled(outcome: Outcome, *, on_own_loop: bool) -> None:
 
 
 def _answered(handler: handlers.Handler | None, outcome: str, started: float, *, source: str | None = None) -> None:
-    metrics.command_answered(handler.type if handler else metrics.UNKNOWN_TYPE, outcome,
-                             time.perf_counter() - started, source=source)
+    metrics.command_answered(
+        handler.type if handler else metrics.UNKNOWN_TYPE, outcome, time.perf_counter() - started, source=source
+    )
 
 
 def submit(user: Any, t: Any, d: Any, *, id: str | None = None, client_address: str | None = None) -> AckFrame:
@@ -145,8 +146,9 @@ def _server_loop_running() -> bool:
     return main_loop is not None and main_loop.is_running()
 
 
-async def _submit_settled(user: Any, t: Any, d: Any, *, id: str | None, client_address: str | None,
-                          on_own_loop: bool) -> AckFrame:
+async def _submit_settled(
+    user: Any, t: Any, d: Any, *, id: str | None, client_address: str | None, on_own_loop: bool
+) -> AckFrame:
     try:
         return await asubmit(user, t, d, id=id, client_address=client_address)
     finally:

@@ -20,11 +20,13 @@ awaits the owner's `connected` (the hub's check of what its sockets may
 still hear: a `room.left` lost meanwhile; messaging/transport/memberships.py);
 what comes meanwhile waits in the connection.
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import redis
 import redis.asyncio as aioredis
@@ -48,8 +50,9 @@ Connected = Callable[[], Awaitable[Any]]
 
 
 class Subscriptions:
-    def __init__(self, url: str, handler: Handler, *, timeout: float, sharded: bool,
-                 connected: Connected | None = None) -> None:
+    def __init__(
+        self, url: str, handler: Handler, *, timeout: float, sharded: bool, connected: Connected | None = None
+    ) -> None:
         self.url = url
         self.handler = handler
         self.connected = connected
@@ -81,7 +84,7 @@ class Subscriptions:
             # Else it is connecting, and subscribes this channel with the rest.
             await asyncio.wait_for(confirmed, self.timeout * 4)
             return True
-        except (*REDIS_FAILED, asyncio.TimeoutError) as exc:
+        except (TimeoutError, *REDIS_FAILED) as exc:
             log.warning("subscribing to %s not confirmed, the listener will retry: %r", channel, exc)
             return False
         finally:
@@ -117,7 +120,7 @@ class Subscriptions:
     def channels_at(self, place: Any) -> list[bytes]:
         return [channel for channel, at in self.placed.items() if at == place]
 
-    def listener_at(self, place: Any) -> "Listener":
+    def listener_at(self, place: Any) -> Listener:
         listener = self.listeners.get(place)
         if listener is None:
             listener = self.listeners[place] = Listener(self, place)

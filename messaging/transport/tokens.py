@@ -9,6 +9,7 @@ opened are closed (messaging/transport/signins.py). The last-used time is
 written at most once per `TOKEN_TOUCH_INTERVAL`, so a busy bot's requests
 (and its sockets' handshakes) are reads.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -52,8 +53,9 @@ def new_token() -> str:
     return PREFIX + secrets.token_urlsafe(32)
 
 
-def create_token(user: Any, name: str = "", *, expires_at: datetime | None = None,
-                 instance: ApiToken | None = None) -> tuple[ApiToken, str]:
+def create_token(
+    user: Any, name: str = "", *, expires_at: datetime | None = None, instance: ApiToken | None = None
+) -> tuple[ApiToken, str]:
     """A new token of `user` (saved, or `instance` filled and saved): the row and the token, which is not kept."""
     check_room_for_token(user)
     token = new_token()
@@ -71,7 +73,8 @@ def reveal_token(pk: Any) -> str | None:
     """
     token = new_token()
     made = ApiToken.objects.filter(pk=pk, digest__isnull=True, revoked_at__isnull=True).update(
-        prefix=token[:SHOWN], digest=digest(token))
+        prefix=token[:SHOWN], digest=digest(token)
+    )
     return token if made else None
 
 

@@ -16,6 +16,7 @@ twice. A post on another process than the `typing: true` is ended there by
 the client, which clears a user's indicator on their `msg`, and here by the
 lapse.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -23,14 +24,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..chat.commands import display_name
+from ..chat.messages import display_name
 from ..chat.rooms import joined_room_id
 from ..conf import get_settings
 from ..core.exceptions import CommandError, Forbidden, Invalid, RateLimited
-from ..core.handlers import CommandContext, command
 from ..core.gateway import Gateway
-from ..core.runtime import runtime
+from ..core.handlers import CommandContext, command
 from ..core.protocol import encode, room_slug
+from ..core.runtime import runtime
 from ..models import Membership, Room
 from .fanout import get_hub
 
@@ -162,8 +163,12 @@ async def atyping(gateway: Gateway, ctx: CommandContext, typing: Typing) -> dict
 
 
 # Every vendor: the statement runs through the gateway, on a database thread where the loop has no connection.
-@command("typing", validate=validate_typing, exactly_once=False,
-         batch={vendor: typing_on_loop for vendor in ("postgresql", "sqlite", "mysql", "oracle")})
+@command(
+    "typing",
+    validate=validate_typing,
+    exactly_once=False,
+    batch={vendor: typing_on_loop for vendor in ("postgresql", "sqlite", "mysql", "oracle")},
+)
 def typing(ctx: CommandContext, typing: Typing) -> dict:
     """Off the event loop (a caller without one) only the membership check: the state lives on the loop."""
     joined_room_id(ctx.user, typing.room)

@@ -17,6 +17,7 @@ open on the loop, each added at its connect and removed at its disconnect
 (or when it is closed here), so it is bounded by them; the task ends when the
 set is empty and starts again with the next socket.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -87,8 +88,9 @@ class CredentialWatch(Generic[C]):
             ended = await self.check(watched)
         except Exception:
             # A storage outage is not a logout: keep the sockets, ask again next round.
-            log.warning("checking the credentials of %d sockets failed; they stay open", len(self.sockets),
-                        exc_info=True)
+            log.warning(
+                "checking the credentials of %d sockets failed; they stay open", len(self.sockets), exc_info=True
+            )
             return
         if not ended:
             return

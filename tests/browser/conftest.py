@@ -4,6 +4,7 @@ The server fixtures are the end-to-end ones (daphne with DEBUG=0 after
 collectstatic, over the test PostgreSQL and Redis). Without /usr/bin/chromium
 these tests are skipped; `.ci/run` installs it.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,14 @@ from ..support.servers import ROOT
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 # Generous: two cores are shared with other suites, and an ack timeout is 5 s.

@@ -1,6 +1,7 @@
 """The page in a room of 8,000 members: its own message's ticks come from `state`
 frames (no `status` frames, and it knows only 100 of the members), and after a
 reload from the state its backlog carries."""
+
 from __future__ import annotations
 
 import json

@@ -1,6 +1,7 @@
 """The page works under its Content-Security-Policy, as chromium enforces it:
 the import map runs, the modules load, the socket connects to `ws://` under
 `connect-src 'self'`, and no violation is reported; the admin too."""
+
 from __future__ import annotations
 
 import pytest

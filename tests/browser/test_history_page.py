@@ -4,13 +4,13 @@ A room of messages of 4,000 control characters (24 KB each in JSON): a page
 of 50 does not fit in one frame, so the server answers with fewer and
 `more: true`, and the page asks again until the first message is in.
 """
+
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import expect
-
 from django.contrib.auth import get_user_model
 from django.utils import timezone
+from playwright.sync_api import expect
 
 from messaging.models import Membership, Message, Room
 
@@ -36,7 +36,7 @@ def test_scroll_back_goes_through_short_pages_to_the_rooms_first_message(server,
         before = shown.count()
         # The user scrolls to the top of what is shown: the next page goes in above.
         box.evaluate("box => { box.scrollTop = 0; box.dispatchEvent(new Event('scroll')); }")
-        poll(ana, lambda: shown.count() > before, f"older page above the {before} messages shown")
+        poll(ana, lambda before=before: shown.count() > before, f"older page above the {before} messages shown")
     expect(bubbles(ana, FIRST)).to_have_count(1)
     assert seqs_shown(shown) == list(range(1, 101)), "every message once, in order"
     expect(ana.locator("[data-testid=load-older]")).to_be_hidden()
@@ -47,8 +47,16 @@ def plain_room(slug: str, count: int) -> None:
     room = Room.objects.create(slug=slug, last_seq=count, last_rev=count)
     Membership.objects.create(room=room, user=sender)
     Message.objects.bulk_create(
-        Message(room=room, seq=n, sender=sender, client_msg_id=f"old-{n}", body=f"old {n}", sent_at=timezone.now(),
-                posted_rev=n, rev=n)
+        Message(
+            room=room,
+            seq=n,
+            sender=sender,
+            client_msg_id=f"old-{n}",
+            body=f"old {n}",
+            sent_at=timezone.now(),
+            posted_rev=n,
+            rev=n,
+        )
         for n in range(1, count + 1)
     )
 
@@ -86,8 +94,9 @@ def test_short_pages_that_leave_the_list_short_of_its_box_are_followed_to_the_fi
         if frame["t"] != "ack" or frame.get("id") not in asked or not frame["ok"]:
             return False
         messages = frame["d"]["messages"]
-        relay.deliver({**frame, "d": {**frame["d"], "messages": messages[-1:],
-                                      "more": frame["d"]["more"] or len(messages) > 1}})
+        relay.deliver(
+            {**frame, "d": {**frame["d"], "messages": messages[-1:], "more": frame["d"]["more"] or len(messages) > 1}}
+        )
         return True
 
     relay, shown = lobby_through(ana, cut_short)
@@ -110,8 +119,16 @@ def test_an_error_frame_in_place_of_a_pages_answer_lets_the_page_ask_again(serve
         if refused or frame["t"] != "ack" or not requests or frame.get("id") != requests[0]["id"]:
             return False
         refused.append(frame["id"])
-        relay.deliver({"t": "error", "error": {"code": "frame_too_large", "id": frame["id"],
-                                                "message": "a frame of 2000000 bytes is over the 1048576 bytes"}})
+        relay.deliver(
+            {
+                "t": "error",
+                "error": {
+                    "code": "frame_too_large",
+                    "id": frame["id"],
+                    "message": "a frame of 2000000 bytes is over the 1048576 bytes",
+                },
+            }
+        )
         return True
 
     relay, shown = lobby_through(ana, refuse_first)
@@ -121,7 +138,9 @@ def test_an_error_frame_in_place_of_a_pages_answer_lets_the_page_ask_again(serve
     # Not waiting for an answer any more (before: for good)...
     expect(older).to_be_enabled()
     # ...so a scroll at the top asks again (the click's own scroll may have asked already).
-    ana.locator("[data-testid=messages]").evaluate("box => { box.scrollTop = 0; box.dispatchEvent(new Event('scroll')); }")
+    ana.locator("[data-testid=messages]").evaluate(
+        "box => { box.scrollTop = 0; box.dispatchEvent(new Event('scroll')); }"
+    )
     expect(shown).to_have_count(60)
     asked = history_requests(relay)
     assert len(asked) >= 2 and {r["d"]["before"] for r in asked} == {11}, asked

@@ -1,6 +1,7 @@
 """Invitations on the page (PROTOCOL.md 1.2, "Page hooks (1.2)"): an invited user
 sees the invitation in the sidebar and nothing of the room; Accept joins and
 opens it; Decline sends `room.leave` and the entry goes, for good."""
+
 from __future__ import annotations
 
 import pytest
@@ -57,8 +58,11 @@ def test_an_invitation_is_accepted_into_the_room_and_another_is_declined_away(se
     expect(declined).to_have_count(0)
     expect(cat.locator("[data-testid=invitations]")).to_be_hidden()
     cat_id = user_id(cat)
-    poll(cat, lambda: Invitation.objects.filter(room__slug="hideout", user_id=cat_id,
-                                                declined_at__isnull=False).exists(), "decline")
+    poll(
+        cat,
+        lambda: Invitation.objects.filter(room__slug="hideout", user_id=cat_id, declined_at__isnull=False).exists(),
+        "decline",
+    )
     cat.reload()
     expect(cat.locator("[data-testid=conn]")).to_have_attribute("data-state", "open")
     cat.wait_for_timeout(1000)

@@ -1,4 +1,5 @@
 """The mentions badge: a message naming a member shows on that member's page, once, until clicked."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,8 +19,11 @@ def downstream(server_env, tmp_path):
     """The relay and the mentions group, as the processes a deployment runs."""
     processes = [
         Process(["messaging_relay"], {**server_env, "MESSAGING_EVENTS_POLL_INTERVAL": "0.05"}, tmp_path / "relay.log"),
-        Process(["messaging_consume", "messaging.events.mentions.notify", "--group", "mentions"], server_env,
-                tmp_path / "mentions.log"),
+        Process(
+            ["messaging_consume", "messaging.events.mentions.notify", "--group", "mentions"],
+            server_env,
+            tmp_path / "mentions.log",
+        ),
     ]
     yield processes
     for process in processes:

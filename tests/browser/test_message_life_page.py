@@ -1,5 +1,6 @@
 """A message's whole life on the page: edit and delete through the outbox,
 scroll-back, unread badges and the divider, in Chromium against live daphne."""
+
 from __future__ import annotations
 
 import pytest
@@ -114,9 +115,10 @@ def test_an_edit_made_while_away_reaches_the_page_when_it_reconnects(server, new
 
 
 def test_scrolling_back_loads_older_pages_without_duplicates_or_jumps(server, new_context):
-    from messaging.models import Membership, Room
     from django.contrib.auth import get_user_model
     from django.utils import timezone
+
+    from messaging.models import Membership, Room
 
     ana = sign_in(new_context(), server.url, "Ana")
     join(ana, "lobby")
@@ -125,8 +127,9 @@ def test_scrolling_back_loads_older_pages_without_duplicates_or_jumps(server, ne
     user = get_user_model().objects.get(memberships__room=room)
     now = timezone.now()
     Message.objects.bulk_create(
-        Message(room=room, seq=n, sender=user, client_msg_id=f"old-{n}", body=f"old {n}", sent_at=now,
-                posted_rev=n, rev=n)
+        Message(
+            room=room, seq=n, sender=user, client_msg_id=f"old-{n}", body=f"old {n}", sent_at=now, posted_rev=n, rev=n
+        )
         for n in range(1, 131)
     )
     Room.objects.filter(pk=room.pk).update(last_seq=130, last_rev=130)
@@ -141,7 +144,8 @@ def test_scrolling_back_loads_older_pages_without_duplicates_or_jumps(server, ne
     # where it is while the page goes in above it.
     anchor = bubbles(ana, "old 31")
     top_before = ana.locator("[data-testid=messages]").evaluate(
-        "box => { box.scrollTop = 0; return document.querySelector('[data-msg-id=old-31]').getBoundingClientRect().top; }")
+        "box => { box.scrollTop = 0; return document.querySelector('[data-msg-id=old-31]').getBoundingClientRect().top; }"
+    )
     expect(ana.locator("[data-msg-id]")).to_have_count(130)
     top_after = anchor.evaluate("n => n.getBoundingClientRect().top")
     assert abs(top_after - top_before) < 2, (top_before, top_after)
@@ -175,8 +179,17 @@ def test_unread_badges_rise_in_other_rooms_fall_as_read_and_the_divider_marks_th
     assert following == "first in side"
     expect(side_badge).to_be_hidden()
     # A reload counts from the server: nothing unread any more.
-    poll(ana, lambda: __import__("messaging.models", fromlist=["Membership"]).Membership.objects.filter(
-        room__slug="side", user__first_name="Ana").values_list("read", flat=True).first() == 2, "read receipt")
+    poll(
+        ana,
+        lambda: (
+            __import__("messaging.models", fromlist=["Membership"])
+            .Membership.objects.filter(room__slug="side", user__first_name="Ana")
+            .values_list("read", flat=True)
+            .first()
+            == 2
+        ),
+        "read receipt",
+    )
     ana.reload()
     expect(ana.locator("[data-testid=room-item][data-room=side]")).to_be_visible()
     expect(side_badge).to_be_hidden()

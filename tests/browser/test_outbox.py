@@ -4,6 +4,7 @@ Each test drives the real page in Debian's chromium against daphne (DEBUG=0,
 static files from collectstatic through whitenoise) over the test PostgreSQL
 and Redis, and checks both what people see and the rows stored.
 """
+
 from __future__ import annotations
 
 import json
@@ -187,7 +188,9 @@ def test_an_entry_put_back_after_its_ack_is_resent_and_stays_one(server, new_con
     page.reload()
     # The pending count is hidden until the reloaded page has read its outbox
     # too, so what says the entry went out is the server's answer to it.
-    poll(page, lambda: any(f["t"] == "ack" and f["id"] == id and f["dup"] for f in frames), "dup ack of the resent entry")
+    poll(
+        page, lambda: any(f["t"] == "ack" and f["id"] == id and f["dup"] for f in frames), "dup ack of the resent entry"
+    )
     expect(page.locator("[data-testid=pending]")).to_be_hidden()
     expect(bubbles(page, "hello")).to_have_count(1)
     expect(bubbles(page, "hello")).to_have_attribute("data-msg-id", id)

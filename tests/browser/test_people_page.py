@@ -1,6 +1,7 @@
 """The page's people (issue 25): the members panel with presence dots, a direct
 conversation opened from it that a third user cannot see, typing shown and
 cleared, private rooms from the room form, and their invite control."""
+
 from __future__ import annotations
 
 import pytest

@@ -5,6 +5,7 @@ id is minted once, it waits in IndexedDB while offline, and it is resent
 with the same id. What the page shows is the server's count (acks and
 `reaction` frames), checked against the `ReactionCount` rows.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -14,9 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from playwright.sync_api import expect
 
-from messaging_client import sign_in as ws_sign_in
 from messaging.contrib.reactions.models import ReactionCount
 from messaging.testing import SocketClient
+from messaging_client import sign_in as ws_sign_in
 
 from .conftest import Relay, bubbles, join, leave_behind_the_pages_back, poll, screenshot, sign_in, write
 

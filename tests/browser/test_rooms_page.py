@@ -1,4 +1,5 @@
 """Several rooms on one page: only the selected room's conversation is on screen."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,7 @@
 """The page's sign-out button: a form POST with the CSRF token, from the
 keyboard; the user's other tab follows to /login/ once its socket is closed
 with 4401, and the outbox of that user stays in IndexedDB."""
+
 from __future__ import annotations
 
 import json
@@ -35,6 +36,7 @@ def test_sign_out_from_the_keyboard_ends_both_tabs_and_keeps_the_outbox(start_da
 
     # This tab never hears about its post, so the post stays in the outbox.
     tab = context.new_page()
+
     def posts() -> set[str]:
         return {frame["id"] for frame in relay.sent if frame["t"] == "room.post"}
 

@@ -1,6 +1,7 @@
 """The page in a host project whose users are keyed by UUID (tests/package's
 host project, on PostgreSQL, the app from this checkout): it tells its own
 messages from others' and keeps each user's outbox to that user."""
+
 from __future__ import annotations
 
 import re
@@ -29,8 +30,9 @@ def uuid_host(tmp_path_factory):
         with postgres_database("host_uuid_page") as database_url:
             env = uuid_users_env(env, database_url)
             migrate(sys.executable, HOST, env)
-            server = Daphne(env, log_dir=tmp_path_factory.mktemp("logs"), app="hostsite.asgi:application",
-                            cwd=HOST, base_env={}).start()
+            server = Daphne(
+                env, log_dir=tmp_path_factory.mktemp("logs"), app="hostsite.asgi:application", cwd=HOST, base_env={}
+            ).start()
             try:
                 yield server, database_url
             finally:

@@ -8,6 +8,7 @@ database, `<name>_chaos` and `<name>_chaos_template`). The run's files (the
 report, the faults, the servers' logs, the clients' outbox files) go to
 `artifacts/chaos/seed-<seed>/`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -33,8 +34,11 @@ def main() -> int:
     directory = ROOT / "artifacts" / "chaos" / f"seed-{seed}"
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
-    print(f"chaos: seed {seed}, {config.seconds:g} s, {config.clients} clients, {config.servers} servers;"
-          f" files in {directory}", flush=True)
+    print(
+        f"chaos: seed {seed}, {config.seconds:g} s, {config.clients} clients, {config.servers} servers;"
+        f" files in {directory}",
+        flush=True,
+    )
     stack = Stack(os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/messaging", directory).start()
     try:
         report = asyncio.run(run(config, stack, directory))

@@ -2,6 +2,7 @@
 
 `daphne tests.chaos.app:application`, started by `tests.chaos.stack`.
 """
+
 from __future__ import annotations
 
 from project.asgi import application

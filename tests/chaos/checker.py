@@ -28,6 +28,7 @@ are done:
 The history's own checks (acks that differ, unexplained `in_progress`,
 values seen going backwards, failed handshakes, closes) are `history`'s.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -64,12 +65,15 @@ class Observer:
                 pass  # its session terminated by the nemesis: look again next time
             try:
                 await asyncio.wait_for(stop.wait(), self.interval)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     async def look(self) -> None:
-        acked = [key for key, c in self.history.commands.items() if c.acked and key not in self.checked
-                 and key[0] in self.history.users]
+        acked = [
+            key
+            for key, c in self.history.commands.items()
+            if c.acked and key not in self.checked and key[0] in self.history.users
+        ]
         async with await psycopg.AsyncConnection.connect(**connect_params(self.database_url), autocommit=True) as db:
             states = await (await db.execute(PROGRESS_STATES)).fetchall()
             watermarks = await (await db.execute(PROGRESS_WATERMARKS)).fetchall()
@@ -85,24 +89,33 @@ class Observer:
             command = self.history.commands[key]
             result = found.get((str(self.history.users[key[0]]), key[1]))
             if result is None:
-                self.history.violate("acked-not-applied", f"{command.t} {command.id} was acked ok, and has no record",
-                                     [key])
+                self.history.violate(
+                    "acked-not-applied", f"{command.t} {command.id} was acked ok, and has no record", [key]
+                )
             elif result != command.first_ok["d"]:
-                self.history.violate("ack-differs-from-record",
-                                     f"{command.t} {command.id}: acked {command.first_ok['d']}, recorded {result}", [key])
+                self.history.violate(
+                    "ack-differs-from-record",
+                    f"{command.t} {command.id}: acked {command.first_ok['d']}, recorded {result}",
+                    [key],
+                )
 
     def check_progress(self, states: list[tuple], watermarks: list[tuple]) -> None:
         now = {(room, seq): STATES.index(state) for room, seq, state in states}
         for key, rank in self.states.items():
             if now.get(key, 0) < rank:
-                self.history.violate("state-backwards", f"message {key} went from {STATES[rank]} to {STATES[now.get(key, 0)]}")
+                self.history.violate(
+                    "state-backwards", f"message {key} went from {STATES[rank]} to {STATES[now.get(key, 0)]}"
+                )
         self.states = {key: max(rank, self.states.get(key, 0)) for key, rank in now.items()} | {
-            key: rank for key, rank in self.states.items() if key not in now}
+            key: rank for key, rank in self.states.items() if key not in now
+        }
         for room, user, delivered, read in watermarks:
             before = self.watermarks.get((room, user), (0, 0))
             if delivered < before[0] or read < before[1]:
-                self.history.violate("watermark-backwards",
-                                     f"room {room} user {user}: watermarks went from {before} to {(delivered, read)}")
+                self.history.violate(
+                    "watermark-backwards",
+                    f"room {room} user {user}: watermarks went from {before} to {(delivered, read)}",
+                )
             self.watermarks[(room, user)] = (max(delivered, before[0]), max(read, before[1]))
 
 
@@ -122,12 +135,15 @@ def check_outboxes(history: History, clients: list[Client]) -> None:
     for client in clients:
         for id in client.pending:
             command = history.commands[(client.index, id)]
-            history.violate("never-acked", f"{command.t} {command.id} was still unacked when the retries stopped",
-                            [(client.index, id)])
+            history.violate(
+                "never-acked",
+                f"{command.t} {command.id} was still unacked when the retries stopped",
+                [(client.index, id)],
+            )
 
 
 def check_records(history: History, truth: Truth, sent: dict) -> None:
-    for (user, id), (t, result) in truth.records.items():
+    for (user, id), (t, _result) in truth.records.items():
         command = sent.get((user, id))
         if command is None or command.t != t:
             history.violate("unasked-effect", f"a {t} record {id} of user {user} that no client sent as such")
@@ -139,8 +155,11 @@ def check_records(history: History, truth: Truth, sent: dict) -> None:
         if command.acked and record is None:
             history.violate("acked-not-applied", f"{command.t} {command.id} was acked ok, and has no record", [key])
         elif command.acked and record[1] != command.first_ok["d"]:
-            history.violate("ack-differs-from-record",
-                            f"{command.t} {command.id}: acked {command.first_ok['d']}, recorded {record[1]}", [key])
+            history.violate(
+                "ack-differs-from-record",
+                f"{command.t} {command.id}: acked {command.first_ok['d']}, recorded {record[1]}",
+                [key],
+            )
     for message in truth.messages:
         record = truth.records.get((str(message.sender), message.id))
         expected = {"room": message.room, "seq": message.seq, "at": message.at}
@@ -163,7 +182,9 @@ def check_rooms(history: History, truth: Truth, clients: list[Client]) -> None:
     for room, last_seq in truth.rooms.items():
         if sorted(seqs[room]) != list(range(1, last_seq + 1)):
             missing = sorted(set(range(1, last_seq + 1)) - set(seqs[room]))[:10]
-            history.violate("seq-gap", f"room {room}: last_seq {last_seq}, {len(seqs[room])} messages, missing {missing}")
+            history.violate(
+                "seq-gap", f"room {room}: last_seq {last_seq}, {len(seqs[room])} messages, missing {missing}"
+            )
     seen = {key for key in history.messages}
     stored = {(m.room, m.seq) for m in truth.messages}
     for key in sorted(seen - stored)[:10]:
@@ -171,8 +192,11 @@ def check_rooms(history: History, truth: Truth, clients: list[Client]) -> None:
     for client in clients:
         for room in client.rooms:
             if client.contiguous[room] != truth.rooms.get(room, 0):
-                history.violate("view-incomplete", f"client {client.index} holds {room} up to "
-                                f"{client.contiguous[room]} without a gap, the room's last seq is {truth.rooms.get(room)}")
+                history.violate(
+                    "view-incomplete",
+                    f"client {client.index} holds {room} up to "
+                    f"{client.contiguous[room]} without a gap, the room's last seq is {truth.rooms.get(room)}",
+                )
 
 
 def applied(truth: Truth, sent: dict, t: str) -> list[tuple[Any, dict]]:
@@ -188,8 +212,11 @@ def check_reactions(history: History, truth: Truth, sent: dict) -> None:
         got = sorted(counts.get(key, []))
         total = truth.reactions.get(key, 0)
         if got != list(range(1, total + 1)):
-            history.violate("reaction-count", f"{key[0]}#{key[1]}: count {total}, the applied reactions' acks "
-                            f"counted {got[:20]}{'...' if len(got) > 20 else ''}")
+            history.violate(
+                "reaction-count",
+                f"{key[0]}#{key[1]}: count {total}, the applied reactions' acks "
+                f"counted {got[:20]}{'...' if len(got) > 20 else ''}",
+            )
 
 
 def check_wallets(history: History, truth: Truth, sent: dict) -> None:
@@ -202,12 +229,17 @@ def check_wallets(history: History, truth: Truth, sent: dict) -> None:
         for after, command in chain:
             amount = command.d["amount"] if command is not None else None
             if amount is None or after != before + amount:
-                history.violate("wallet-chain", f"wallet {wallet}: {after} follows {before}, but the command added "
-                                f"{amount}", [(command.client, command.id)] if command is not None else [])
+                history.violate(
+                    "wallet-chain",
+                    f"wallet {wallet}: {after} follows {before}, but the command added {amount}",
+                    [(command.client, command.id)] if command is not None else [],
+                )
                 break
             before = after
         if before != balance:
-            history.violate("wallet-balance", f"wallet {wallet}: balance {balance}, its applied commands add up to {before}")
+            history.violate(
+                "wallet-balance", f"wallet {wallet}: balance {balance}, its applied commands add up to {before}"
+            )
 
 
 def check_watermarks(history: History, truth: Truth, users: dict[int, str]) -> None:
@@ -219,9 +251,14 @@ def check_watermarks(history: History, truth: Truth, users: dict[int, str]) -> N
             continue
         _, delivered, read = membership
         acked_delivered, acked_read = history.receipts_acked[(client, room)]
-        if not (acked_delivered <= delivered <= sent_delivered and acked_read <= read <= sent_read and read <= delivered):
-            history.violate("watermarks", f"client {client} {room}: final {delivered}/{read}, acked up to "
-                            f"{acked_delivered}/{acked_read}, sent up to {sent_delivered}/{sent_read}")
+        if not (
+            acked_delivered <= delivered <= sent_delivered and acked_read <= read <= sent_read and read <= delivered
+        ):
+            history.violate(
+                "watermarks",
+                f"client {client} {room}: final {delivered}/{read}, acked up to "
+                f"{acked_delivered}/{acked_read}, sent up to {sent_delivered}/{sent_read}",
+            )
     members: dict[str, list[tuple[str, int, int, int]]] = defaultdict(list)
     for (room, user), (joined, delivered, read) in truth.memberships.items():
         members[room].append((user, joined, delivered, read))
@@ -234,8 +271,13 @@ def check_watermarks(history: History, truth: Truth, users: dict[int, str]) -> N
         else:
             expected = "sent"
         if message.state != expected:
-            history.violate("state", f"{message.room}#{message.seq} is {message.state}; its recipients' "
-                            f"watermarks make it {expected}")
-        if message.state == "read" and (message.read_at is None or message.delivered_at is None
-                                        or message.delivered_at > message.read_at):
-            history.violate("state", f"{message.room}#{message.seq} is read with times {message.delivered_at}, {message.read_at}")
+            history.violate(
+                "state",
+                f"{message.room}#{message.seq} is {message.state}; its recipients' watermarks make it {expected}",
+            )
+        if message.state == "read" and (
+            message.read_at is None or message.delivered_at is None or message.delivered_at > message.read_at
+        ):
+            history.violate(
+                "state", f"{message.room}#{message.seq} is read with times {message.delivered_at}, {message.read_at}"
+            )

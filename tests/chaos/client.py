@@ -16,6 +16,7 @@ Now and then a client also sends an acked command again (a probe: its ack
 must be the first one), and some ids are small counters shared by all
 clients (`s1`, `s2`, ...): the same id from two users is two commands.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -50,9 +51,14 @@ class Plan:
     """How a client behaves; the mean pause between its actions and their mix."""
 
     pause: float = 1.0
-    weights: dict[str, float] = field(default_factory=lambda: {
-        "room.post": 0.40, "reaction.add": 0.20, "wallet.add": 0.25, "probe": 0.15,
-    })
+    weights: dict[str, float] = field(
+        default_factory=lambda: {
+            "room.post": 0.40,
+            "reaction.add": 0.20,
+            "wallet.add": 0.25,
+            "probe": 0.15,
+        }
+    )
 
 
 class Socket:
@@ -78,8 +84,9 @@ class Socket:
 
 
 class Client:
-    def __init__(self, index: int, path: Path, urls: list[str], history: History, rng: random.Random,
-                 plan: Plan, state: dict) -> None:
+    def __init__(
+        self, index: int, path: Path, urls: list[str], history: History, rng: random.Random, plan: Plan, state: dict
+    ) -> None:
         self.index = index
         self.path = path
         self.urls = urls
@@ -111,22 +118,38 @@ class Client:
     # -- the file -----------------------------------------------------------------------
 
     @classmethod
-    def new(cls, index: int, path: Path, urls: list[str], history: History, rng: random.Random, plan: Plan,
-            name: str, session: str, rooms: list[str]) -> "Client":
+    def new(
+        cls,
+        index: int,
+        path: Path,
+        urls: list[str],
+        history: History,
+        rng: random.Random,
+        plan: Plan,
+        name: str,
+        session: str,
+        rooms: list[str],
+    ) -> Client:
         client = cls(index, path, urls, history, rng, plan, {"name": name, "session": session, "rooms": rooms})
         client.save()
         return client
 
     @classmethod
-    def restore(cls, index: int, path: Path, urls: list[str], history: History, rng: random.Random,
-                plan: Plan) -> "Client":
+    def restore(
+        cls, index: int, path: Path, urls: list[str], history: History, rng: random.Random, plan: Plan
+    ) -> Client:
         return cls(index, path, urls, history, rng, plan, json.loads(path.read_text()))
 
     def save(self) -> None:
         state = {
-            "name": self.name, "session": self.session, "rooms": self.rooms, "user": self.user,
-            "counter": self.counter, "pending": [[id, t, d] for id, (t, d) in self.pending.items()],
-            "acked": [list(e) for e in self.acked], "contiguous": self.contiguous,
+            "name": self.name,
+            "session": self.session,
+            "rooms": self.rooms,
+            "user": self.user,
+            "counter": self.counter,
+            "pending": [[id, t, d] for id, (t, d) in self.pending.items()],
+            "acked": [list(e) for e in self.acked],
+            "contiguous": self.contiguous,
         }
         scratch = self.path.with_suffix(".tmp")
         scratch.write_text(json.dumps(state))
@@ -136,8 +159,11 @@ class Client:
 
     # -- life ---------------------------------------------------------------------------
 
-    def start(self) -> "Client":
-        self.tasks = [asyncio.create_task(self.guarded(self.connect_forever)), asyncio.create_task(self.guarded(self.act))]
+    def start(self) -> Client:
+        self.tasks = [
+            asyncio.create_task(self.guarded(self.connect_forever)),
+            asyncio.create_task(self.guarded(self.act)),
+        ]
         return self
 
     async def guarded(self, part: Any) -> None:
@@ -148,8 +174,9 @@ class Client:
             self.failed(part.__name__, exc)
 
     def failed(self, where: str, exc: BaseException) -> None:
-        self.history.violate("harness-error", f"client {self.index}, {where}: {exc!r}",
-                             detail=traceback.format_exception(exc)[-6:])
+        self.history.violate(
+            "harness-error", f"client {self.index}, {where}: {exc!r}", detail=traceback.format_exception(exc)[-6:]
+        )
 
     async def kill(self) -> None:
         """Gone at once, as a crashed process: nothing more is written to the file."""
@@ -212,7 +239,10 @@ class Client:
                 # Any seq up to the gapless prefix is a message of the room.
                 room = self.rng.choice(self.rooms)
                 if self.contiguous[room]:
-                    d = {"room": room, "seq": self.rng.randint(max(1, self.contiguous[room] - 200), self.contiguous[room])}
+                    d = {
+                        "room": room,
+                        "seq": self.rng.randint(max(1, self.contiguous[room] - 200), self.contiguous[room]),
+                    }
                 else:
                     kind = "room.post"
             if kind == "room.post":
@@ -242,19 +272,22 @@ class Client:
                 ws = await websockets.connect(
                     url.replace("http", "ws", 1) + "/ws/",
                     additional_headers={"Cookie": f"sessionid={self.session}", "Origin": url},
-                    open_timeout=5, close_timeout=1, max_size=None, ping_interval=None,
+                    open_timeout=5,
+                    close_timeout=1,
+                    max_size=None,
+                    ping_interval=None,
                 )
             except InvalidStatus as exc:
                 self.history.handshake(self.index, f"http {exc.response.status_code}")
                 ws = None
-            except (OSError, asyncio.TimeoutError, InvalidHandshake, ConnectionClosed) as exc:
+            except (TimeoutError, OSError, InvalidHandshake, ConnectionClosed) as exc:
                 kind = {ConnectionRefusedError: "refused", TimeoutError: "timeout"}.get(type(exc), "dropped")
                 self.history.handshake(self.index, kind)
                 ws = None
             if ws is None:
                 failures += 1
                 server = (server + 1) % len(self.urls)
-                await asyncio.sleep(self.rng.uniform(0, min(2.0, 0.05 * 2 ** failures)))
+                await asyncio.sleep(self.rng.uniform(0, min(2.0, 0.05 * 2**failures)))
                 continue
             failures = 0
             self.history.handshake(self.index, "ok")
@@ -335,13 +368,19 @@ class Client:
                 return
             if not self.ready.is_set():
                 for room in self.rooms:
-                    if room not in socket.joined and room not in socket.joining and now >= socket.join_retry_at.get(room, 0):
+                    if (
+                        room not in socket.joined
+                        and room not in socket.joining
+                        and now >= socket.join_retry_at.get(room, 0)
+                    ):
                         await self.join(socket, room)
                 continue
             for id in list(self.pending):
                 due = self.retry_at.get(id)
                 waiting = socket.attempts.get(id)
-                if (due is not None and now >= due) or (due is None and waiting and now - waiting[-1].sent > ACK_TIMEOUT):
+                if (due is not None and now >= due) or (
+                    due is None and waiting and now - waiting[-1].sent > ACK_TIMEOUT
+                ):
                     await self.send(id, "resend")
             for room in self.rooms:
                 if room in socket.joining or socket.backlogs.get(room):
@@ -371,7 +410,9 @@ class Client:
             sent = self.history.receipts_sent[(self.index, room)]
             sent[0], sent[1] = max(sent[0], upto, new_read), max(sent[1], new_read)
             self.history.counts["receipts"] += 1
-            await self.frame(socket, {"id": id, "t": "receipt", "d": {"room": room, "delivered": upto, "read": new_read}})
+            await self.frame(
+                socket, {"id": id, "t": "receipt", "d": {"room": room, "delivered": upto, "read": new_read}}
+            )
 
     # -- what comes back ----------------------------------------------------------------
 
@@ -384,7 +425,9 @@ class Client:
         elif t == "status":
             d = frame["d"]
             self.history.counts["status frames"] += 1
-            self.history.watermarks_seen(d["room"], d["user"], d["delivered"], d["read"], who=f"client {self.index} status")
+            self.history.watermarks_seen(
+                d["room"], d["user"], d["delivered"], d["read"], who=f"client {self.index} status"
+            )
         elif t == "reaction":
             d = frame["d"]
             self.history.reaction_frame(d["room"], d["seq"], d["count"])
@@ -401,7 +444,9 @@ class Client:
             if not expected:
                 backlogs.popleft()
             if seq != want:
-                self.history.violate("backlog-order", f"client {self.index} {room}: backlog gave seq {seq}, expected {want}")
+                self.history.violate(
+                    "backlog-order", f"client {self.index} {room}: backlog gave seq {seq}, expected {want}"
+                )
         self.learned(room, seq)
 
     def learned(self, room: str, seq: int) -> None:
@@ -425,7 +470,9 @@ class Client:
             return
         waiting = socket.attempts.get(id)
         if not waiting:
-            self.history.violate("unasked-ack", f"client {self.index} got an ack for {id} it did not send on this socket")
+            self.history.violate(
+                "unasked-ack", f"client {self.index} got an ack for {id} it did not send on this socket"
+            )
             return
         attempt = waiting.popleft()
         self.history.answered(attempt, frame)
@@ -461,12 +508,15 @@ class Client:
                 self.user = member["user"]
                 self.history.users[self.index] = self.user
                 self.dirty = True
-            self.history.watermarks_seen(room, member["user"], member["delivered"], member["read"], asked=asked,
-                                         who=f"client {self.index} join")
+            self.history.watermarks_seen(
+                room, member["user"], member["delivered"], member["read"], asked=asked, who=f"client {self.index} join"
+            )
         last = d["last_seq"]
         self.known_last[room] = max(self.known_last[room], last)
         if last > since:
-            socket.backlogs.setdefault(room, deque()).append(deque(range(since + 1, min(last, since + REPLAY_LIMIT) + 1)))
+            socket.backlogs.setdefault(room, deque()).append(
+                deque(range(since + 1, min(last, since + REPLAY_LIMIT) + 1))
+            )
         first = room not in socket.joined
         socket.joined.add(room)
         if first and socket.joined == set(self.rooms):
@@ -484,5 +534,6 @@ class Client:
         acked = self.history.receipts_acked[(self.index, room)]
         acked[0], acked[1] = max(acked[0], d["delivered"]), max(acked[1], d["read"])
         self.receipt_marks[room] = (d["delivered"], d["read"])
-        self.history.watermarks_seen(room, self.user, d["delivered"], d["read"], asked=asked,
-                                     who=f"client {self.index} receipt")
+        self.history.watermarks_seen(
+            room, self.user, d["delivered"], d["read"], asked=asked, who=f"client {self.index} receipt"
+        )

@@ -16,6 +16,7 @@
 With `stop_on_violation` (the planted-bug proofs) the run ends at the first
 violation, skipping 4: what is checked then is what holds mid-run.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -89,15 +90,19 @@ class Report:
             f"  servers' logs: {self.log_dir}",
         ]
         for v in self.violations:
-            lines += [f"VIOLATION {v['kind']} at {v['at']:.3f}: {v['message']}"] + [f"    {line}" for line in v["slice"]]
+            lines += [f"VIOLATION {v['kind']} at {v['at']:.3f}: {v['message']}"] + [
+                f"    {line}" for line in v["slice"]
+            ]
         if self.violations:
-            lines.append(f"  replay: make chaos CHAOS_SEED={self.config['seed']} CHAOS_SECONDS={self.config['seconds']:g}"
-                         f" CHAOS_CLIENTS={self.config['clients']}"
-                         + (f" CHAOS_PLANT={self.config['plant']}" if self.config["plant"] else ""))
+            lines.append(
+                f"  replay: make chaos CHAOS_SEED={self.config['seed']} CHAOS_SECONDS={self.config['seconds']:g}"
+                f" CHAOS_CLIENTS={self.config['clients']}"
+                + (f" CHAOS_PLANT={self.config['plant']}" if self.config["plant"] else "")
+            )
         return "\n".join(lines)
 
     def by_prefix(self, prefix: str) -> str:
-        return ", ".join(f"{k[len(prefix):]} {v}" for k, v in sorted(self.counts.items()) if k.startswith(prefix))
+        return ", ".join(f"{k[len(prefix) :]} {v}" for k, v in sorted(self.counts.items()) if k.startswith(prefix))
 
 
 class Run:
@@ -157,21 +162,33 @@ class Run:
         for i, (name, session) in enumerate(zip(names, sessions)):
             mine = [rooms[i % len(rooms)], rooms[(i + 1) % len(rooms)]] if len(rooms) > 1 else rooms
             rng = random.Random(f"{config.seed}-client-{i}")
-            self.clients.append(Client.new(i, files / f"{name}.json", urls, self.history, rng, plan, name, session, mine))
+            self.clients.append(
+                Client.new(i, files / f"{name}.json", urls, self.history, rng, plan, name, session, mine)
+            )
         for client in self.clients:
             client.start()
         await bounded(lambda: all(c.ready.is_set() for c in self.clients), 60, "every client joined")
 
     async def chaos(self) -> None:
         config, history = self.config, self.history
-        planned = schedule(config.seed, config.seconds, servers=config.servers, clients=config.clients,
-                           rooms=[f"room-{k}" for k in range(config.rooms)], mean_gap=config.mean_gap, kinds=config.kinds)
+        planned = schedule(
+            config.seed,
+            config.seconds,
+            servers=config.servers,
+            clients=config.clients,
+            rooms=[f"room-{k}" for k in range(config.rooms)],
+            mean_gap=config.mean_gap,
+            kinds=config.kinds,
+        )
         began = history.now()
         planned = [type(p)(p.at + began, p.kind, p.params) for p in planned]
         nemesis = Nemesis(planned, self, history)
         stop = asyncio.Event()
         observer = checker.Observer(history, self.database_url)
-        watchers = [asyncio.create_task(observer.run(stop)), asyncio.create_task(probe_redis(history, self.redis.port, stop))]
+        watchers = [
+            asyncio.create_task(observer.run(stop)),
+            asyncio.create_task(probe_redis(history, self.redis.port, stop)),
+        ]
         self.acting = True
         for client in self.clients:
             client.acting = True
@@ -207,8 +224,11 @@ class Run:
             for room in client.rooms:
                 client.known_last[room] = max(client.known_last[room], last.get(room, 0))
         try:
-            await bounded(lambda: all(c.contiguous[r] >= c.known_last[r] for c in self.clients for r in c.rooms),
-                          60, "every client caught up")
+            await bounded(
+                lambda: all(c.contiguous[r] >= c.known_last[r] for c in self.clients for r in c.rooms),
+                60,
+                "every client caught up",
+            )
         except TimeoutError:
             pass
 
@@ -243,14 +263,25 @@ async def run(config: Config, stack: Stack, directory: Path) -> Report:
     history = run.history
     if not (config.stop_on_violation and history.violations):
         checker.check(history, found, run.clients)
-    violations = [{"kind": v.kind, "message": v.message, "at": v.at, "slice": history.slice(v)} for v in history.violations]
-    faults = {k[len("fault "):]: v for k, v in history.counts.items() if k.startswith("fault ")}
-    report = Report(config=asdict(config), verdict="VIOLATED" if violations else "passed",
-                    elapsed=time.monotonic() - started, faults=faults, counts=dict(history.counts),
-                    handshakes=dict(history.handshakes), closes=dict(history.closes), violations=violations,
-                    log_dir=str(directory / "logs"),
-                    cpu={"harness": cpu_seconds(resource.RUSAGE_SELF) - cpu[0],
-                         "servers": cpu_seconds(resource.RUSAGE_CHILDREN) - cpu[1]})
+    violations = [
+        {"kind": v.kind, "message": v.message, "at": v.at, "slice": history.slice(v)} for v in history.violations
+    ]
+    faults = {k[len("fault ") :]: v for k, v in history.counts.items() if k.startswith("fault ")}
+    report = Report(
+        config=asdict(config),
+        verdict="VIOLATED" if violations else "passed",
+        elapsed=time.monotonic() - started,
+        faults=faults,
+        counts=dict(history.counts),
+        handshakes=dict(history.handshakes),
+        closes=dict(history.closes),
+        violations=violations,
+        log_dir=str(directory / "logs"),
+        cpu={
+            "harness": cpu_seconds(resource.RUSAGE_SELF) - cpu[0],
+            "servers": cpu_seconds(resource.RUSAGE_CHILDREN) - cpu[1],
+        },
+    )
     (directory / "report.json").write_text(json.dumps(asdict(report), indent=1, default=str))
     (directory / "faults.log").write_text("\n".join(f.describe() for f in history.faults) + "\n")
     return report

@@ -8,14 +8,16 @@ a watermark or a counter seen lower than a value known to be committed
 before the command was even sent. The checks over the database are
 `checker`'s. Times are seconds since the run began (`time.monotonic`).
 """
+
 from __future__ import annotations
 
 import bisect
 import json
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 # How far a claim's lease (the servers' CLAIM_LEASE) and clock slack reach
 # back when deciding whether a claim could still be held.
@@ -138,7 +140,9 @@ class History:
     def now(self) -> float:
         return time.monotonic() - self.t0
 
-    def violate(self, kind: str, message: str, keys: Iterable[tuple[int, str]] = (), detail: Iterable[str] = ()) -> None:
+    def violate(
+        self, kind: str, message: str, keys: Iterable[tuple[int, str]] = (), detail: Iterable[str] = ()
+    ) -> None:
         keys = list(keys)
         # Once per kind and command (or message): the first time shows it.
         seen = (kind, tuple(keys) or message)
@@ -197,7 +201,10 @@ class History:
                 command.first_ok = frame
             elif frame["d"] != command.first_ok["d"]:
                 self.violate("acks-differ", f"{command.t} {command.id}: an ack's d differs from the first ack's", [key])
-            if not frame["dup"] and sum(1 for a in command.attempts if a.answer and a.answer["ok"] and not a.answer["dup"]) > 1:
+            if (
+                not frame["dup"]
+                and sum(1 for a in command.attempts if a.answer and a.answer["ok"] and not a.answer["dup"]) > 1
+            ):
                 self.violate("applied-twice", f"{command.t} {command.id}: two acks with dup false", [key])
             self.check_counter(command, attempt, frame)
             return
@@ -226,9 +233,12 @@ class History:
                 return
         if self.redis_troubled(attempt.sent - LEASE - SLACK, attempt.answered):
             return
-        self.violate("unexplained-in-progress",
-                     f"{command.t} {command.id}: in_progress, but no other attempt could hold its claim "
-                     "(every earlier attempt was answered and Redis was fine)", [(command.client, command.id)])
+        self.violate(
+            "unexplained-in-progress",
+            f"{command.t} {command.id}: in_progress, but no other attempt could hold its claim "
+            "(every earlier attempt was answered and Redis was fine)",
+            [(command.client, command.id)],
+        )
 
     def check_counter(self, command: Command, attempt: Attempt, frame: dict) -> None:
         """Counters only grow: an ack that applied its command must be above every value
@@ -243,9 +253,11 @@ class History:
         if not frame["dup"]:
             floor = self.counters.before(key, attempt.sent)
             if floor is not None and value < floor + step:
-                self.violate("counter-backwards",
-                             f"{command.t} {command.id}: applied at {value}, but {floor} was seen before it was sent",
-                             [(command.client, command.id)])
+                self.violate(
+                    "counter-backwards",
+                    f"{command.t} {command.id}: applied at {value}, but {floor} was seen before it was sent",
+                    [(command.client, command.id)],
+                )
         self.counters.observe(key, self.now(), value)
 
     # -- what clients see -----------------------------------------------------------------
@@ -261,8 +273,9 @@ class History:
         self.counts["reaction frames"] += 1
         self.counters.observe(("reaction", room, seq), self.now(), count)
 
-    def watermarks_seen(self, room: str, user: Any, delivered: int, read: int, *, asked: float | None = None,
-                        who: str = "") -> None:
+    def watermarks_seen(
+        self, room: str, user: Any, delivered: int, read: int, *, asked: float | None = None, who: str = ""
+    ) -> None:
         """Watermarks observed: from a `status` frame (`asked` None: only a lower bound for later reads),
         or read by a command sent at `asked` (a join's members, a receipt's ack), which must see
         everything committed before it was sent."""
@@ -273,8 +286,10 @@ class History:
             if asked is not None:
                 floor = self.watermarks.before(key, asked)
                 if floor is not None and value < floor:
-                    self.violate("watermark-backwards",
-                                 f"{who}: {room} user {user} {name} {value}, but {floor} was seen before it was asked")
+                    self.violate(
+                        "watermark-backwards",
+                        f"{who}: {room} user {user} {name} {value}, but {floor} was seen before it was asked",
+                    )
             self.watermarks.observe(key, self.now(), value)
 
     def handshake(self, client: int, outcome: str) -> None:
@@ -298,8 +313,10 @@ class History:
             command = self.commands.get(key)
             if command is None:
                 continue
-            lines.append(f"command {command.t} {command.id} of client {command.client} d={json.dumps(command.d, sort_keys=True)}"
-                         f" created {command.created:.3f}")
+            lines.append(
+                f"command {command.t} {command.id} of client {command.client} d={json.dumps(command.d, sort_keys=True)}"
+                f" created {command.created:.3f}"
+            )
             for attempt in command.attempts:
                 lines.append("  " + attempt.describe())
                 times += [attempt.sent] + ([attempt.answered] if attempt.answered is not None else [])

@@ -14,12 +14,14 @@ Two things, loaded by `tests.chaos.app` into each server process:
 The harness imports this module for `WALLET_SCHEMA` and `PLANTS` without a
 configured Django: nothing of Django or the app is imported at module level.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import os
 from collections import OrderedDict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 # The internals each planted bug replaces: the whole of the harness's reach
 # into the server beyond the public `command` API.
@@ -98,8 +100,10 @@ def register_wallet() -> None:
     @command("wallet.add", validate=validate)
     def add(ctx: Any, add: Add) -> dict:
         with connection.cursor() as cursor:
-            cursor.execute("UPDATE chaos_wallet SET balance = balance + %s WHERE name = %s RETURNING balance",
-                           [add.amount, add.wallet])
+            cursor.execute(
+                "UPDATE chaos_wallet SET balance = balance + %s WHERE name = %s RETURNING balance",
+                [add.amount, add.wallet],
+            )
             (balance,) = cursor.fetchone()
         return {"wallet": add.wallet, "balance": balance}
 

@@ -10,6 +10,7 @@ resources run at once. Every fault is logged in the history with its real
 start and end. A failing run replays from its seed: the same faults at the
 same times, the same clients' actions (the interleavings are the machine's).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,16 +27,16 @@ from .history import History
 from .hooks import FAIL_COMMITS, STOP_FAILING_COMMITS, WALLETS
 
 KINDS = (
-    "kill-server",         # SIGKILL a daphne, start it again (same port) after a while
-    "stop-server",         # SIGSTOP a daphne, SIGCONT after a while (often past CLAIM_LEASE, at times past the clients' patience)
-    "kill-redis",          # kill redis-server, start it again empty after a while
-    "flush-redis",         # FLUSHALL
-    "pause-redis",         # CLIENT PAUSE, all commands or writes
+    "kill-server",  # SIGKILL a daphne, start it again (same port) after a while
+    "stop-server",  # SIGSTOP a daphne, SIGCONT after a while (often past CLAIM_LEASE, at times past the clients' patience)
+    "kill-redis",  # kill redis-server, start it again empty after a while
+    "flush-redis",  # FLUSHALL
+    "pause-redis",  # CLIENT PAUSE, all commands or writes
     "terminate-backends",  # pg_terminate_backend of every backend of the run's database
-    "lock-row",            # hold a lock from another session (a statement slowed), maybe terminate its waiters
-    "cut-sockets",         # clients' sockets cut, some half-way through writing a command's frame
-    "restart-clients",     # clients killed and started again from their outbox files
-    "fail-commits",        # the next few wallet.add transactions fail at COMMIT
+    "lock-row",  # hold a lock from another session (a statement slowed), maybe terminate its waiters
+    "cut-sockets",  # clients' sockets cut, some half-way through writing a command's frame
+    "restart-clients",  # clients killed and started again from their outbox files
+    "fail-commits",  # the next few wallet.add transactions fail at COMMIT
 )
 
 
@@ -46,8 +47,16 @@ class Planned:
     params: dict
 
 
-def schedule(seed: int, seconds: float, *, servers: int, clients: int, rooms: list[str],
-             mean_gap: float = 3.0, kinds: tuple[str, ...] = KINDS) -> list[Planned]:
+def schedule(
+    seed: int,
+    seconds: float,
+    *,
+    servers: int,
+    clients: int,
+    rooms: list[str],
+    mean_gap: float = 3.0,
+    kinds: tuple[str, ...] = KINDS,
+) -> list[Planned]:
     """The run's faults, from 2 s after the start to 5 s before its end."""
     rng = random.Random(f"nemesis-{seed}")
     planned: list[Planned] = []
@@ -104,8 +113,10 @@ LOCKS = {
     # Every exactly-once command writes a record: a table lock slows them all.
     "records": "LOCK TABLE messaging_commandrecord IN SHARE MODE",
 }
-TERMINATE = ("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-             " WHERE datname = current_database() AND pid <> pg_backend_pid()")
+TERMINATE = (
+    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+)
 
 
 class Nemesis:
@@ -128,7 +139,7 @@ class Nemesis:
             if delay > 0:
                 try:
                     await asyncio.wait_for(self.stopped.wait(), delay)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
             if self.stopped.is_set():
                 break

@@ -6,6 +6,7 @@ after its base database: `<base>_chaos_template`, migrated once per `Stack`,
 and `<base>_chaos`, copied from it for each run. Redis is a server of its own
 on a free port, so killing, pausing and flushing it touches nothing else.
 """
+
 from __future__ import annotations
 
 import os
@@ -44,8 +45,13 @@ def database_name(url: str) -> str:
 
 def connect_params(url: str) -> dict:
     parts = urlsplit(url)
-    return {"host": parts.hostname or "127.0.0.1", "port": parts.port or 5432, "user": parts.username or "postgres",
-            "password": parts.password, "dbname": database_name(url)}
+    return {
+        "host": parts.hostname or "127.0.0.1",
+        "port": parts.port or 5432,
+        "user": parts.username or "postgres",
+        "password": parts.password,
+        "dbname": database_name(url),
+    }
 
 
 def connect(url: str, **kwargs) -> psycopg.Connection:
@@ -71,7 +77,7 @@ class Stack:
     def run_url(self) -> str:
         return database_url(self.base_url, self.run_database)
 
-    def start(self) -> "Stack":
+    def start(self) -> Stack:
         with ThreadPoolExecutor(2) as pool:
             static = pool.submit(self.collect_static) if self.static_root is None else None
             self.migrate_template()
@@ -99,8 +105,12 @@ class Stack:
         with self.admin() as db:
             db.execute(f'CREATE DATABASE "{self.template}"')
         url = database_url(self.base_url, self.template)
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0", "--skip-checks"], cwd=ROOT, check=True,
-                       env={**os.environ, "DATABASE_URL": url, "REDIS_URL": "", "DEBUG": "0", "SECRET_KEY": "chaos"})
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput", "-v0", "--skip-checks"],
+            cwd=ROOT,
+            check=True,
+            env={**os.environ, "DATABASE_URL": url, "REDIS_URL": "", "DEBUG": "0", "SECRET_KEY": "chaos"},
+        )
         with connect(url, autocommit=True) as db:
             db.execute(WALLET_SCHEMA)
 
@@ -117,8 +127,12 @@ class Stack:
 
     def collect_static(self) -> Path:
         root = Path(tempfile.mkdtemp(prefix="static-", dir=self.directory))
-        subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, check=True,
-                       env={**os.environ, "DEBUG": "0", "SECRET_KEY": "chaos", "STATIC_ROOT": str(root)})
+        subprocess.run(
+            [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
+            cwd=ROOT,
+            check=True,
+            env={**os.environ, "DEBUG": "0", "SECRET_KEY": "chaos", "STATIC_ROOT": str(root)},
+        )
         return root
 
     # -- the servers ---------------------------------------------------------------

@@ -3,6 +3,7 @@
 `make chaos` runs the same harness for longer, from a seed of its own
 (docs/RELIABILITY.md). Each run prints its summary (`-s` to see it).
 """
+
 from __future__ import annotations
 
 import os

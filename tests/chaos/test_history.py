@@ -1,4 +1,5 @@
 """The history's own checks on hand-made histories: each flags what it must, and only that."""
+
 from __future__ import annotations
 
 from .history import History, LowerBounds

@@ -4,6 +4,7 @@ The checker compares the history with this. It reads the tables, not the
 app's models, so that it keeps working while the app's code moves; if the
 schema changes, this module changes with it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -72,6 +73,8 @@ def read(db: psycopg.Connection) -> Truth:
         records = {(str(user), id): (t, result) for user, id, t, result in db.execute(RECORDS)}
         reactions = {(room, seq): count for room, seq, count in db.execute(REACTIONS)}
         wallets = dict(db.execute(WALLETS).fetchall())
-        memberships = {(room, str(user)): (joined, delivered, read_)
-                       for room, user, joined, delivered, read_ in db.execute(MEMBERSHIPS)}
+        memberships = {
+            (room, str(user)): (joined, delivered, read_)
+            for room, user, joined, delivered, read_ in db.execute(MEMBERSHIPS)
+        }
     return Truth(rooms, messages, records, reactions, wallets, memberships)

@@ -1,15 +1,15 @@
 """Per-address limits across two real daphne processes sharing PostgreSQL and Redis: a flood of
 handshakes or guest sign-ins from one address gets the limit once, not once per process; the address is
 the peer's, or behind a trusted proxy the right-most untrusted X-Forwarded-For entry (PROTOCOL.md 1.2)."""
+
 from __future__ import annotations
 
 import asyncio
 import http.cookiejar
+import ipaddress
 import urllib.error
 import urllib.parse
 import urllib.request
-
-import ipaddress
 
 import pytest
 import redis
@@ -28,8 +28,9 @@ async def handshake(url: str, source: str = "127.0.0.1", forwarded_for: str | No
     """The HTTP status of one WebSocket handshake from `source`: 101 when accepted."""
     headers = {"Origin": url} if forwarded_for is None else {"Origin": url, "X-Forwarded-For": forwarded_for}
     try:
-        ws = await websockets.connect(url.replace("http", "ws") + "/ws/", additional_headers=headers,
-                                      local_addr=(source, 0))
+        ws = await websockets.connect(
+            url.replace("http", "ws") + "/ws/", additional_headers=headers, local_addr=(source, 0)
+        )
     except InvalidStatus as refused:
         return refused.response.status_code
     await ws.close()
@@ -51,7 +52,8 @@ def guest_sign_in(url: str, name: str, forwarded_for: str | None = None) -> tupl
     the POST's status (302 signed in) and its Retry-After."""
     jar = http.cookiejar.CookieJar()
     opener = urllib.request.build_opener(
-        urllib.request.HTTPCookieProcessor(jar), NoRedirects(),
+        urllib.request.HTTPCookieProcessor(jar),
+        NoRedirects(),
     )
     headers = {} if forwarded_for is None else {"X-Forwarded-For": forwarded_for}
     opener.open(urllib.request.Request(url + "/login/", headers=headers), timeout=10).read()
@@ -73,10 +75,12 @@ async def test_a_sign_in_flood_gets_30_accounts_over_two_processes(start_daphne)
     env = {"SIGNIN_RATE": "30", "SIGNIN_RATE_WINDOW": NO_ROLLOVER}
     a, b = start_daphne(**env), start_daphne(**env)
     users_before = await sync_to_async(get_user_model().objects.count)()
-    answers = await asyncio.gather(*(
-        sync_to_async(guest_sign_in, thread_sensitive=False)(server.url, f"flood{n}")
-        for n, server in enumerate([a, b] * 25)
-    ))
+    answers = await asyncio.gather(
+        *(
+            sync_to_async(guest_sign_in, thread_sensitive=False)(server.url, f"flood{n}")
+            for n, server in enumerate([a, b] * 25)
+        )
+    )
     # 25 on each: counted per process, every one would get an account.
     statuses = [status for status, _ in answers]
     assert sorted(statuses) == [302] * 30 + [429] * 20
@@ -86,10 +90,12 @@ async def test_a_sign_in_flood_gets_30_accounts_over_two_processes(start_daphne)
 
 async def sign_ins(servers, forwarded_for: list[str | None]) -> list[int]:
     """One guest sign-in per entry of `forwarded_for`, all at once, spread over `servers`: their statuses."""
-    answers = await asyncio.gather(*(
-        sync_to_async(guest_sign_in, thread_sensitive=False)(servers[n % len(servers)].url, f"g{n}", header)
-        for n, header in enumerate(forwarded_for)
-    ))
+    answers = await asyncio.gather(
+        *(
+            sync_to_async(guest_sign_in, thread_sensitive=False)(servers[n % len(servers)].url, f"g{n}", header)
+            for n, header in enumerate(forwarded_for)
+        )
+    )
     return [status for status, _ in answers]
 
 
@@ -132,8 +138,17 @@ async def test_an_ipv6_client_behind_a_trusted_proxy_counts_as_its_64(start_daph
 async def test_a_value_that_is_not_an_ip_address_is_never_a_key(start_daphne, server_env):
     env = {**SIGNIN_30, "TRUSTED_PROXIES": "127.0.0.1"}
     server = start_daphne(**env)
-    junk = ["evil", "unknown", "messaging:rate:1", "203.0.113.7:http", "[2001:db8::1", "x" * 200, "_hidden",
-            "203.0.113.7/24", "1.2.3.4.5"]
+    junk = [
+        "evil",
+        "unknown",
+        "messaging:rate:1",
+        "203.0.113.7:http",
+        "[2001:db8::1",
+        "x" * 200,
+        "_hidden",
+        "203.0.113.7/24",
+        "1.2.3.4.5",
+    ]
     statuses = await sign_ins([server], junk + [f"{value}, 203.0.113.20" for value in junk])
     assert statuses == [302] * (2 * len(junk))
     keys = redis.Redis.from_url(server_env["REDIS_URL"]).keys("messaging:signin:*")
@@ -147,8 +162,9 @@ async def test_handshakes_are_counted_per_client_behind_a_trusted_proxy(start_da
     env = {"CONNECT_RATE": "10", "MESSAGING_CONNECT_RATE_WINDOW": NO_ROLLOVER, "TRUSTED_PROXIES": "127.0.0.1"}
     a, b = start_daphne(**env), start_daphne(**env)
     headers = [f"{first}, 203.0.113.7" for first in rotating(16)]
-    statuses = await asyncio.gather(*(handshake(server.url, forwarded_for=header)
-                                      for server, header in zip([a, b] * 8, headers)))
+    statuses = await asyncio.gather(
+        *(handshake(server.url, forwarded_for=header) for server, header in zip([a, b] * 8, headers))
+    )
     assert sorted(statuses) == [101] * 10 + [403] * 6
     # Another client behind the proxy gets in, on either process.
     assert [await handshake(server.url, forwarded_for="203.0.113.8") for server in (a, b)] == [101, 101]

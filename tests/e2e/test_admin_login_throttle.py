@@ -1,6 +1,7 @@
 """The admin's login on real daphne processes: failed logins lock their client address out (django-axes,
 `ADMIN_LOGIN_FAILURES`), keyed by the app's reading of the client, so a rotating X-Forwarded-For from a peer
 that is not a trusted proxy does not make new addresses."""
+
 from __future__ import annotations
 
 import asyncio
@@ -36,8 +37,9 @@ def admin_login(server, password: str, forwarded_for: str | None = None, source:
 
     form = request("GET")
     csrf = http.cookies.SimpleCookie(form.headers["Set-Cookie"])["csrftoken"].value
-    body = urllib.parse.urlencode({"username": "admin", "password": password, "csrfmiddlewaretoken": csrf,
-                                   "next": "/admin/"})
+    body = urllib.parse.urlencode(
+        {"username": "admin", "password": password, "csrfmiddlewaretoken": csrf, "next": "/admin/"}
+    )
     return request("POST", body, csrf).status
 
 
@@ -76,4 +78,3 @@ async def test_a_rotating_x_forwarded_for_from_an_untrusted_peer_is_one_address(
     unlimited = start_daphne(**{**ENV, "ADMIN_LOGIN_FAILURES": "0"})
     assert [await login(unlimited, "wrong", "203.0.113.7") for _ in range(5)] == [200] * 5
     assert await login(unlimited, PASSWORD, "203.0.113.7") == 302
-

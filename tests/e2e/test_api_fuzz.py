@@ -7,6 +7,7 @@ its constraints, then random and invalid requests), every check but one.
 still be refused by the command type's own rules (a room that is no slug, a
 post without a key), which the document cannot spell out.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,9 +26,23 @@ pytestmark = [pytest.mark.e2e]
 def run_schemathesis(url: str, cwd, *extra: str) -> subprocess.CompletedProcess:
     # Its own folder: the command line keeps a database of examples where it runs.
     return subprocess.run(
-        [sys.executable, "-m", "schemathesis.cli", "run", url + "/api/openapi.json", "--max-examples", "150",
-         "--exclude-checks", "positive_data_acceptance", "--no-color", *extra],
-        capture_output=True, text=True, timeout=600, cwd=cwd,
+        [
+            sys.executable,
+            "-m",
+            "schemathesis.cli",
+            "run",
+            url + "/api/openapi.json",
+            "--max-examples",
+            "150",
+            "--exclude-checks",
+            "positive_data_acceptance",
+            "--no-color",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=cwd,
     )
 
 

@@ -1,14 +1,12 @@
 """Rooms of thousands of members through real daphne processes, two where it matters."""
-from __future__ import annotations
 
-import asyncio
+from __future__ import annotations
 
 import pytest
 from asgiref.sync import sync_to_async
 
-
-from messaging_client import sign_in
 from messaging.testing import SocketClient
+from messaging_client import sign_in
 
 from ..support.crowds import catch_up, crowd
 
@@ -49,7 +47,7 @@ async def nothing_more(ws: SocketClient, kinds: set[str], wait: float = 1.0) -> 
             frame = await ws.receive(wait)
             if frame["t"] in kinds:
                 extra.append(frame)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return extra
 
 

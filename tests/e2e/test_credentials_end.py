@@ -6,6 +6,7 @@ of a user made inactive is, whatever signed it in; that user's HTTP
 commands get 401 at once. Each process closes its own sockets, and other
 users' sockets carry on. (A session's logout: tests/e2e/test_sign_out.py.)
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -16,10 +17,10 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from messaging_client import ahttp_command
 from messaging.models import ApiToken
 from messaging.testing import SocketClient
 from messaging.transport.tokens import create_token, digest
+from messaging_client import ahttp_command
 
 from ..support.browsing import FormBrowser, close_code
 

@@ -1,6 +1,7 @@
 """The demo project without channels-redis, which is the app's `redis-layer` extra and no
 requirement of it: the settings fall back to the in-memory channel layer, and two processes on
 one Redis still carry a room's posts between them (the app's hub does, not a channel layer)."""
+
 from __future__ import annotations
 
 import os

@@ -7,6 +7,7 @@ joins and posts, an HTTP command, and the client address the app keys its
 limits on (TRUSTED_PROXIES names nginx; clients connect from other loopback
 addresses, and one writes an X-Forwarded-For of its own).
 """
+
 from __future__ import annotations
 
 import http.client
@@ -15,7 +16,6 @@ import re
 import subprocess
 import urllib.parse
 from http.cookies import SimpleCookie
-from pathlib import Path
 
 import pytest
 import redis
@@ -38,8 +38,11 @@ def deployed(request, server_env, start_daphne, static_root, tmp_path):
     if request.param == "daphne":
         server = start_daphne(**BEHIND_NGINX)
     else:
-        server = Gunicorn({**server_env, **BEHIND_NGINX, "GUNICORN_WORKERS": "2"}, log_dir=tmp_path,
-                          args=("-c", str(ROOT / "deploy" / "gunicorn.conf.py"))).start()
+        server = Gunicorn(
+            {**server_env, **BEHIND_NGINX, "GUNICORN_WORKERS": "2"},
+            log_dir=tmp_path,
+            args=("-c", str(ROOT / "deploy" / "gunicorn.conf.py")),
+        ).start()
     nginx = Nginx(tmp_path, server.port, static_root).start()
     yield nginx
     nginx.stop()
@@ -47,8 +50,15 @@ def deployed(request, server_env, start_daphne, static_root, tmp_path):
         server.stop()
 
 
-def request(nginx: Nginx, method: str, path: str, *, source: str = "127.0.0.2", body: str | None = None,
-            headers: dict | None = None) -> tuple[int, http.client.HTTPMessage, bytes]:
+def request(
+    nginx: Nginx,
+    method: str,
+    path: str,
+    *,
+    source: str = "127.0.0.2",
+    body: str | None = None,
+    headers: dict | None = None,
+) -> tuple[int, http.client.HTTPMessage, bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", nginx.port, timeout=20, source_address=(source, 0))
     try:
         conn.request(method, path, body=body, headers=headers or {})
@@ -65,16 +75,29 @@ def cookies_of(headers: http.client.HTTPMessage) -> dict[str, str]:
     return {name: morsel.value for name, morsel in jar.items()}
 
 
-def sign_in(nginx: Nginx, name: str, *, source: str = "127.0.0.2", forwarded_for: str | None = None) -> tuple[int, dict]:
+def sign_in(
+    nginx: Nginx, name: str, *, source: str = "127.0.0.2", forwarded_for: str | None = None
+) -> tuple[int, dict]:
     """The guest form through nginx: the POST's status and the cookies it set (sessionid, csrftoken)."""
     status, headers, _ = request(nginx, "GET", "/login/", source=source)
     assert status == 200
     cookies = cookies_of(headers)
     extra = {"X-Forwarded-For": forwarded_for} if forwarded_for else {}
     form = urllib.parse.urlencode({"name": name, "csrfmiddlewaretoken": cookies["csrftoken"]})
-    status, headers, _ = request(nginx, "POST", "/login/", source=source, body=form, headers={
-        "Content-Type": "application/x-www-form-urlencoded", "Cookie": f"csrftoken={cookies['csrftoken']}",
-        "Origin": nginx.url, "Referer": nginx.url + "/login/", **extra})
+    status, headers, _ = request(
+        nginx,
+        "POST",
+        "/login/",
+        source=source,
+        body=form,
+        headers={
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Cookie": f"csrftoken={cookies['csrftoken']}",
+            "Origin": nginx.url,
+            "Referer": nginx.url + "/login/",
+            **extra,
+        },
+    )
     return status, {**cookies, **cookies_of(headers)}
 
 
@@ -83,7 +106,7 @@ def test_the_page_and_its_static_files_come_through_nginx(deployed):
     assert status == 302 and cookies.get("sessionid")
     status, _, page = request(deployed, "GET", "/", headers={"Cookie": f"sessionid={cookies['sessionid']}"})
     assert status == 200
-    asset = re.search(rb'/static/messaging/[\w.-]+\.css', page).group().decode()
+    asset = re.search(rb"/static/messaging/[\w.-]+\.css", page).group().decode()
     status, headers, _ = request(deployed, "GET", asset)
     # Served by nginx from STATIC_ROOT, with the site file's caching.
     assert status == 200 and "immutable" in headers["Cache-Control"]
@@ -92,18 +115,29 @@ def test_the_page_and_its_static_files_come_through_nginx(deployed):
 async def test_a_socket_and_an_http_command_through_nginx(deployed):
     status, cookies = sign_in(deployed, "bob")
     assert status == 302
-    ws = await websockets.connect(deployed.url.replace("http", "ws") + "/ws/", local_addr=("127.0.0.2", 0),
-                                  additional_headers={"Origin": deployed.url,
-                                                      "Cookie": f"sessionid={cookies['sessionid']}"})
+    ws = await websockets.connect(
+        deployed.url.replace("http", "ws") + "/ws/",
+        local_addr=("127.0.0.2", 0),
+        additional_headers={"Origin": deployed.url, "Cookie": f"sessionid={cookies['sessionid']}"},
+    )
     try:
         await ws.send(json.dumps({"id": time_ordered_id(), "t": "room.join", "d": {"room": "deployed"}}))
         join = json.loads(await ws.recv())
         assert join["t"] == "ack" and join["ok"], join
         body = json.dumps({"t": "room.post", "d": {"room": "deployed", "body": "over http"}})
-        status, _, answer = request(deployed, "POST", "/api/commands", body=body, headers={
-            "Content-Type": "application/json", "Idempotency-Key": time_ordered_id(), "Origin": deployed.url,
-            "Cookie": f"sessionid={cookies['sessionid']}; csrftoken={cookies['csrftoken']}",
-            "X-CSRFToken": cookies["csrftoken"]})
+        status, _, answer = request(
+            deployed,
+            "POST",
+            "/api/commands",
+            body=body,
+            headers={
+                "Content-Type": "application/json",
+                "Idempotency-Key": time_ordered_id(),
+                "Origin": deployed.url,
+                "Cookie": f"sessionid={cookies['sessionid']}; csrftoken={cookies['csrftoken']}",
+                "X-CSRFToken": cookies["csrftoken"],
+            },
+        )
         assert status == 200 and json.loads(answer)["ok"], answer
         # The HTTP command's message reaches the socket, through nginx both ways.
         while (frame := json.loads(await ws.recv()))["t"] != "msg":
@@ -142,8 +176,12 @@ def test_the_systemd_units_are_valid(tmp_path):
         (tmp_path / unit.name).write_text(text)
     names = sorted(p.name for p in tmp_path.glob("messaging*"))
     assert "messaging-server.service" in names and "messaging-relay.service" in names
-    checked = subprocess.run(["systemd-analyze", "verify", "--man=no", *(str(tmp_path / n) for n in names)],
-                             capture_output=True, text=True, cwd=tmp_path)
+    checked = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", *(str(tmp_path / n) for n in names)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert checked.returncode == 0 and not checked.stderr.strip(), checked.stderr
 
 

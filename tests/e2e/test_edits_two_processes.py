@@ -1,4 +1,5 @@
 """Edits and deletes across two daphne processes sharing PostgreSQL and Redis."""
+
 from __future__ import annotations
 
 import asyncio
@@ -7,9 +8,9 @@ import uuid
 import pytest
 from asgiref.sync import sync_to_async
 
-from messaging_client import sign_in
 from messaging.models import CommandRecord, Message, MessageVersion, Room
 from messaging.testing import SocketClient
+from messaging_client import sign_in
 
 pytestmark = [pytest.mark.e2e]
 
@@ -33,8 +34,10 @@ async def test_copies_of_an_edit_and_a_delete_on_two_processes_apply_once_and_re
         for ws in (*sockets, watcher):
             assert (await ws.call("room.join", {"room": "lobby"}))["ok"]
         seq = (await sockets[0].call("room.post", {"room": "lobby", "body": "draft"}))["d"]["seq"]
-        for t, d in (("message.edit", {"room": "lobby", "seq": seq, "body": "final"}),
-                     ("message.delete", {"room": "lobby", "seq": seq})):
+        for t, d in (
+            ("message.edit", {"room": "lobby", "seq": seq, "body": "final"}),
+            ("message.delete", {"room": "lobby", "seq": seq}),
+        ):
             id = uuid.uuid4().hex
             await asyncio.gather(*(ws.send(t, d, id=id) for ws in sockets))
             acks = await asyncio.gather(*(ws.ack(id) for ws in sockets))

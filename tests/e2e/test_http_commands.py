@@ -1,4 +1,5 @@
 """Commands over HTTP against two real daphne processes on one PostgreSQL and Redis."""
+
 from __future__ import annotations
 
 import asyncio
@@ -12,9 +13,9 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 
-from messaging_client import Client, http_command
 from messaging.models import Message
 from messaging.transport.tokens import create_token
+from messaging_client import Client, http_command
 
 from ..support.servers import ROOT
 
@@ -61,8 +62,9 @@ async def test_a_post_over_http_on_one_process_reaches_a_socket_on_the_other_onc
     status, ack, _ = await asyncio.to_thread(post, a, ana_token, "room.post", {"room": "lobby", "body": "hi"}, "p-1")
     assert status == 200 and not ack["dup"]
     # The replay, on the other process, broadcasts nothing more.
-    status, again, headers = await asyncio.to_thread(post, b, ana_token, "room.post",
-                                                     {"room": "lobby", "body": "hi"}, "p-1")
+    status, again, headers = await asyncio.to_thread(
+        post, b, ana_token, "room.post", {"room": "lobby", "body": "hi"}, "p-1"
+    )
     assert status == 200 and again["dup"] and headers["idempotent-replayed"] == "true"
     await bob.post("lobby", "after")
     while len(bob.messages("lobby")) < 2:
@@ -75,8 +77,11 @@ async def test_one_key_sent_at_once_to_both_processes_applies_once(start_daphne)
     _, token = await sync_to_async(user_with_token)("ana")
     await asyncio.to_thread(post, servers[0], token, "room.join", {"room": "lobby"})
     with ThreadPoolExecutor(8) as pool:
-        answers = list(pool.map(lambda i: post(servers[i % 2], token, "room.post", {"room": "lobby", "body": "x"},
-                                               "same-key"), range(8)))
+        answers = list(
+            pool.map(
+                lambda i: post(servers[i % 2], token, "room.post", {"room": "lobby", "body": "x"}, "same-key"), range(8)
+            )
+        )
     assert [status for status, _, _ in answers] == [200] * 8, answers
     assert sorted(ack["dup"] for _, ack, _ in answers) == [False] + [True] * 7
     assert len({json.dumps(ack["d"]) for _, ack, _ in answers}) == 1
@@ -103,13 +108,23 @@ async def test_http_command_retries_with_its_key_through_a_killed_server(start_d
     server = start_daphne()
     _, token = await sync_to_async(user_with_token)("ana")
     assert (await asyncio.to_thread(http_command, server.url, "room.join", {"room": "lobby"}, token=token))[0] == 200
-    status, first = await asyncio.to_thread(http_command, server.url, "room.post", {"room": "lobby", "body": "a"},
-                                            id="r-1", token=token)
+    status, first = await asyncio.to_thread(
+        http_command, server.url, "room.post", {"room": "lobby", "body": "a"}, id="r-1", token=token
+    )
     server.kill()
     # Down: the client retries with the same key until the server is back.
-    retrying = asyncio.ensure_future(asyncio.to_thread(
-        http_command, server.url, "room.post", {"room": "lobby", "body": "a"}, id="r-1", token=token, retries=40,
-        backoff_cap=0.5))
+    retrying = asyncio.ensure_future(
+        asyncio.to_thread(
+            http_command,
+            server.url,
+            "room.post",
+            {"room": "lobby", "body": "a"},
+            id="r-1",
+            token=token,
+            retries=40,
+            backoff_cap=0.5,
+        )
+    )
     await asyncio.sleep(0.5)
     await asyncio.to_thread(server.start)
     status, again = await retrying
@@ -118,7 +133,8 @@ async def test_http_command_retries_with_its_key_through_a_killed_server(start_d
 
 
 async def test_the_bot_with_a_token_keeps_a_conversation_through_a_killed_and_restarted_server(
-        start_daphne, clients, tmp_path):
+    start_daphne, clients, tmp_path
+):
     server = start_daphne()
     _, ana_token = await sync_to_async(user_with_token)("ana")
     _, bot_token = await sync_to_async(user_with_token)("bot")
@@ -126,8 +142,10 @@ async def test_the_bot_with_a_token_keeps_a_conversation_through_a_killed_and_re
     await ana.join("lobby")
     bot = subprocess.Popen(
         [sys.executable, "examples/bot.py", server.url, "--room", "lobby", "--state", str(tmp_path / "bot")],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "MESSAGING_TOKEN": bot_token},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "MESSAGING_TOKEN": bot_token},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
 
     async def replies(count: int) -> list[str]:
@@ -151,7 +169,13 @@ async def test_the_bot_with_a_token_keeps_a_conversation_through_a_killed_and_re
         assert await asyncio.wait_for(replies(3), 60) == ["one", "two", "three"]
         await asyncio.sleep(1)  # time enough for a second answer to show, if there were one
         assert [body for _, _, body in await sync_to_async(stored)("lobby")] == [
-            "!echo one", "one", "!echo two", "two", "!echo three", "three"]
+            "!echo one",
+            "one",
+            "!echo two",
+            "two",
+            "!echo three",
+            "three",
+        ]
     finally:
         bot.kill()
         bot.wait()

@@ -6,14 +6,15 @@ frame; a join sends every backlog message, and an ack listing 100 members of
 the longest names, whatever daphne's own message size limit; and settings
 under which one message cannot fit stop the server as it starts.
 """
+
 from __future__ import annotations
 
 import pytest
 from asgiref.sync import sync_to_async
 
-from messaging_client import sign_in
 from messaging.conf import MessagingSettings
 from messaging.testing import SocketClient
+from messaging_client import sign_in
 
 from ..integration.test_pages_fit import scroll_back, sized_answer
 from ..support.noisy import BODY_CHARS, CONTROL, noisy_members, noisy_room
@@ -71,8 +72,11 @@ async def test_a_join_sends_its_backlog_and_ack_whatever_daphnes_message_size(st
         await ana.close()
 
 
-@pytest.mark.parametrize("settings", [{"MESSAGING_BODY_MAX_CHARS": "200000"}, {"MESSAGING_MAX_SEND_BUFFER": "20000"}],
-                         ids=["long-messages", "small-frames"])
+@pytest.mark.parametrize(
+    "settings",
+    [{"MESSAGING_BODY_MAX_CHARS": "200000"}, {"MESSAGING_MAX_SEND_BUFFER": "20000"}],
+    ids=["long-messages", "small-frames"],
+)
 def test_settings_under_which_one_message_cannot_fit_stop_the_server_as_it_starts(settings, start_daphne):
     with pytest.raises(RuntimeError, match="exited") as refused:
         start_daphne(**settings)

@@ -6,6 +6,7 @@ the batch, and orjson cannot write more than 254 levels (it reads 1,024).
 59 of 240 other users' posts came back `unavailable`, each with an ERROR
 traceback in the server's log.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -15,10 +16,9 @@ import uuid
 import pytest
 from asgiref.sync import sync_to_async
 
-from messaging_client import sign_in
 from messaging.models import CommandRecord, Message
 from messaging.testing import SocketClient
-
+from messaging_client import sign_in
 
 pytestmark = [pytest.mark.e2e]
 
@@ -49,9 +49,9 @@ async def test_a_poisoned_sender_fails_nobody_else(start_daphne):
     good = [await SocketClient(server.url, session).connect() for session in await sign_in_all(server.url, USERS)]
     poisoned = await SocketClient(server.url, await sync_to_async(sign_in)(server.url, "poisoned")).connect()
     try:
-        joins = await asyncio.gather(*(
-            ws.call("room.join", {"room": f"room-{n % ROOMS}"}) for n, ws in enumerate([*good, poisoned])
-        ))
+        joins = await asyncio.gather(
+            *(ws.call("room.join", {"room": f"room-{n % ROOMS}"}) for n, ws in enumerate([*good, poisoned]))
+        )
         assert all(ack["ok"] for ack in joins)
         # Every post reaches the server's socket buffers while it is stopped,
         # the poisoned ones between the others: woken, it reads them together

@@ -1,6 +1,7 @@
 """Rooms and people across two daphne processes: invitations, typing and
 presence reach every process; a process killed takes its users offline; a
 stranger's `dm.open` of an admin is a request that tells them nothing."""
+
 from __future__ import annotations
 
 import asyncio
@@ -10,8 +11,8 @@ import time
 import pytest
 from asgiref.sync import sync_to_async
 
-from messaging_client import sign_in
 from messaging.testing import SocketClient as WsClient
+from messaging_client import sign_in
 
 pytestmark = [pytest.mark.e2e]
 
@@ -175,8 +176,13 @@ async def test_a_stranger_who_opens_a_conversation_with_an_admin_learns_nothing_
         assert "root-operator" not in json.dumps(said)
         about_admin = [f for f in said if f.get("t") in ("presence", "status", "typing", "msg")]
         assert about_admin == []
-        assert not [m for ack in said if ack.get("t") == "ack" and ack.get("ok")
-                    for m in ack["d"].get("members", []) if m["user"] == admin_id]
+        assert not [
+            m
+            for ack in said
+            if ack.get("t") == "ack" and ack.get("ok")
+            for m in ack["d"].get("members", [])
+            if m["user"] == admin_id
+        ]
     finally:
         for ws in (mallory, mallory_on_b, *admins):
             await ws.close()

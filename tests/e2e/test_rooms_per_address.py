@@ -1,5 +1,6 @@
 """Rooms created per client address (`ROOMS_CREATED_PER_ADDRESS_PER_HOUR`) on two real daphne processes:
 fresh guests, each under its own per-user limit, cannot together create more than the address may."""
+
 from __future__ import annotations
 
 import asyncio
@@ -9,10 +10,10 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 
-from messaging_client import asign_in
 from messaging.models import Membership, Room
 from messaging.testing import SocketClient
 from messaging.transport.tokens import create_token
+from messaging_client import asign_in
 
 pytestmark = [pytest.mark.e2e]
 
@@ -37,8 +38,10 @@ async def test_fresh_guests_from_one_address_create_at_most_its_rooms_over_two_p
         # Every way a room is made, at once, from 8 guests on two processes:
         # a join of a new slug and a create each (16 rooms asked for).
         async def make_two(n: int, client: SocketClient) -> list[dict]:
-            return [await client.call("room.join", {"room": f"new-{n}"}),
-                    await client.call("room.create", {"room": f"made-{n}", "private": n % 2 == 0})]
+            return [
+                await client.call("room.join", {"room": f"new-{n}"}),
+                await client.call("room.create", {"room": f"made-{n}", "private": n % 2 == 0}),
+            ]
 
         acks = [ack for both in await asyncio.gather(*(make_two(n, c) for n, c in enumerate(guests))) for ack in both]
         refused = [ack for ack in acks if not ack["ok"]]
@@ -76,14 +79,21 @@ async def test_rooms_created_over_http_count_for_the_address_too(start_daphne):
     tokens = [await sync_to_async(token_of_new_user)(f"bot{n}") for n in range(PER_ADDRESS + 2)]
 
     def create(server, token: str, room: str, address: str) -> tuple[int, dict, dict]:
-        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}",
-                   "Idempotency-Key": f"create-{room}", "X-Forwarded-For": address}
+        headers = {
+            "Content-Type": "application/json",
+            "Authorization": f"Bearer {token}",
+            "Idempotency-Key": f"create-{room}",
+            "X-Forwarded-For": address,
+        }
         status, response_headers, body = server.request(
-            "POST", "/api/commands", json.dumps({"t": "room.create", "d": {"room": room}}), headers)
+            "POST", "/api/commands", json.dumps({"t": "room.create", "d": {"room": room}}), headers
+        )
         return status, json.loads(body), response_headers
 
-    answers = [await asyncio.to_thread(create, server, token, f"api-{n}", "203.0.113.9")
-               for n, (server, token) in enumerate(zip([a, b] * 4, tokens))]
+    answers = [
+        await asyncio.to_thread(create, server, token, f"api-{n}", "203.0.113.9")
+        for n, (server, token) in enumerate(zip([a, b] * 4, tokens))
+    ]
     assert [status for status, _, _ in answers] == [200] * PER_ADDRESS + [429] * 2
     assert all(int(headers["retry-after"]) > 0 for status, _, headers in answers if status == 429)
     assert await sync_to_async(Room.objects.count)() == PER_ADDRESS

@@ -3,6 +3,7 @@ TLS-terminating proxy redirects plain HTTP, sends HSTS and marks its cookies
 Secure, while the health check still answers over plain HTTP. Its chat page's
 import map, with the manifest's hashed names, is allowed by its hash; its
 WebSocket takes only the page's own origin, scheme and port included."""
+
 from __future__ import annotations
 
 import http.client
@@ -61,14 +62,18 @@ def test_the_import_map_with_the_manifests_hashed_names_is_allowed_by_its_hash(s
     status, headers, body = server.request("GET", "/", headers={"Cookie": f"sessionid={session}"})
     assert status == 200
     [import_map] = executed_inline_scripts(body.decode())
-    assert re.search(r'"/static/messaging/outbox\.js": "/static/messaging/outbox\.[0-9a-f]{12}\.js"', import_map), import_map
+    assert re.search(r'"/static/messaging/outbox\.js": "/static/messaging/outbox\.[0-9a-f]{12}\.js"', import_map), (
+        import_map
+    )
     assert policy_of(headers["content-security-policy"])["script-src"] == ["'self'", sha256_source(import_map)]
 
 
 async def origin_accepted(server, session: str, origin: str, **headers: str) -> bool:
     try:
-        ws = await websockets.connect(server.url.replace("http", "ws", 1) + "/ws/",
-                                      additional_headers={"Cookie": f"sessionid={session}", "Origin": origin, **headers})
+        ws = await websockets.connect(
+            server.url.replace("http", "ws", 1) + "/ws/",
+            additional_headers={"Cookie": f"sessionid={session}", "Origin": origin, **headers},
+        )
     except InvalidStatus as refused:
         assert refused.response.status_code == 403
         return False
@@ -111,7 +116,12 @@ def sign_in_over_the_proxy(server) -> str:
 
     _, cookies = request("GET")
     form = urllib.parse.urlencode({"name": "ana", "csrfmiddlewaretoken": cookies["csrftoken"]})
-    status, cookies = request("POST", form, Cookie=f"csrftoken={cookies['csrftoken']}", Origin=f"https://127.0.0.1:{server.port}",
-                              **{"Content-Type": "application/x-www-form-urlencoded"})
+    status, cookies = request(
+        "POST",
+        form,
+        Cookie=f"csrftoken={cookies['csrftoken']}",
+        Origin=f"https://127.0.0.1:{server.port}",
+        **{"Content-Type": "application/x-www-form-urlencoded"},
+    )
     assert status == 302, status
     return cookies["sessionid"]

@@ -1,4 +1,5 @@
 """messaging.testing's `ServerProcess`: a real daphne or uvicorn process of an ASGI app."""
+
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """Sign-out against a real daphne: `POST /logout/` from the page's own form
 closes every socket of that session with 4401 within
 `SESSION_CHECK_INTERVAL`, and another user's socket carries on."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Two daphne processes sharing PostgreSQL and Redis behave as one server."""
+
 from __future__ import annotations
 
 import asyncio
@@ -7,10 +8,9 @@ import uuid
 import pytest
 from asgiref.sync import sync_to_async
 
-from messaging_client import sign_in
 from messaging.models import CommandRecord, Message
 from messaging.testing import SocketClient
-
+from messaging_client import sign_in
 
 pytestmark = [pytest.mark.e2e]
 
@@ -64,7 +64,7 @@ async def test_frames_of_every_length_reach_sockets_on_both_processes_intact(sta
     a, b = start_daphne(), start_daphne()
     ana = await SocketClient(a.url, await sync_to_async(sign_in)(a.url, "ana")).connect()
     bob = await SocketClient(b.url, await sync_to_async(sign_in)(b.url, "bob")).connect()
-    bodies = ["hi", "é" * 60, "😀" * 4000, "a\nb \"quoted\" \\ </script>"]
+    bodies = ["hi", "é" * 60, "😀" * 4000, 'a\nb "quoted" \\ </script>']
     try:
         for ws in (ana, bob):
             assert (await ws.call("room.join", {"room": "lobby"}))["ok"]

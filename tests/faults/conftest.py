@@ -3,6 +3,7 @@
 The Redis is started on its own port, so a test may flush, kill and restart
 it without touching the Redis other checkouts share.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -10,11 +11,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
-from psycopg import sql
 import pytest
 import redis
 from asgiref.sync import sync_to_async
 from django.db import connection
+from psycopg import sql
 
 from messaging_client import sign_in
 
@@ -73,8 +74,11 @@ def raw_db(dbname: str | None = None, autocommit: bool = False) -> psycopg.Conne
     (to the test database, or to `dbname`)."""
     db = connection.settings_dict
     return psycopg.connect(
-        host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"] or "postgres",
-        dbname=dbname or db["NAME"], autocommit=autocommit,
+        host=db["HOST"] or "127.0.0.1",
+        port=db["PORT"] or 5432,
+        user=db["USER"] or "postgres",
+        dbname=dbname or db["NAME"],
+        autocommit=autocommit,
     )
 
 
@@ -108,7 +112,8 @@ def database_down(since) -> Iterator[int]:
         try:
             ended = admin.execute(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = %s AND backend_start > %s",
-                [connection.settings_dict["NAME"], since]).fetchone()[0]
+                [connection.settings_dict["NAME"], since],
+            ).fetchone()[0]
             yield ended
         finally:
             admin.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS true").format(name))

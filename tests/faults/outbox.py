@@ -6,6 +6,7 @@ The outbox keeps every command until it gets an `ok` ack (or a refusal with
 timeout, and reconnects with full-jitter backoff, to a server chosen at random
 and to the next one when that fails: "possibly to the other process".
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -18,8 +19,8 @@ from collections import Counter, defaultdict
 import websockets
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
-from messaging.models import CommandRecord, Message, Room
 from messaging.core.protocol import format_time
+from messaging.models import CommandRecord, Message, Room
 
 CONNECTION_ERRORS = (OSError, ConnectionClosed, InvalidHandshake, InvalidURI, asyncio.TimeoutError)
 
@@ -48,7 +49,7 @@ class Outbox:
 
     # -- the user's side --------------------------------------------------------
 
-    async def start(self) -> "Outbox":
+    async def start(self) -> Outbox:
         self._task = asyncio.create_task(self._run())
         await asyncio.wait_for(self.joined.wait(), 60)
         return self
@@ -102,7 +103,9 @@ class Outbox:
                 ws = await websockets.connect(
                     url,
                     additional_headers={"Cookie": f"sessionid={self.session}", "Origin": base},
-                    open_timeout=10, max_size=None, ping_interval=None,
+                    open_timeout=10,
+                    max_size=None,
+                    ping_interval=None,
                 )
             except CONNECTION_ERRORS:
                 failures += 1
@@ -113,7 +116,9 @@ class Outbox:
             self.connects += 1
             failures = 0
             try:
-                await ws.send(json.dumps({"id": f"join-{uuid.uuid4().hex}", "t": "room.join", "d": {"room": self.room}}))
+                await ws.send(
+                    json.dumps({"id": f"join-{uuid.uuid4().hex}", "t": "room.join", "d": {"room": self.room}})
+                )
                 for id in list(self.pending):
                     await self._send(ws, id)
                 await self._read(ws)
@@ -142,12 +147,14 @@ class Outbox:
                 frame = json.loads(await asyncio.wait_for(ws.recv(), 0.25 if self.pending else 1.0))
                 heard = time.monotonic()
                 self._receive(frame)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             now = time.monotonic()
             for id in list(self.pending):
                 due = self._retry_at.get(id)
-                if (due is not None and now >= due) or (due is None and now - self._sent_at.get(id, now) > self.ack_timeout):
+                if (due is not None and now >= due) or (
+                    due is None and now - self._sent_at.get(id, now) > self.ack_timeout
+                ):
                     await self._send(ws, id)
             if self.pending and now - heard > 3 * self.ack_timeout:
                 return  # a server that answers nothing is as good as gone: reconnect elsewhere
@@ -215,7 +222,14 @@ def verify(outboxes: list[Outbox]) -> dict:
         seqs[room].append(seq)
     for room, found in seqs.items():
         assert sorted(found) == list(range(1, len(found) + 1)), f"gap in {room}"
-    assert dict(Room.objects.filter(slug__in=seqs).values_list("slug", "last_seq")) == {r: len(s) for r, s in seqs.items()}
+    assert dict(Room.objects.filter(slug__in=seqs).values_list("slug", "last_seq")) == {
+        r: len(s) for r, s in seqs.items()
+    }
     retryable = sum((o.retryable for o in outboxes), Counter())
-    return {"commands": len(submitted), "dup_acks": dups, "retryable": dict(retryable),
-            "connects": sum(o.connects for o in outboxes), "closes": dict(closes)}
+    return {
+        "commands": len(submitted),
+        "dup_acks": dups,
+        "retryable": dict(retryable),
+        "connects": sum(o.connects for o in outboxes),
+        "closes": dict(closes),
+    }

@@ -1,5 +1,6 @@
 """The suite's Redis Cluster (tests/support/cluster.py) is a real one: slots spread over
 masters, sharded Pub/Sub, and a replica that takes over a killed master's slots."""
+
 from __future__ import annotations
 
 import pytest

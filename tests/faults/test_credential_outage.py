@@ -5,6 +5,7 @@ credential checks fail: its sockets, signed in by a session or a token, stay
 open, and once the database is back a credential that ends is noticed as
 before.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -14,10 +15,10 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.contrib.sessions.models import Session
 
-from messaging_client import sign_in
 from messaging.models import ApiToken
 from messaging.testing import SocketClient
 from messaging.transport.tokens import create_token
+from messaging_client import sign_in
 
 from ..support.browsing import close_code
 from .conftest import database_down, database_time

@@ -5,6 +5,7 @@ The relays and consumers are `manage.py` processes of the demo project over
 the test database; the sinks are a Redis and a nats-server of the test's own,
 so stopping them harms nothing else (`fault_redis` is the fault suite's own Redis).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -21,12 +22,11 @@ import redis
 from django.contrib.auth import get_user_model
 
 from messaging.events.models import DeadLetter, Event, InboxRecord
-
-from ..support.events import (Process, check_order_and_completeness, join_rooms, outbox_by_id, post_many,
-                              stream_entries)
-from ..support.servers import free_port, wait_until
-from messaging_client import sign_in
 from messaging.testing import SocketClient
+from messaging_client import sign_in
+
+from ..support.events import Process, check_order_and_completeness, join_rooms, outbox_by_id, post_many, stream_entries
+from ..support.servers import free_port, wait_until
 
 pytestmark = [pytest.mark.e2e]
 
@@ -70,7 +70,7 @@ def test_a_relay_killed_mid_batch_loses_nothing_and_republishes_identically(proc
     kills = 0
     for threshold in (1, 300, 900):
         relay = processes("messaging_relay", **env)
-        wait_until(lambda: client.xlen("messaging:events") >= threshold, 30, f"{threshold} entries")
+        wait_until(lambda threshold=threshold: client.xlen("messaging:events") >= threshold, 30, f"{threshold} entries")
         relay.kill()
         if unpublished():
             kills += 1
@@ -142,10 +142,21 @@ class NatsServer:
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.port}"
 
-    def start(self) -> "NatsServer":
-        self.process = subprocess.Popen([shutil.which("nats-server") or "/usr/sbin/nats-server", "-a", "127.0.0.1",
-                                         "-p", str(self.port), "-js", "-sd", str(self.dir)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    def start(self) -> NatsServer:
+        self.process = subprocess.Popen(
+            [
+                shutil.which("nats-server") or "/usr/sbin/nats-server",
+                "-a",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-js",
+                "-sd",
+                str(self.dir),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         wait_until(lambda: asyncio.run(nats_ping(self.url)), 10, "nats-server")
         return self
 
@@ -169,7 +180,7 @@ async def nats_entries(url: str) -> list[dict]:
     while True:
         try:
             batch = await sub.fetch(200, timeout=1)
-        except (nats.errors.TimeoutError, asyncio.TimeoutError):
+        except (TimeoutError, nats.errors.TimeoutError):
             break
         for message in batch:
             payload = orjson.loads(message.data)
@@ -226,16 +237,24 @@ def effects() -> dict[str, int]:
 
 
 def consumer(processes, url: str, **env: str) -> Process:
-    return processes("messaging_consume", "tests.support.event_handlers.record_effect", "--group", "effects",
-                     "--claim-after", "1", **{"EVENTS_URL": url, **env})
+    return processes(
+        "messaging_consume",
+        "tests.support.event_handlers.record_effect",
+        "--group",
+        "effects",
+        "--claim-after",
+        "1",
+        **{"EVENTS_URL": url, **env},
+    )
 
 
 def test_a_consumer_killed_before_it_acknowledges_has_its_entries_reclaimed_and_applied_once(
-        processes, poster, fault_redis):
+    processes, poster, fault_redis
+):
     create_effects_table()
     post_many(poster, ["ra"], 5, body="before")
-    post_many(poster, ["ra"], 1, body="hang")      # the handler hangs: killed inside its transaction
-    post_many(poster, ["ra"], 1, body="die")       # dies after its commit, before XACK
+    post_many(poster, ["ra"], 1, body="hang")  # the handler hangs: killed inside its transaction
+    post_many(poster, ["ra"], 1, body="die")  # dies after its commit, before XACK
     post_many(poster, ["ra"], 5, body="after")
     processes("messaging_relay", **relay_env(fault_redis.url))
     wait_until(lambda: unpublished() == 0, 60, "the events to be published")
@@ -312,8 +331,12 @@ def test_webhooks_through_the_processes_reach_a_failing_receiver_once(processes,
     try:
         WebhookEndpoint.objects.create(url=receiver.url, secret=SECRET, types=["message.posted"])
         post_many(poster, ["ra"], 3, body="hook")
-        env = {"EVENTS_URL": fault_redis.url, "MESSAGING_WEBHOOK_TIMEOUT": "0.5", "MESSAGING_WEBHOOK_BACKOFF": "0.05",
-               "WEBHOOKS_ALLOW_PRIVATE": "1"}
+        env = {
+            "EVENTS_URL": fault_redis.url,
+            "MESSAGING_WEBHOOK_TIMEOUT": "0.5",
+            "MESSAGING_WEBHOOK_BACKOFF": "0.05",
+            "WEBHOOKS_ALLOW_PRIVATE": "1",
+        }
         processes("messaging_relay", **relay_env(fault_redis.url))
         processes("messaging_consume", "messaging.events.webhooks.enqueue", "--group", "webhooks", **env)
         processes("messaging_webhooks", **env)
@@ -325,8 +348,9 @@ def test_webhooks_through_the_processes_reach_a_failing_receiver_once(processes,
         receiver.close()
 
 
-def test_a_consumer_whose_database_goes_away_mid_handler_waits_and_applies_once(processes, poster, fault_redis,
-                                                                               tmp_path):
+def test_a_consumer_whose_database_goes_away_mid_handler_waits_and_applies_once(
+    processes, poster, fault_redis, tmp_path
+):
     from django.db import connection
 
     create_effects_table()
@@ -335,12 +359,19 @@ def test_a_consumer_whose_database_goes_away_mid_handler_waits_and_applies_once(
     processes("messaging_relay", **relay_env(fault_redis.url))
     wait_until(lambda: unpublished() == 0, 60, "the events to be published")
     # One attempt only: an outage must not use it up.
-    consumer(processes, fault_redis.url, TEST_SLOW_ON="slow0", TEST_SLOW_MARKER=str(tmp_path / "slowed"),
-             MESSAGING_EVENTS_MAX_ATTEMPTS="1")
+    consumer(
+        processes,
+        fault_redis.url,
+        TEST_SLOW_ON="slow0",
+        TEST_SLOW_MARKER=str(tmp_path / "slowed"),
+        MESSAGING_EVENTS_MAX_ATTEMPTS="1",
+    )
     wait_until(lambda: _in_handler(), 30, "the consumer inside its handler")
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
     wait_until(lambda: len(effects()) == 3, 60, "every effect")
     counts = effects()
     assert set(counts.values()) == {1}, counts
@@ -351,6 +382,8 @@ def _in_handler() -> bool:
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                       "AND query LIKE '%%pg_sleep%%' AND pid <> pg_backend_pid()")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND query LIKE '%%pg_sleep%%' AND pid <> pg_backend_pid()"
+        )
         return cursor.fetchone()[0] > 0

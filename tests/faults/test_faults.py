@@ -5,6 +5,7 @@ over two daphne processes, injects the fault in the middle of a burst (some
 acks in, the rest in flight), sends more, waits until every outbox is empty
 and then checks the database (`verify`).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -91,7 +92,9 @@ def hold_rooms_then_terminate_waiters(locked: threading.Event) -> int:
         deadline = time.monotonic() + 20
         while not waiting and time.monotonic() < deadline:
             time.sleep(0.05)
-            cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")
+            cur.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
             waiting = cur.fetchone()[0]
         cur.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
@@ -118,7 +121,10 @@ FAULTS = {
     "redis-flushall": (flush_redis, lambda report: report["connects"] > 8),
     "redis-killed-and-restarted": (kill_and_restart_redis, lambda report: report["connects"] > 8),
     # Deterministic: the terminated backends were inside a command.
-    "postgres-backends-terminated": (terminate_postgres_backends, lambda report: report["retryable"].get("unavailable", 0) >= 1),
+    "postgres-backends-terminated": (
+        terminate_postgres_backends,
+        lambda report: report["retryable"].get("unavailable", 0) >= 1,
+    ),
 }
 
 
@@ -129,8 +135,7 @@ async def test_a_fault_mid_burst_loses_nothing_and_doubles_nothing(name, cluster
     urls = [server.url for server in servers]
     sessions = await sign_in_many(urls[0], 4)
     fleet = [
-        await outboxes(session, urls, ROOMS[n % 2], first=tab)
-        for n, session in enumerate(sessions) for tab in range(2)
+        await outboxes(session, urls, ROOMS[n % 2], first=tab) for n, session in enumerate(sessions) for tab in range(2)
     ]
     run = Run(servers, fault_redis, fleet)
 

@@ -4,6 +4,7 @@ The consumer fuzz (tests/integration/test_hostile_fuzz.py) runs in the test
 harness, which passes any close code through; daphne did not (it turned the
 protocol's 1003 and 1008 into 1011), so the same oracle runs here, over TCP.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -38,7 +39,8 @@ async def next_answer(ws, id: str | None) -> dict:
 
 async def answers_every_frame(url: str, session: str, sequence: list) -> None:
     async with websockets.connect(
-        url.replace("http", "ws") + "/ws/", additional_headers={"Cookie": f"sessionid={session}", "Origin": url},
+        url.replace("http", "ws") + "/ws/",
+        additional_headers={"Cookie": f"sessionid={session}", "Origin": url},
     ) as ws:
         await ws.send(json.dumps({"id": "join", "t": "room.join", "d": {"room": "lobby"}}))
         assert (await next_answer(ws, "join"))["ok"]

@@ -5,13 +5,14 @@ That thread's connection is persistent and, with health checks off, is only
 found dead when a query fails on it: the handshake that meets it must still
 sign the user in, not answer HTTP 500.
 """
+
 from __future__ import annotations
 
 import pytest
 from asgiref.sync import sync_to_async
 
-from messaging_client import sign_in
 from messaging.testing import SocketClient
+from messaging_client import sign_in
 
 from .conftest import database_time, terminate_backends
 

@@ -7,6 +7,7 @@ handshake reads again on a fresh connection (test_handshake_failover.py);
 the sign-in form, a plain Django view, must not answer HTTP 500 either, on
 either server.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -20,8 +21,9 @@ pytestmark = [pytest.mark.e2e]
 
 
 @pytest.mark.parametrize("server", ["daphne", "uvicorn"])
-async def test_the_sign_in_form_after_the_backends_were_terminated_signs_the_user_in(server, start_daphne,
-                                                                                      start_uvicorn):
+async def test_the_sign_in_form_after_the_backends_were_terminated_signs_the_user_in(
+    server, start_daphne, start_uvicorn
+):
     before_the_server = await sync_to_async(database_time)()
     started = (start_daphne if server == "daphne" else start_uvicorn)()
     # The request thread's connection now exists.

@@ -7,6 +7,7 @@ close with 1009, so a client sees one behaviour. Daphne's message limit stays
 at its default because autobahn applies that one to the server's own frames
 too (a large join ack would fail): see docs/RELIABILITY.md.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -75,8 +76,11 @@ async def test_a_frame_at_the_limit_is_processed(limited):
         pytest.param(lambda ws: ws.send(frame_of(LIMIT + 1)), {1009}, id="one-byte-over"),
         # Daphne refuses it from the frame header, without buffering it.
         pytest.param(lambda ws: ws.send("x" * (4 * 1024 * 1024)), {1009}, id="4-MiB-refused-by-daphne"),
-        pytest.param(lambda ws: ws.send(iter([frame_of(LIMIT + 500)[i:i + 500] for i in range(0, LIMIT + 500, 500)])),
-                     {1009}, id="fragmented-into-small-frames-refused-by-the-consumer"),
+        pytest.param(
+            lambda ws: ws.send(iter([frame_of(LIMIT + 500)[i : i + 500] for i in range(0, LIMIT + 500, 500)])),
+            {1009},
+            id="fragmented-into-small-frames-refused-by-the-consumer",
+        ),
     ],
 )
 async def test_a_message_over_the_limit_closes_with_1009_and_stores_nothing(limited, send, codes):

@@ -1,6 +1,7 @@
 """Two daphne processes on a real Redis Cluster, and a master killed mid-burst:
 commands keep exactly-once through the database path while the cluster fails
 over, and live frames resume on the replica that took over."""
+
 from __future__ import annotations
 
 import asyncio
@@ -12,9 +13,9 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster as ClusterClient
 
-from messaging_client import sign_in
 from messaging.core.redis_clients import Cluster
 from messaging.testing import SocketClient
+from messaging_client import sign_in
 
 from ..support.cluster import RedisCluster
 from ..support.torn_clients import tear
@@ -37,8 +38,10 @@ def redis_cluster(tmp_path):
 @pytest.fixture
 def on_cluster(start_daphne, redis_cluster):
     def start(count: int = 2):
-        return [start_daphne(REDIS_URL=redis_cluster.url, MESSAGING_REDIS_CLUSTER="1", **FAULT_SETTINGS)
-                for _ in range(count)]
+        return [
+            start_daphne(REDIS_URL=redis_cluster.url, MESSAGING_REDIS_CLUSTER="1", **FAULT_SETTINGS)
+            for _ in range(count)
+        ]
 
     return start
 
@@ -51,8 +54,9 @@ async def test_a_master_killed_mid_burst_loses_nothing_and_doubles_nothing(on_cl
     servers = on_cluster(2)
     urls = [server.url for server in servers]
     sessions = await sign_in_many(urls[0], 4)
-    fleet = [await outboxes(session, urls, ROOMS[n % 2], first=tab)
-             for n, session in enumerate(sessions) for tab in range(2)]
+    fleet = [
+        await outboxes(session, urls, ROOMS[n % 2], first=tab) for n, session in enumerate(sessions) for tab in range(2)
+    ]
     await burst(fleet, 5, "before")
     await settle(fleet)
     client = ClusterClient.from_url(redis_cluster.url)
@@ -69,8 +73,9 @@ async def test_a_master_killed_mid_burst_loses_nothing_and_doubles_nothing(on_cl
         if sum(len(o.acks) for o in fleet) >= 60:
             break
         await asyncio.sleep(0.005)
-    failing_over = asyncio.create_task(sync_to_async(redis_cluster.fail_over, thread_sensitive=False)(
-        "messaging:0:live:alpha"))
+    failing_over = asyncio.create_task(
+        sync_to_async(redis_cluster.fail_over, thread_sensitive=False)("messaging:0:live:alpha")
+    )
     for outbox in fleet:
         outbox.drop()
     await burst(fleet, 5, "failing-over")
@@ -109,7 +114,6 @@ async def test_live_frames_cross_processes_and_resume_after_a_failover(on_cluste
         await bob.close()
 
 
-
 async def test_a_cluster_client_torn_by_its_own_failures_fails_only_with_redis_errors(redis_cluster):
     """A failing cluster pipeline closes every connection of its client, the
     other coroutines' too (`aclose`, then it retries): what the failover
@@ -118,8 +122,7 @@ async def test_a_cluster_client_torn_by_its_own_failures_fails_only_with_redis_e
     app's does not."""
 
     def client_of(cls):
-        return cls.from_url(redis_cluster.url, socket_timeout=1, socket_connect_timeout=1,
-                            retry=Retry(NoBackoff(), 1))
+        return cls.from_url(redis_cluster.url, socket_timeout=1, socket_connect_timeout=1, retry=Retry(NoBackoff(), 1))
 
     theirs, ours = client_of(AsyncClusterClient), client_of(Cluster)
     try:
@@ -136,8 +139,12 @@ async def test_a_cluster_client_torn_by_its_own_failures_fails_only_with_redis_e
 async def test_the_handshake_window_and_health_use_the_cluster(start_daphne, redis_cluster):
     from ..e2e.test_address_limits import NO_ROLLOVER, handshake
 
-    env = {"REDIS_URL": redis_cluster.url, "MESSAGING_REDIS_CLUSTER": "1", "CONNECT_RATE": "5",
-           "MESSAGING_CONNECT_RATE_WINDOW": NO_ROLLOVER}
+    env = {
+        "REDIS_URL": redis_cluster.url,
+        "MESSAGING_REDIS_CLUSTER": "1",
+        "CONNECT_RATE": "5",
+        "MESSAGING_CONNECT_RATE_WINDOW": NO_ROLLOVER,
+    }
     a, b = start_daphne(**env), start_daphne(**env)
     statuses = await asyncio.gather(*(handshake(server.url) for server in [a, b] * 4))
     assert sorted(statuses) == [101] * 5 + [403] * 3, "one window over both processes, counted in the cluster"

@@ -1,6 +1,7 @@
 """Live frames come back after Redis does, without the sockets joining again
 (messaging/transport/subscriptions.py): a subscription that failed during a
 join, or a connection that dropped, is subscribed again with backoff."""
+
 from __future__ import annotations
 
 import asyncio
@@ -10,8 +11,8 @@ import uuid
 import pytest
 from asgiref.sync import sync_to_async
 
-from messaging_client import sign_in
 from messaging.testing import SocketClient
+from messaging_client import sign_in
 
 from ..support.servers import RedisServer
 from .conftest import FAULT_SETTINGS
@@ -27,7 +28,7 @@ async def live_msgs(ws: SocketClient, room: str, timeout: float) -> list[int]:
     while (left := deadline - loop.time()) > 0:
         try:
             frame = json.loads(await asyncio.wait_for(ws.ws.recv(), left))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             break
         if frame.get("t") == "msg" and frame["d"]["room"] == room:
             seqs.append(frame["d"]["seq"])

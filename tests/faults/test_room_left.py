@@ -16,6 +16,7 @@ other removes bob from a private room and publishes his `room.left`:
 Either way bob's socket gets `room.left`, and no frame of the room posted
 after the removal (before: every one of them, until bob reconnected).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,8 +27,8 @@ import pytest
 import redis
 from asgiref.sync import sync_to_async
 
-from messaging_client import sign_in
 from messaging.testing import SocketClient
+from messaging_client import sign_in
 
 from ..support.servers import wait_until
 from .conftest import FAULT_SETTINGS
@@ -90,7 +91,7 @@ async def frames_within(ws: SocketClient, seconds: float) -> list[dict]:
     while (left := deadline - loop.time()) > 0:
         try:
             frames.append(json.loads(await asyncio.wait_for(ws.ws.recv(), left)))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             break
     return frames
 
@@ -116,12 +117,16 @@ async def last_message_before_removal(ana: SocketClient, listeners: tuple[Socket
 
 def room_frames_after_removal(frames: list[dict], room: str, seq: int) -> list[dict]:
     """The frames of `room` a removed member got: its messages after `seq`, and anything of it but `room.left`."""
-    return [f for f in frames if f.get("d", {}).get("room") == room and f["t"] != "room.left"
-            and not (f["t"] == "msg" and f["d"]["seq"] <= seq)]
+    return [
+        f
+        for f in frames
+        if f.get("d", {}).get("room") == room
+        and f["t"] != "room.left"
+        and not (f["t"] == "msg" and f["d"]["seq"] <= seq)
+    ]
 
 
-async def test_a_process_whose_subscription_was_down_finds_the_removal_before_it_hands_on_a_frame(
-        sockets, redis_users):
+async def test_a_process_whose_subscription_was_down_finds_the_removal_before_it_hands_on_a_frame(sockets, redis_users):
     _, ana, bob, cat = sockets
     bob_id = await private_room_with_bob(ana, bob, "secret")
     # Cat, on bob's process, hears a public room: a witness of its subscription.

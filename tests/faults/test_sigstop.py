@@ -8,6 +8,7 @@ not delete the newer claim.
 The test holds the room's row lock itself, so the first attempt is stopped
 at a known point: its statement waiting for the seq increment.
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -5,6 +5,7 @@ sockets a room, so fan-out stays modest). The time from the drop until every
 socket is back and every outbox empty is printed, not asserted: the machine
 is shared, and tests never assert on timing.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,9 +29,9 @@ async def test_reconnect_storm_of_500_sockets_loses_nothing(cluster, outboxes):
     fleet = []
     # Opening the fleet is not the storm: a few dozen at a time.
     for start in range(0, USERS * TABS, 50):
-        fleet += await asyncio.gather(*(
-            outboxes(sessions[n % USERS], urls, f"room-{n % ROOMS}", first=n) for n in range(start, start + 50)
-        ))
+        fleet += await asyncio.gather(
+            *(outboxes(sessions[n % USERS], urls, f"room-{n % ROOMS}", first=n) for n in range(start, start + 50))
+        )
     assert len(fleet) == 500
 
     await asyncio.gather(*(o.post("before the storm") for o in fleet))

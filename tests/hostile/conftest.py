@@ -1,4 +1,5 @@
 """Hostile-load fixtures: a daphne process of the demo project, its memory and its metrics, and rooms seeded in SQL."""
+
 from __future__ import annotations
 
 import re

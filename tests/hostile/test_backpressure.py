@@ -6,6 +6,7 @@ with more than `MAX_SEND_BUFFER` waiting is closed with 1008, what waited
 dropped. Either way the server's memory does not grow with what such
 clients leave unread, and their rooms' other members hear every frame.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -13,8 +14,8 @@ import json
 
 import pytest
 
-from messaging_client import sign_in
 from messaging.testing import SocketClient
+from messaging_client import sign_in
 
 from ..support.rawws import RawSocket
 from ..support.waiting import wait_for
@@ -65,7 +66,9 @@ def test_a_socket_that_never_reads_its_joins_costs_the_server_no_memory(daphne):
     until(lambda: scrape(server, "messaging_open_sockets") == 1, "the hoarder connected")
     until(lambda: scrape(server, "messaging_open_sockets") == 0, "the hoarder dropped for its missing pongs")
     peak, after = peak_rss_kib(pid), rss_kib(pid)
-    print(f"daphne VmRSS {before} KiB before, peak {peak} KiB (+{peak - before}), after {after} KiB (+{after - before})")
+    print(
+        f"daphne VmRSS {before} KiB before, peak {peak} KiB (+{peak - before}), after {after} KiB (+{after - before})"
+    )
     assert peak - before < RSS_BOUND_KIB
     # Its first join waited for it to read; the other 99 never ran.
     # Its joins stopped being answered once what it left unread filled the
@@ -79,23 +82,31 @@ def test_a_socket_that_never_reads_its_joins_costs_the_server_no_memory(daphne):
     assert code is None, "dropped without a close frame it would have had to read"
 
 
-UNLIMITED = {"MESSAGING_RATE_BURST": "100000", "MESSAGING_RATE_PER_SECOND": "100000",
-             "MESSAGING_USER_RATE_LIMIT": "10000000"}
+UNLIMITED = {
+    "MESSAGING_RATE_BURST": "100000",
+    "MESSAGING_RATE_PER_SECOND": "100000",
+    "MESSAGING_USER_RATE_LIMIT": "10000000",
+}
 
 
 async def a_member_that_never_reads_among_readers(server) -> int | None:
     """A poster, a reader (reading all along) and a hoarder in one room; the poster posts until the
     hoarder's send buffer overflows. Checks the reader heard everything and the server's memory;
     returns the hoarder's close code and the seqs of the msg frames it read before it."""
-    poster_session, reader_session, hoarder_session = (sign_in(server.url, name) for name in ("poster", "reader", "hoarder"))
+    poster_session, reader_session, hoarder_session = (
+        sign_in(server.url, name) for name in ("poster", "reader", "hoarder")
+    )
     poster = await SocketClient(server.url, poster_session).connect()
     reader = await SocketClient(server.url, reader_session).connect()
     for ws in (poster, reader):
         assert (await ws.call("room.join", {"room": "live"}))["ok"]
     hoarder = RawSocket(server.url, hoarder_session, receive_buffer=4096).connect()
     hoarder.send_command("room.join", {"room": "live"})
-    await wait_for(lambda: scrape(server, "messaging_commands_total", type="room.join", outcome="ok") == 3,
-                   30, "the hoarder joined")
+    await wait_for(
+        lambda: scrape(server, "messaging_commands_total", type="room.join", outcome="ok") == 3,
+        30,
+        "the hoarder joined",
+    )
     heard: set[int] = set()
 
     async def read() -> None:
@@ -117,8 +128,10 @@ async def a_member_that_never_reads_among_readers(server) -> int | None:
             assert (await poster.ack(id))["ok"]
         posted += len(ids)
     peak = peak_rss_kib(pid)
-    print(f"closed after {posted} posts of {BODY_CHARS} characters; VmRSS {before} KiB before, "
-          f"peak {peak} KiB (+{peak - before})")
+    print(
+        f"closed after {posted} posts of {BODY_CHARS} characters; VmRSS {before} KiB before, "
+        f"peak {peak} KiB (+{peak - before})"
+    )
     assert peak - before < RSS_BOUND_KIB
     await wait_for(lambda: len(heard) == posted, 30, "the reader heard every message")
     assert heard == set(range(1, posted + 1))
@@ -139,12 +152,17 @@ async def test_a_member_that_never_reads_its_rooms_frames_is_closed_and_the_othe
     assert code in (1008, None)
 
 
-@pytest.mark.parametrize("implementation, loop, hoarders_buffer", [
-    ("websockets-sansio", "asyncio", {"adapter": "uvicorn", "framing": "frames"}),
-    ("websockets-sansio", "uvloop", {"adapter": "uvicorn", "framing": "frames"}),
-    ("websockets", "asyncio", {"adapter": "asgi", "framing": "asgi"})])
+@pytest.mark.parametrize(
+    "implementation, loop, hoarders_buffer",
+    [
+        ("websockets-sansio", "asyncio", {"adapter": "uvicorn", "framing": "frames"}),
+        ("websockets-sansio", "uvloop", {"adapter": "uvicorn", "framing": "frames"}),
+        ("websockets", "asyncio", {"adapter": "asgi", "framing": "asgi"}),
+    ],
+)
 async def test_under_uvicorn_a_member_that_never_reads_is_closed_with_1008_and_the_others_hear_everything(
-        uvicorn, implementation, loop, hoarders_buffer):
+    uvicorn, implementation, loop, hoarders_buffer
+):
     """Under websockets' Sans-I/O implementation the uvicorn adapter writes to the transport and counts what waits
     in it (pause_writing, resume_writing); under the legacy one uvicorn's send waits while its transport pushes
     back, and the generic buffer counts what waits."""

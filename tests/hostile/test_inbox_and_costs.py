@@ -7,6 +7,7 @@ queue work without end behind a slow command. What a command sends back
 (`REPLY_BYTES_PER_TOKEN`), so a burst of large joins is refused long before
 it costs memory or bandwidth, while a reconnect rejoining its rooms is not.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -15,9 +16,9 @@ import time
 import pytest
 from asgiref.sync import sync_to_async
 
-from messaging_client import sign_in
 from messaging.models import Room
 from messaging.testing import SocketClient
+from messaging_client import sign_in
 
 from ..faults.conftest import raw_db
 from .conftest import seed_room
@@ -42,7 +43,7 @@ async def test_a_command_past_the_inbox_is_refused_at_once_and_those_before_it_a
         posts = [await ws.send("room.post", {"room": "held", "body": f"p{n}"}) for n in range(INBOX_LIMIT + 29)]
         # The inbox holds the join and the next 199 frames (a reconnecting
         # outbox of RATE_BURST fits); the last 30 are refused while the join still waits.
-        for id in posts[INBOX_LIMIT - 1:]:
+        for id in posts[INBOX_LIMIT - 1 :]:
             ack = await ws.ack(id)
             assert ack["ok"] is False and ack["error"]["code"] == "rate_limited", ack
             assert ack["error"]["retry"] is True and ack["error"]["retry_after"] > 0
@@ -51,8 +52,8 @@ async def test_a_command_past_the_inbox_is_refused_at_once_and_those_before_it_a
         lock.rollback()
         lock.close()
     assert (await ws.ack(join))["ok"]
-    answers = [await ws.ack(id) for id in posts[:INBOX_LIMIT - 1]]
-    assert all(ack["ok"] for ack in answers[:RATE_BURST - 1])
+    answers = [await ws.ack(id) for id in posts[: INBOX_LIMIT - 1]]
+    assert all(ack["ok"] for ack in answers[: RATE_BURST - 1])
     assert {ack["error"]["code"] for ack in answers if not ack["ok"]} <= {"rate_limited"}
     await ws.close()
 
@@ -67,7 +68,7 @@ async def test_a_burst_of_large_backlogs_is_refused_for_their_size(daphne):
     ok = [ack for ack in acks if ack["ok"]]
     # Each backlog (2 MB) costs some 63 tokens of the 100 the burst holds.
     assert 1 < len(ok) < 4, [ack.get("error") for ack in acks]
-    refused = acks[len(ok):]
+    refused = acks[len(ok) :]
     assert all(not ack["ok"] and ack["error"]["code"] == "rate_limited" for ack in refused)
     retry_after = refused[0]["error"]["retry_after"]
     print(f"{len(ok)} joins ran, {len(refused)} refused, the first with retry_after {retry_after} s")

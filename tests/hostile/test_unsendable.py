@@ -9,6 +9,7 @@ is the size of a post of 4,000 characters, which fits, while the server's
 now sent, and a frame over MAX_SEND_BUFFER is the one that is not
 (tests/integration/test_send_path.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,8 @@ import pytest
 import websockets
 from asgiref.sync import sync_to_async
 
-from messaging_client import sign_in
 from messaging.testing import SocketClient
+from messaging_client import sign_in
 
 from .conftest import scrape, seed_room
 

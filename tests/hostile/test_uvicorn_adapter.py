@@ -7,6 +7,7 @@ payload (`Frame.serialize`, what uvicorn's `send` has its `ServerProtocol`
 write), read off the wire by a bare TCP client, for each of the three forms
 of a frame's length (RFC 6455 5.2) at their edges.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -17,9 +18,9 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import Frame, Opcode
 
-from messaging_client import sign_in
 from messaging.conf import get_settings
 from messaging.testing import SocketClient
+from messaging_client import sign_in
 
 from ..support.rawws import RawSocket
 from ..support.waiting import wait_for
@@ -57,8 +58,11 @@ def post(ws: RawSocket, body: str, id: str | None = None) -> dict[str, tuple[byt
 
 
 def adapters(server) -> dict[tuple[str, str], float]:
-    return {(adapter, framing): scrape(server, "messaging_send_buffers_total", adapter=adapter, framing=framing)
-            for adapter in ("uvicorn", "asgi") for framing in ("frames", "server", "asgi")}
+    return {
+        (adapter, framing): scrape(server, "messaging_send_buffers_total", adapter=adapter, framing=framing)
+        for adapter in ("uvicorn", "asgi")
+        for framing in ("frames", "server", "asgi")
+    }
 
 
 @pytest.mark.parametrize("loop", LOOPS)
@@ -73,9 +77,13 @@ def test_the_uvicorn_writer_sends_the_bytes_uvicorn_would_for_each_length_form(u
     around_body = len(post(ws, "x")["msg"][1]) - 1
     # Each edge of the three length forms: the 1- and 2-byte forms of a short frame by the ack's id, the
     # 2- and 8-byte forms of a long one by the msg's body; non-ASCII (2 bytes a character) across the last.
-    sent = [post(ws, "x", id="i" * (125 - around_id))["ack"], post(ws, "x", id="i" * (126 - around_id))["ack"],
-            post(ws, "x" * (65535 - around_body))["msg"], post(ws, "x" * (65536 - around_body))["msg"],
-            post(ws, "é" * 35000)["msg"]]
+    sent = [
+        post(ws, "x", id="i" * (125 - around_id))["ack"],
+        post(ws, "x", id="i" * (126 - around_id))["ack"],
+        post(ws, "x" * (65535 - around_body))["msg"],
+        post(ws, "x" * (65536 - around_body))["msg"],
+        post(ws, "é" * 35000)["msg"],
+    ]
     assert [len(payload) for _, payload in sent] == [125, 126, 65535, 65536, around_body + 70000]
     for raw, payload in sent:
         assert raw == what_uvicorn_writes(payload)
@@ -105,10 +113,12 @@ async def test_with_permessage_deflate_negotiated_frames_go_through_websockets_f
     assert sum(counts.values()) == counts[("uvicorn", "server")]
 
 
-@pytest.mark.parametrize("args, env", [(("--ws", "websockets", "--ws-per-message-deflate", "false"), {}),
-                                       (PLAIN, {"MESSAGING_SERVER_ADAPTERS": "0"})], ids=["legacy", "adapters-off"])
-def test_under_uvicorns_legacy_implementation_or_with_adapters_off_frames_go_through_the_asgi_send(
-        uvicorn, args, env):
+@pytest.mark.parametrize(
+    "args, env",
+    [(("--ws", "websockets", "--ws-per-message-deflate", "false"), {}), (PLAIN, {"MESSAGING_SERVER_ADAPTERS": "0"})],
+    ids=["legacy", "adapters-off"],
+)
+def test_under_uvicorns_legacy_implementation_or_with_adapters_off_frames_go_through_the_asgi_send(uvicorn, args, env):
     server = uvicorn(args, **LARGE, **env)
     ws = RawSocket(server.url, sign_in(server.url, "legacy")).connect()
     ws.send_command("room.join", {"room": "sizes"})
@@ -136,14 +146,17 @@ async def close_code(client: SocketClient) -> int | None:
     return closed.value.rcvd.code if closed.value.rcvd else None
 
 
-@pytest.mark.parametrize("send, code", [
-    # Past MAX_FRAME_BYTES, within uvicorn's --ws-max-size: the consumer's close.
-    pytest.param(lambda ws: ws.send(post_of(CLOSE_LIMIT + 1)), 1009, id="over-MAX_FRAME_BYTES"),
-    # Past --ws-max-size: websockets refuses it from its header and uvicorn closes.
-    pytest.param(lambda ws: ws.send("x" * (4 * CLOSE_LIMIT)), 1009, id="over-ws-max-size"),
-    pytest.param(lambda ws: ws.send(b"\x00\x01"), 1003, id="binary"),
-    pytest.param(lambda ws: ws.send("{"), None, id="bad-frames-in-a-row"),
-])
+@pytest.mark.parametrize(
+    "send, code",
+    [
+        # Past MAX_FRAME_BYTES, within uvicorn's --ws-max-size: the consumer's close.
+        pytest.param(lambda ws: ws.send(post_of(CLOSE_LIMIT + 1)), 1009, id="over-MAX_FRAME_BYTES"),
+        # Past --ws-max-size: websockets refuses it from its header and uvicorn closes.
+        pytest.param(lambda ws: ws.send("x" * (4 * CLOSE_LIMIT)), 1009, id="over-ws-max-size"),
+        pytest.param(lambda ws: ws.send(b"\x00\x01"), 1003, id="binary"),
+        pytest.param(lambda ws: ws.send("{"), None, id="bad-frames-in-a-row"),
+    ],
+)
 async def test_under_uvicorn_the_protocols_close_codes_reach_the_client(uvicorn, send, code):
     server = uvicorn((*PLAIN, "--ws-max-size", str(2 * CLOSE_LIMIT)), MESSAGING_MAX_FRAME_BYTES=str(CLOSE_LIMIT))
     client = await SocketClient(server.url, sign_in(server.url, "closer")).connect()
@@ -165,8 +178,11 @@ async def test_under_uvicorn_frames_queued_while_a_client_does_not_read_go_befor
     await poster.join("piles")
     hoarder = RawSocket(server.url, sign_in(server.url, "hoarder"), receive_buffer=4096).connect()
     hoarder.send_command("room.join", {"room": "piles"})
-    await wait_for(lambda: scrape(server, "messaging_commands_total", type="room.join", outcome="ok") == 2,
-                   30, "the hoarder joined")
+    await wait_for(
+        lambda: scrape(server, "messaging_commands_total", type="room.join", outcome="ok") == 2,
+        30,
+        "the hoarder joined",
+    )
     # More than the kernel's buffers (4 MB at most) and the transport's hold: the rest waits in the adapter.
     posts = (2 * kernel_send_buffer() // (4000 * 50) + 1) * 50
     for _ in range(posts // 50):

@@ -1,13 +1,11 @@
 """Integration fixtures: the real consumer on real PostgreSQL and Redis."""
+
 from __future__ import annotations
 
 import asyncio
 import os
-import sys
 import time
 import uuid
-from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
@@ -24,7 +22,9 @@ from ..support.servers import RedisServer
 
 @pytest.fixture(autouse=True)
 def _require_real_services(settings):
-    assert settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql", "integration tests need PostgreSQL"
+    assert settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql", (
+        "integration tests need PostgreSQL"
+    )
     assert settings.REDIS_URL, "integration tests need Redis (REDIS_URL)"
 
 
@@ -59,7 +59,9 @@ def make_user(django_user_model):
 
     def make(name: str | None = None):
         n = next(counter)
-        return django_user_model.objects.create_user(username=f"user{n}-{uuid.uuid4().hex[:6]}", first_name=name or f"user{n}")
+        return django_user_model.objects.create_user(
+            username=f"user{n}-{uuid.uuid4().hex[:6]}", first_name=name or f"user{n}"
+        )
 
     return database_sync_to_async(make)
 
@@ -84,7 +86,11 @@ async def open_clients():
 def message_rows(**filters):
     from messaging.models import Message
 
-    return list(Message.objects.filter(**filters).order_by("room_id", "seq").values("room__slug", "seq", "sender_id", "client_msg_id", "body"))
+    return list(
+        Message.objects.filter(**filters)
+        .order_by("room_id", "seq")
+        .values("room__slug", "seq", "sender_id", "client_msg_id", "body")
+    )
 
 
 rows = database_sync_to_async(message_rows)

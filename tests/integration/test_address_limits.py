@@ -1,9 +1,9 @@
 """Per-client-address limits on real Redis: WebSocket handshakes (`CONNECT_RATE`) and guest sign-ins (`SIGNIN_RATE`)."""
+
 from __future__ import annotations
 
 import pytest
 from asgiref.sync import async_to_sync
-from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.test import Client as HttpClient
@@ -53,7 +53,9 @@ async def test_hits_now_from_the_event_loop_count_in_the_process_while_redis_is_
 
 async def handshake(address: str, port: int = 40000) -> bool:
     """One WebSocket handshake through the deployed middleware stack from `address`; whether it was accepted."""
-    comm = WebsocketCommunicator(application, "/ws/", headers=[(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")])
+    comm = WebsocketCommunicator(
+        application, "/ws/", headers=[(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
+    )
     comm.scope["client"] = [address, port]
     connected, _ = await comm.connect()
     await comm.disconnect()
@@ -88,7 +90,10 @@ def test_sign_ins_past_the_rate_get_429_and_create_no_account(settings):
     refused = answers[3]
     assert refused["Content-Type"] == "text/plain; charset=utf-8"
     assert 0 < int(refused["Retry-After"]) <= NO_ROLLOVER
-    assert refused.content.decode() == f"Too many sign-ins from your address. Try again in {refused['Retry-After']} seconds.\n"
+    assert (
+        refused.content.decode()
+        == f"Too many sign-ins from your address. Try again in {refused['Retry-After']} seconds.\n"
+    )
     assert users.count() == 3 and throttled("signin") - before == 2
     # The form itself is not counted, and another address signs in.
     assert HttpClient().get("/login/", REMOTE_ADDR="203.0.113.5").status_code == 200

@@ -1,4 +1,5 @@
 """The Django admin inspects rooms, messages and command records; it changes nothing."""
+
 from __future__ import annotations
 
 import re
@@ -11,8 +12,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from messaging.models import CommandRecord, Membership, Message, Room, WatermarkMove
 from messaging.core.protocol import format_time
+from messaging.models import CommandRecord, Membership, Message, Room, WatermarkMove
 
 from .conftest import apply_command
 
@@ -116,7 +117,10 @@ def test_message_list_filters_and_search(staff, late_joiner, people, django_user
 
 def recipient_rows(html: str) -> dict[str, list[str]]:
     table = re.search(r"<th>recipient</th>.*?<tbody>(.*?)</tbody>", html, re.S).group(1)
-    return {cells[0]: cells[1:] for cells in (re.findall(r"<td>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", table))}
+    return {
+        cells[0]: cells[1:]
+        for cells in (re.findall(r"<td>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", table))
+    }
 
 
 def first_reached(user, watermark: str, seq: int):

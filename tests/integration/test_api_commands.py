@@ -4,11 +4,11 @@ Requests go through Django's ASGI handler on the test's event loop, the loop
 of the sockets beside them (channels' communicator), as one server process
 runs both.
 """
+
 from __future__ import annotations
 
 import asyncio
 import json
-
 
 import pytest
 from channels.db import database_sync_to_async
@@ -37,8 +37,7 @@ class Api:
         if key is not None:
             headers["Idempotency-Key"] = key
         data = body if body is not None else json.dumps({"t": t, "d": d})
-        response = await self.client.post("/api/commands", data=data, content_type="application/json",
-                                          headers=headers)
+        response = await self.client.post("/api/commands", data=data, content_type="application/json", headers=headers)
         return response.status_code, json.loads(response.content), response
 
 
@@ -81,8 +80,9 @@ async def test_duplicates_over_http_apply_once(api_as):
 async def test_eight_concurrent_requests_with_one_key_apply_once(api_as):
     user, api = await api_as()
     await api.post("room.join", {"room": "lobby"})
-    answers = await asyncio.gather(*(api.post("room.post", {"room": "lobby", "body": "once"}, "same")
-                                      for _ in range(8)))
+    answers = await asyncio.gather(
+        *(api.post("room.post", {"room": "lobby", "body": "once"}, "same") for _ in range(8))
+    )
     assert [status for status, _, _ in answers] == [200] * 8, answers
     assert sorted(ack["dup"] for _, ack, _ in answers) == [False] + [True] * 7
     assert len({json.dumps(ack["d"]) for _, ack, _ in answers}) == 1
@@ -128,12 +128,15 @@ async def test_key_reused_with_another_body_is_422_and_applies_nothing(api_as):
     assert [r["body"] for r in await rows()] == ["first"]
 
 
-@pytest.mark.parametrize("t, d, code", [
-    ("room.post", {"room": "lobby", "body": "   "}, "invalid"),
-    ("room.post", {"room": "Not A Slug", "body": "x"}, "invalid"),
-    ("room.post", [1, 2], "invalid"),
-    ("no.such.type", {}, "unknown_type"),
-])
+@pytest.mark.parametrize(
+    "t, d, code",
+    [
+        ("room.post", {"room": "lobby", "body": "   "}, "invalid"),
+        ("room.post", {"room": "Not A Slug", "body": "x"}, "invalid"),
+        ("room.post", [1, 2], "invalid"),
+        ("no.such.type", {}, "unknown_type"),
+    ],
+)
 async def test_refusals_of_the_command_are_400_acks(api_as, t, d, code):
     _, api = await api_as()
     await api.post("room.join", {"room": "lobby"})
@@ -145,15 +148,18 @@ async def test_refusals_of_the_command_are_400_acks(api_as, t, d, code):
     assert status == 200 and not ack["dup"]
 
 
-@pytest.mark.parametrize("headers, body, status, code", [
-    ({}, None, 400, "bad_frame"),  # an exactly-once type without a key
-    ({"Idempotency-Key": "has space"}, None, 400, "bad_frame"),
-    ({"Idempotency-Key": "x" * 65}, None, 400, "bad_frame"),
-    ({"Idempotency-Key": "k1"}, "not json", 400, "bad_frame"),
-    ({"Idempotency-Key": "k1"}, "[1]", 400, "bad_frame"),
-    ({"Idempotency-Key": "k1"}, '{"t": "room.post", "d": {"room": "lobby", "body": NaN}}', 400, "bad_frame"),
-    ({"Idempotency-Key": "k1"}, '{"d": {}}', 400, "invalid"),
-])
+@pytest.mark.parametrize(
+    "headers, body, status, code",
+    [
+        ({}, None, 400, "bad_frame"),  # an exactly-once type without a key
+        ({"Idempotency-Key": "has space"}, None, 400, "bad_frame"),
+        ({"Idempotency-Key": "x" * 65}, None, 400, "bad_frame"),
+        ({"Idempotency-Key": "k1"}, "not json", 400, "bad_frame"),
+        ({"Idempotency-Key": "k1"}, "[1]", 400, "bad_frame"),
+        ({"Idempotency-Key": "k1"}, '{"t": "room.post", "d": {"room": "lobby", "body": NaN}}', 400, "bad_frame"),
+        ({"Idempotency-Key": "k1"}, '{"d": {}}', 400, "invalid"),
+    ],
+)
 async def test_what_is_no_command_is_400(api_as, headers, body, status, code):
     _, api = await api_as()
     await api.post("room.join", {"room": "lobby"})
@@ -247,8 +253,9 @@ async def test_the_token_is_never_stored_in_clear(make_user):
     user = await make_user()
     _, token = await database_sync_to_async(create_token)(user, "bot")
     stored = await database_sync_to_async(lambda: list(ApiToken.objects.values()))()
-    assert stored and all(token not in str(value) and token[12:] not in str(value)
-                          for row in stored for value in row.values())
+    assert stored and all(
+        token not in str(value) and token[12:] not in str(value) for row in stored for value in row.values()
+    )
 
 
 async def test_session_needs_its_csrf_token(make_user):
@@ -265,8 +272,9 @@ async def test_session_needs_its_csrf_token(make_user):
     assert status == 200 and ack["ok"], ack
 
 
-@pytest.mark.parametrize("backend", ["django.contrib.auth.backends.ModelBackend",
-                                     "django.contrib.auth.backends.AllowAllUsersModelBackend"])
+@pytest.mark.parametrize(
+    "backend", ["django.contrib.auth.backends.ModelBackend", "django.contrib.auth.backends.AllowAllUsersModelBackend"]
+)
 async def test_a_user_made_inactive_is_refused_at_once_with_either_credential(make_user, settings, backend):
     settings.AUTHENTICATION_BACKENDS = [backend]
     user = await make_user()
@@ -299,8 +307,7 @@ async def test_with_redis_stopped_http_is_still_exactly_once(api_as, settings, o
     _, before, _ = await api.post("room.post", {"room": "lobby", "body": "known"}, "r-1")
     own_redis.stop()
     answers = [await api.post("room.post", {"room": "lobby", "body": "known"}, "r-1")]
-    answers += await asyncio.gather(*(api.post("room.post", {"room": "lobby", "body": "new"}, "r-2")
-                                      for _ in range(8)))
+    answers += await asyncio.gather(*(api.post("room.post", {"room": "lobby", "body": "new"}, "r-2") for _ in range(8)))
     assert [status for status, _, _ in answers] == [200] * 9, answers
     assert answers[0][1]["dup"] and answers[0][1]["d"] == before["d"]
     assert sorted(ack["dup"] for _, ack, _ in answers[1:]) == [False] + [True] * 7
@@ -313,8 +320,6 @@ async def test_openapi_document_is_served(api_as):
     assert response.status_code == 200
     document = json.loads(response.content)
     assert document["openapi"].startswith("3.") and "/api/commands" in document["paths"]
-
-
 
 
 async def test_the_buckets_per_credential_are_bounded(make_user, settings):

@@ -4,6 +4,7 @@ It is read again once, on a fresh connection, only when the connection it
 failed on is dead; any other database error fails the handshake as before.
 The real-daphne proof is tests/faults/test_handshake_failover.py.
 """
+
 from __future__ import annotations
 
 import psycopg
@@ -29,8 +30,13 @@ def signed_in_scope() -> tuple[object, dict]:
 
 def other_connection() -> psycopg.Connection:
     db = connection.settings_dict
-    return psycopg.connect(host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"] or "postgres",
-                           dbname=db["NAME"], autocommit=True)
+    return psycopg.connect(
+        host=db["HOST"] or "127.0.0.1",
+        port=db["PORT"] or 5432,
+        user=db["USER"] or "postgres",
+        dbname=db["NAME"],
+        autocommit=True,
+    )
 
 
 def test_a_dead_connection_is_replaced_and_the_user_signed_in():
@@ -58,8 +64,9 @@ def test_an_error_on_a_live_connection_is_not_retried():
         cursor.execute("RESET lock_timeout")
 
 
-@pytest.mark.parametrize("backend", ["django.contrib.auth.backends.ModelBackend",
-                                     "django.contrib.auth.backends.AllowAllUsersModelBackend"])
+@pytest.mark.parametrize(
+    "backend", ["django.contrib.auth.backends.ModelBackend", "django.contrib.auth.backends.AllowAllUsersModelBackend"]
+)
 def test_an_inactive_user_signs_in_no_socket_whatever_the_backend(settings, backend):
     settings.AUTHENTICATION_BACKENDS = [backend]
     user, scope = signed_in_scope()

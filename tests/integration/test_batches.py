@@ -1,4 +1,5 @@
 """Group commit: exactly-once commands that arrive together run as one batch, each with its own outcome."""
+
 from __future__ import annotations
 
 import asyncio
@@ -12,17 +13,17 @@ from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from prometheus_client import REGISTRY
 
-from messaging.chat import commands
+from messaging.chat import posts
+from messaging.conf import get_settings
 from messaging.core import handlers, pipeline
 from messaging.core.apply import Batch
-from messaging.conf import get_settings
+from messaging.core.claims import claim_key, reset_claim_store
 from messaging.core.exceptions import Forbidden, IdReused, Unavailable
 from messaging.core.handlers import CommandContext
-from messaging.core.claims import claim_key, reset_claim_store
 from messaging.core.outcomes import ClaimBusy
 from messaging.core.runtime import runtime
-from messaging.ops.metrics import BATCH_PHASE_NAMES
 from messaging.models import CommandRecord, Message, Room
+from messaging.ops.metrics import BATCH_PHASE_NAMES
 
 from .conftest import apply_command, post_delivery, run_batch, wait_until
 
@@ -107,11 +108,13 @@ def test_two_copies_of_one_command_in_a_batch_apply_once_with_redis_down(users, 
     # on the record's unique constraint, and each runs alone.
     settings.MESSAGING = {**settings.MESSAGING, "EARLY_STATEMENT": early}
     ana, bob, _ = users
-    results = run_batch([
-        delivery(ana, "a", "twice", id="same"),
-        delivery(bob, "a", "other"),
-        delivery(ana, "a", "twice", id="same"),
-    ])
+    results = run_batch(
+        [
+            delivery(ana, "a", "twice", id="same"),
+            delivery(bob, "a", "other"),
+            delivery(ana, "a", "twice", id="same"),
+        ]
+    )
     first, other, second = results
     assert not first.dup and not other.dup
     assert second.dup and second.source == "database" and second.data == first.data
@@ -152,8 +155,9 @@ def test_a_duplicate_redis_forgot_in_a_batch_is_answered_by_its_record_in_the_ba
 
 
 @pytest.mark.parametrize("early", [True, False], ids=["beside the claims", "after the claims"])
-def test_a_record_the_statement_did_not_see_fails_it_and_each_post_runs_alone(users, redis_client, settings,
-                                                                              monkeypatch, early):
+def test_a_record_the_statement_did_not_see_fails_it_and_each_post_runs_alone(
+    users, redis_client, settings, monkeypatch, early
+):
     """A record committed after the statement's snapshot (another attempt's,
     between the two) is not in its `known`: the record's unique constraint
     undoes the statement, and each post runs alone, where the record answers."""
@@ -161,9 +165,9 @@ def test_a_record_the_statement_did_not_see_fails_it_and_each_post_runs_alone(us
     ana, bob, _ = users
     before = apply_command(ana, "room.post", {"room": "a", "body": "hello"}, id="old")
     redis_client.flushdb()
-    blind = commands.POSTS_AND_RECORDS.replace("c.command_id = i.command_id", "c.command_id = i.command_id AND false")
-    assert blind != commands.POSTS_AND_RECORDS
-    monkeypatch.setattr(commands, "POSTS_AND_RECORDS", blind)
+    blind = posts.POSTS_AND_RECORDS.replace("c.command_id = i.command_id", "c.command_id = i.command_id AND false")
+    assert blind != posts.POSTS_AND_RECORDS
+    monkeypatch.setattr(posts, "POSTS_AND_RECORDS", blind)
     batch = [delivery(bob, "a", "fresh 1"), delivery(ana, "a", "hello", id="old"), delivery(ana, "b", "fresh 2")]
     with CaptureQueriesContext(connection) as queries:
         fresh1, old, fresh2 = run_batch(batch)
@@ -171,7 +175,7 @@ def test_a_record_the_statement_did_not_see_fails_it_and_each_post_runs_alone(us
     ids = [d.command.id for d in batch]
     # Beside the claims first, then after them (the same failure), then each alone.
     assert len(statements) == (2 if early else 1) + len(batch)
-    assert [[id for id in ids if id in sql] for sql in statements[-len(batch):]] == [[id] for id in ids]
+    assert [[id for id in ids if id in sql] for sql in statements[-len(batch) :]] == [[id] for id in ids]
     assert old.dup and old.source == "database" and old.data == before.data
     assert not fresh1.dup and not fresh2.dup and (fresh1.data["seq"], fresh2.data["seq"]) == (2, 1)
     assert Message.objects.filter(client_msg_id="old").count() == 1 and Message.objects.count() == 3
@@ -205,9 +209,9 @@ def test_a_post_whose_claim_another_attempt_holds(users, redis_client, settings,
 def test_a_failed_batch_releases_every_claim_and_answers_unavailable(users, redis_client, monkeypatch):
     ana, bob, cid = users
     # A statement that fails in PostgreSQL after taking its locks: all of it is undone.
-    broken = commands.POSTS_AND_RECORDS.replace("SELECT p.n, p.seq, s.at", "SELECT p.n, p.seq / 0, s.at")
-    assert broken != commands.POSTS_AND_RECORDS
-    monkeypatch.setattr(commands, "POSTS_AND_RECORDS", broken)
+    broken = posts.POSTS_AND_RECORDS.replace("SELECT p.n, p.seq, s.at", "SELECT p.n, p.seq / 0, s.at")
+    assert broken != posts.POSTS_AND_RECORDS
+    monkeypatch.setattr(posts, "POSTS_AND_RECORDS", broken)
     batch = [delivery(ana, "a", "one"), delivery(bob, "b", "two"), delivery(cid, "a", "three")]
     results = run_batch(batch)
     assert all(isinstance(r, Unavailable) and r.retry for r in results)
@@ -218,7 +222,9 @@ def test_a_failed_batch_releases_every_claim_and_answers_unavailable(users, redi
     monkeypatch.undo()
     retried = run_batch(batch)
     assert [(r.dup, r.data["room"], r.data["seq"]) for r in retried] == [
-        (False, "a", 1), (False, "b", 1), (False, "a", 2)
+        (False, "a", 1),
+        (False, "b", 1),
+        (False, "a", 2),
     ]
 
 
@@ -233,7 +239,7 @@ def test_batches_over_the_same_rooms_in_opposite_orders_do_not_deadlock(django_u
 
     def batch(order: list[str]) -> list[tuple]:
         return [
-            (CommandContext(user=user, command_id=uuid.uuid4().hex, type=post.type), commands.Post(room, "x"), "f")
+            (CommandContext(user=user, command_id=uuid.uuid4().hex, type=post.type), posts.Post(room, "x"), "f")
             for room in order
         ]
 
@@ -319,7 +325,9 @@ async def test_commands_that_arrive_together_run_in_batches_each_with_its_own_ou
     ana, bob, cid = users
     sizes = batch_sizes()
     deliveries = [
-        delivery(user, room, f"{user.username} {n}") for n in range(8) for user, room in ((ana, "b"), (bob, "a"), (cid, "a"))
+        delivery(user, room, f"{user.username} {n}")
+        for n in range(8)
+        for user, room in ((ana, "b"), (bob, "a"), (cid, "a"))
     ]
     # Each command sent twice at once: one applies, the other gets its ack.
     calls = [submit(d) for d in deliveries for _ in range(2)]
@@ -332,7 +340,7 @@ async def test_commands_that_arrive_together_run_in_batches_each_with_its_own_ou
     assert commands_run >= len(calls) and batches < commands_run, "some batches carried more than one command"
 
     for n, d in enumerate(deliveries):
-        pair = outcomes[2 * n: 2 * n + 2]
+        pair = outcomes[2 * n : 2 * n + 2]
         assert sorted(o.dup for o in pair) == [False, True], pair
         assert pair[0].data == pair[1].data and pair[0].data["room"] == d.data.room
     for room in "ab":
@@ -353,7 +361,9 @@ async def test_each_batch_times_its_claims_statement_and_results(users):
     batches, _ = sizes.delta()
     phases = {phase: histogram.delta() for phase, histogram in times.items()}
     assert batches >= 1
-    assert {phase: count for phase, (count, _) in phases.items()} == dict.fromkeys(phases, batches), "one sample per batch"
+    assert {phase: count for phase, (count, _) in phases.items()} == dict.fromkeys(phases, batches), (
+        "one sample per batch"
+    )
     assert all(total > 0 for _, total in phases.values())
     # The phases follow each other inside the batches, which ran within the
     # calls, at most as many at once as the batcher has runners.
@@ -384,7 +394,9 @@ async def test_claims_still_work_after_redis_forgets_its_scripts(users, own_redi
 
 
 @pytest.mark.parametrize("threads", [0, 4])
-async def test_while_a_batch_is_quick_the_next_waits_for_it_and_takes_the_whole_queue(users, settings, monkeypatch, threads):
+async def test_while_a_batch_is_quick_the_next_waits_for_it_and_takes_the_whole_queue(
+    users, settings, monkeypatch, threads
+):
     settings.MESSAGING = {**settings.MESSAGING, "DB_THREADS": threads}
     monkeypatch.setattr(pipeline, "BATCH_OVERLAP_AFTER", 60)  # no batch here counts as slow
     sizes = batch_sizes()

@@ -1,4 +1,5 @@
 """The bench's other people's rooms (`--rooms`): as many as asked, each with its own members, none of the bench's."""
+
 from __future__ import annotations
 
 import pytest

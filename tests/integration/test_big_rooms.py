@@ -4,6 +4,7 @@ and receipts without `status` frames above `MEMBERS_ON_JOIN`, on real PostgreSQL
 The crowds are inserted in SQL (tests/support/crowds.py); the members that
 act have sockets on the real consumer.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,8 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from messaging.models import Membership, Message, Room
 from messaging.chat.receipts import move_watermarks_portably
+from messaging.models import Membership, Message, Room
 
 from ..support.crowds import LONG_NAME, catch_up, crowd
 from .conftest import apply_command, move_by_function
@@ -56,7 +57,14 @@ async def test_a_join_of_a_room_of_8000_members_fits_in_one_small_frame(big_room
     # The first page of room.members' order, but its last entry gives way to
     # the joining user's own (a newcomer, so the highest id).
     assert [m["user"] for m in members] == big_room[:99] + [ana.user.pk]
-    assert members[-1] == {"user": ana.user.pk, "name": "ana", "delivered": 0, "read": 0, "joined_seq": 0, "online": True}
+    assert members[-1] == {
+        "user": ana.user.pk,
+        "name": "ana",
+        "delivered": 0,
+        "read": 0,
+        "joined_seq": 0,
+        "online": True,
+    }
 
 
 async def test_a_member_on_the_first_page_gets_that_page_as_it_is(big_room, django_user_model, open_clients):
@@ -117,19 +125,22 @@ def room_state() -> tuple:
     )
 
 
-@pytest.mark.parametrize("d", [
-    {"room": "lobby", "after": "1"},  # the demo's user ids are integers
-    {"room": "lobby", "after": 1.5},
-    {"room": "lobby", "after": True},
-    {"room": "lobby", "after": [1]},
-    {"room": "lobby", "after": {"user": 1}},
-    {"room": "lobby", "after": 2**63},
-    {"room": "lobby", "after": -(2**63) - 1},
-    {"room": "lobby", "after": "3f2504e0-4f89-11d3-9a0c-0305e82c3301"},
-    {"room": "Lobby"},
-    {"after": 1},
-    {"room": "nowhere", "after": "x"},
-])
+@pytest.mark.parametrize(
+    "d",
+    [
+        {"room": "lobby", "after": "1"},  # the demo's user ids are integers
+        {"room": "lobby", "after": 1.5},
+        {"room": "lobby", "after": True},
+        {"room": "lobby", "after": [1]},
+        {"room": "lobby", "after": {"user": 1}},
+        {"room": "lobby", "after": 2**63},
+        {"room": "lobby", "after": -(2**63) - 1},
+        {"room": "lobby", "after": "3f2504e0-4f89-11d3-9a0c-0305e82c3301"},
+        {"room": "Lobby"},
+        {"after": 1},
+        {"room": "nowhere", "after": "x"},
+    ],
+)
 async def test_bad_room_members_are_invalid_and_change_nothing(make_user, open_clients, d):
     ana = await open_clients(await make_user("ana"))
     await ana.join("lobby")
@@ -185,12 +196,16 @@ async def test_over_the_cap_receipts_broadcast_no_status_and_each_senders_socket
     await receipt(cat, "big", delivered=2)
     for client in (ana, ana_again):
         assert [(f["d"]["seq"], f["d"]["state"]) for f in await client.frames("state", 2)] == [
-            (1, "delivered"), (2, "delivered")
+            (1, "delivered"),
+            (2, "delivered"),
         ]
     await receipt(cat, "big", read=2)
     for client in (ana, ana_again):
         frames = await client.frames("state", 2)
-        assert [(f["d"]["room"], f["d"]["seq"], f["d"]["state"]) for f in frames] == [("big", 1, "read"), ("big", 2, "read")]
+        assert [(f["d"]["room"], f["d"]["seq"], f["d"]["state"]) for f in frames] == [
+            ("big", 1, "read"),
+            ("big", 2, "read"),
+        ]
         assert frames[0]["d"]["at"] == frames[1]["d"]["at"]
     assert await database_sync_to_async(states)("big") == {1: "read", 2: "read"}
     for client in (ana, ana_again, ana_elsewhere, bob, cat):
@@ -255,8 +270,9 @@ async def test_a_join_backlog_carries_the_state_of_the_users_own_messages(make_u
 def test_a_move_counts_the_members_only_up_to_one_past_the_cap(big_room, django_user_model, move):
     ana = django_user_model.objects.get(pk=big_room[0])
     Room.objects.filter(slug="crowd").update(last_seq=1)
-    Message.objects.create(room=Room.objects.get(slug="crowd"), seq=1, sender=ana, client_msg_id="m1", body="x",
-                           sent_at=timezone.now())
+    Message.objects.create(
+        room=Room.objects.get(slug="crowd"), seq=1, sender=ana, client_msg_id="m1", body="x", sent_at=timezone.now()
+    )
     reader = django_user_model.objects.get(pk=big_room[1])
     with transaction.atomic():
         moved = move(reader, "crowd", 1, None)

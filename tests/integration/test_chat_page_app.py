@@ -1,5 +1,6 @@
 """The chat page is a contrib app (`messaging.contrib.chat`): its template is the
 host's to override, and the reusable app alone serves no page and makes no accounts."""
+
 from __future__ import annotations
 
 import copy

@@ -7,6 +7,7 @@ PostgreSQL, through the pipeline as the server runs it, as
 django.contrib.sessions tests each of its backends with one suite: the two
 forms must be indistinguishable from outside.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -77,7 +78,9 @@ def states(room: str) -> dict[int, str]:
 
 
 def posts(*given: tuple) -> list:
-    return [pipeline.prepare(user, command("room.post", {"room": room, "body": body}, id)) for user, room, body, id in given]
+    return [
+        pipeline.prepare(user, command("room.post", {"room": room, "body": body}, id)) for user, room, body, id in given
+    ]
 
 
 # room.post ----------------------------------------------------------------------------------------------------------
@@ -85,8 +88,9 @@ def posts(*given: tuple) -> list:
 
 async def test_posts_of_one_batch_take_each_room_s_next_seqs_in_batch_order(people):
     ana, bob, cid = people
-    results = await pipeline.run_batch(posts((ana, "a", "a1", None), (bob, "b", "b1", None), (cid, "a", "a2", None),
-                                             (ana, "a", "a3", None)))
+    results = await pipeline.run_batch(
+        posts((ana, "a", "a1", None), (bob, "b", "b1", None), (cid, "a", "a2", None), (ana, "a", "a3", None))
+    )
     assert [(r.data["room"], r.data["seq"]) for r in results] == [("a", 1), ("b", 1), ("a", 2), ("a", 3)]
     assert [body for _, body, _ in await stored("a")] == ["a1", "a2", "a3"]
     assert all(isinstance(r.data["at"], str) and r.data["at"].endswith("Z") for r in results)
@@ -100,7 +104,12 @@ async def test_a_post_s_ack_is_its_record_and_its_frame_is_the_message(people):
     [(room, frame)] = outcome.broadcasts
     assert room == "a" and frame["t"] == "msg"
     assert {k: frame["d"][k] for k in ("room", "seq", "id", "body", "at")} == {
-        "room": "a", "seq": outcome.data["seq"], "id": "p1", "body": "hello", "at": outcome.data["at"]}
+        "room": "a",
+        "seq": outcome.data["seq"],
+        "id": "p1",
+        "body": "hello",
+        "at": outcome.data["at"],
+    }
 
 
 async def test_a_post_by_a_non_member_is_forbidden_and_stores_nothing(people):

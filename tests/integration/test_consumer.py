@@ -1,4 +1,5 @@
 """The consumer's framing: every frame gets an answer or a defined close."""
+
 from __future__ import annotations
 
 import json
@@ -7,8 +8,8 @@ import pytest
 from channels.layers import DEFAULT_CHANNEL_LAYER, get_channel_layer
 from channels.testing import WebsocketCommunicator
 
-from messaging.transport.consumers import ChatConsumer
 from messaging.models import Room
+from messaging.transport.consumers import ChatConsumer
 from project.asgi import application
 
 from .conftest import Client, rows
@@ -17,14 +18,18 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 async def test_socket_without_a_signed_in_user_is_closed_with_4401():
-    comm = WebsocketCommunicator(application, "/ws/", headers=[(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")])
+    comm = WebsocketCommunicator(
+        application, "/ws/", headers=[(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
+    )
     connected, _ = await comm.connect()
     assert connected
     assert await comm.receive_output() == {"type": "websocket.close", "code": 4401}
 
 
 async def test_foreign_origin_is_refused():
-    comm = WebsocketCommunicator(application, "/ws/", headers=[(b"origin", b"http://evil.example"), (b"host", b"127.0.0.1")])
+    comm = WebsocketCommunicator(
+        application, "/ws/", headers=[(b"origin", b"http://evil.example"), (b"host", b"127.0.0.1")]
+    )
     connected, _ = await comm.connect()
     assert not connected
 
@@ -143,8 +148,14 @@ async def test_post_reaches_every_socket_in_the_room_including_the_senders_other
     for client in (here, there, bob):
         (msg,) = await client.frames("msg", 1)
         assert msg["d"] == {
-            "room": "lobby", "seq": 1, "id": "m1", "sender": {"id": ana.pk, "name": "ana"},
-            "body": "hi all", "at": ack["d"]["at"], "version": 1, "rev": 1,
+            "room": "lobby",
+            "seq": 1,
+            "id": "m1",
+            "sender": {"id": ana.pk, "name": "ana"},
+            "body": "hi all",
+            "at": ack["d"]["at"],
+            "version": 1,
+            "rev": 1,
         }
     assert await outsider.nothing_more()
 

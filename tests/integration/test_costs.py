@@ -8,6 +8,7 @@ on the event loop's connections and on database threads, the thread hops,
 and round trips to the claim store's Redis; fan-out is the hub's one
 `PUBLISH`, outside the pipeline.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -18,13 +19,13 @@ from asgiref.sync import sync_to_async
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from messaging.chat.receipts import move_watermarks_portably
 from messaging.core import handlers, pipeline
 from messaging.core.claims import get_claim_store
 from messaging.core.gateway import Gateway, LoopConnections
 from messaging.core.outcomes import Delivery
-from messaging.models import CommandRecord, Message
 from messaging.core.protocol import Command
-from messaging.chat.receipts import move_watermarks_portably
+from messaging.models import CommandRecord, Message
 
 # A one-statement post (membership, seq, message and record); the claim, then the result.
 POST_QUERIES, POST_REDIS = 1, 2
@@ -90,7 +91,7 @@ def counted(monkeypatch):
         def reset(self) -> None:
             del self.calls[:], self.hops[:], self.queries[:]
 
-        def of(self) -> "Within":
+        def of(self) -> Within:
             return Within((len(self.hops), len(self.queries), len(self.calls)))
 
     counts = Counts()
@@ -167,9 +168,7 @@ async def test_a_post_costs_one_statement_no_hop_and_two_redis_round_trips(membe
     assert counted.of() <= (0, POST_QUERIES, POST_REDIS), (counted.hops, counted.queries, counted.calls)
 
 
-async def test_a_duplicate_redis_knows_is_answered_by_redis_beside_a_statement_that_changes_nothing(
-    member, counted
-):
+async def test_a_duplicate_redis_knows_is_answered_by_redis_beside_a_statement_that_changes_nothing(member, counted):
     first = await submit(member, "room.post", {"room": "lobby", "body": "hello"}, id="d1")
     counted.reset()
     again = await submit(member, "room.post", {"room": "lobby", "body": "hello"}, id="d1")
@@ -185,7 +184,9 @@ async def test_after_mostly_known_duplicates_a_duplicate_redis_knows_costs_no_qu
     again = await submit(member, "room.post", {"room": "lobby", "body": "hello"}, id="d2")
     assert again.dup and again.source == "redis" and again.data == first.data
     assert counted.of() <= (0, KNOWN_DUPLICATE_QUERIES_AFTER_DUPLICATES, KNOWN_DUPLICATE_REDIS), (
-        counted.queries, counted.calls)
+        counted.queries,
+        counted.calls,
+    )
     # The next first-time post goes out beside its claims again; what follows it too.
     fresh = await submit(member, "room.post", {"room": "lobby", "body": "new"})
     counted.reset()
@@ -200,7 +201,9 @@ async def test_without_early_statements_a_duplicate_redis_knows_costs_no_query(m
     again = await submit(member, "room.post", {"room": "lobby", "body": "hello"}, id="d3")
     assert again.dup and again.source == "redis" and again.data == first.data
     assert counted.of() <= (0, KNOWN_DUPLICATE_QUERIES_AFTER_DUPLICATES, KNOWN_DUPLICATE_REDIS), (
-        counted.queries, counted.calls)
+        counted.queries,
+        counted.calls,
+    )
 
 
 async def test_a_duplicate_redis_forgot_is_answered_by_the_record(member, counted, redis_client):
@@ -212,7 +215,10 @@ async def test_a_duplicate_redis_forgot_is_answered_by_the_record(member, counte
     assert await count(Message, client_msg_id="f1") == 1
     assert again.source == "database"
     assert counted.of() <= (FORGOTTEN_DUPLICATE_HOPS, FORGOTTEN_DUPLICATE_QUERIES, FORGOTTEN_DUPLICATE_REDIS), (
-        counted.hops, counted.queries, counted.calls)
+        counted.hops,
+        counted.queries,
+        counted.calls,
+    )
 
 
 @pytest.fixture
@@ -239,7 +245,10 @@ async def test_a_batch_of_posts_costs_no_hop_one_statement_and_two_round_trips(m
     assert sorted(o.data["seq"] for o in outcomes if o.data["room"] == "side") == list(range(1, BATCH // 2 + 1))
     assert await count(CommandRecord, command_id__in=[d.command.id for d in batch]) == BATCH
     assert counted.of() <= (BATCH_POST_HOPS, BATCH_POST_QUERIES, BATCH_POST_REDIS), (
-        counted.hops, counted.queries, counted.calls)
+        counted.hops,
+        counted.queries,
+        counted.calls,
+    )
 
 
 async def test_without_the_loops_connections_a_batch_of_posts_costs_one_hop_and_one_statement(
@@ -249,12 +258,13 @@ async def test_without_the_loops_connections_a_batch_of_posts_costs_one_hop_and_
     outcomes = await pipeline.run_batch(posts(members))
     assert [o.dup for o in outcomes] == [False] * BATCH
     assert counted.of() <= (BATCH_POST_HOPS_WITHOUT_LOOP_DATABASE, BATCH_POST_QUERIES, BATCH_POST_REDIS), (
-        counted.hops, counted.queries, counted.calls)
+        counted.hops,
+        counted.queries,
+        counted.calls,
+    )
 
 
-async def test_known_duplicates_cost_one_round_trip_no_thread_and_after_a_storm_of_them_no_statement(
-    members, counted
-):
+async def test_known_duplicates_cost_one_round_trip_no_thread_and_after_a_storm_of_them_no_statement(members, counted):
     batch = posts(members)
     first = await pipeline.run_batch(batch)
     counted.reset()
@@ -262,13 +272,19 @@ async def test_known_duplicates_cost_one_round_trip_no_thread_and_after_a_storm_
     assert all(o.dup and o.source == "redis" for o in again)
     assert [o.data for o in again] == [o.data for o in first]
     assert counted.of() <= (BATCH_KNOWN_DUPLICATE_HOPS, BATCH_KNOWN_DUPLICATE_QUERIES, BATCH_KNOWN_DUPLICATE_REDIS), (
-        counted.hops, counted.queries, counted.calls)
+        counted.hops,
+        counted.queries,
+        counted.calls,
+    )
     counted.reset()
     # A storm of retries: after a batch of mostly known duplicates, Redis alone answers.
     third = await pipeline.run_batch(batch)
     assert [o.data for o in third] == [o.data for o in first]
-    assert counted.of() <= (BATCH_KNOWN_DUPLICATE_HOPS, KNOWN_DUPLICATE_QUERIES_AFTER_DUPLICATES,
-                            BATCH_KNOWN_DUPLICATE_REDIS), (counted.hops, counted.queries, counted.calls)
+    assert counted.of() <= (
+        BATCH_KNOWN_DUPLICATE_HOPS,
+        KNOWN_DUPLICATE_QUERIES_AFTER_DUPLICATES,
+        BATCH_KNOWN_DUPLICATE_REDIS,
+    ), (counted.hops, counted.queries, counted.calls)
 
 
 @pytest.fixture
@@ -309,14 +325,21 @@ async def test_on_the_event_loop_a_receipt_costs_one_statement_and_no_database_t
     assert outcome.data == {"room": "lobby", "delivered": 2, "read": 2}
     assert await sync_to_async(lambda: Message.objects.get(seq=2).state)() == "read"
     assert counted.of() <= (LOOP_RECEIPT_HOPS, LOOP_RECEIPT_QUERIES, RECEIPT_REDIS), (
-        counted.hops, counted.queries, counted.calls)
+        counted.hops,
+        counted.queries,
+        counted.calls,
+    )
 
 
 async def test_without_the_loops_connections_a_receipt_costs_one_hop_and_one_statement(reader, counted, settings):
     settings.MESSAGING = {**settings.MESSAGING, "LOOP_DATABASE": False}
     outcome = await submit(reader, "receipt", {"room": "lobby", "delivered": 2, "read": 2})
     assert outcome.data == {"room": "lobby", "delivered": 2, "read": 2}
-    assert counted.of() <= (RECEIPT_HOPS, RECEIPT_QUERIES, RECEIPT_REDIS), (counted.hops, counted.queries, counted.calls)
+    assert counted.of() <= (RECEIPT_HOPS, RECEIPT_QUERIES, RECEIPT_REDIS), (
+        counted.hops,
+        counted.queries,
+        counted.calls,
+    )
 
 
 async def test_receipts_that_arrive_together_cost_one_call_of_the_function(reader, member, django_user_model, counted):
@@ -332,11 +355,14 @@ async def test_receipts_that_arrive_together_cost_one_call_of_the_function(reade
 
     # One sender's receipts, pipelined, stay together: one call, answered in order.
     counted.reset()
-    results = await pipeline.submit_many(reader, [
-        Command(id=uuid.uuid4().hex, t="receipt", d={"room": "lobby", "read": 1}),
-        Command(id=uuid.uuid4().hex, t="receipt", d={"room": "elsewhere", "read": 1}),
-        Command(id=uuid.uuid4().hex, t="receipt", d={"room": "lobby", "read": 2}),
-    ])
+    results = await pipeline.submit_many(
+        reader,
+        [
+            Command(id=uuid.uuid4().hex, t="receipt", d={"room": "lobby", "read": 1}),
+            Command(id=uuid.uuid4().hex, t="receipt", d={"room": "elsewhere", "read": 1}),
+            Command(id=uuid.uuid4().hex, t="receipt", d={"room": "lobby", "read": 2}),
+        ],
+    )
     assert results[0].data["read"] == 1 and results[2].data["read"] == 2
     assert type(results[1]).__name__ == "Forbidden"
     assert len([q for q in counted.queries if "move_watermarks" in q]) == 1, counted.queries
@@ -374,9 +400,7 @@ EDIT_HOPS, EDIT_QUERIES, EDIT_REDIS = 1, 9, 2
 SINCE_REV_JOIN_HOPS, SINCE_REV_JOIN_QUERIES, SINCE_REV_JOIN_REDIS = 1, 9, 0
 
 
-async def test_an_edit_costs_one_hop_to_a_transaction_of_a_few_statements_and_two_redis_round_trips(
-    member, counted
-):
+async def test_an_edit_costs_one_hop_to_a_transaction_of_a_few_statements_and_two_redis_round_trips(member, counted):
     outcome = await submit(member, "message.edit", {"room": "lobby", "seq": 1, "body": "warmed up"}, id="e1")
     assert outcome.data["version"] == 2 and not outcome.dup
     assert await sync_to_async(lambda: Message.objects.get(seq=1).body)() == "warmed up"
@@ -396,4 +420,7 @@ async def test_a_resume_by_since_rev_costs_a_few_bounded_queries_whatever_change
     assert [f["t"] for f in outcome.replies] == ["msg"] * 5 + ["msg.edit", "reaction"]
     assert outcome.replies[0]["d"]["deleted"] is True
     assert counted.of() <= (SINCE_REV_JOIN_HOPS, SINCE_REV_JOIN_QUERIES, SINCE_REV_JOIN_REDIS), (
-        counted.hops, counted.queries, counted.calls)
+        counted.hops,
+        counted.queries,
+        counted.calls,
+    )

@@ -7,6 +7,7 @@ real login or an API token, as browsers' tabs and bots do. Each round of the
 watch is counted by wrapping `ended` where the watch calls it; the reads of
 one round are counted by Django's query log.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -62,8 +63,9 @@ async def sockets():
     """`sockets(n, session=..., token=..., app=...)`: n connected sockets signed in by one credential."""
     opened: list[WebsocketCommunicator] = []
 
-    async def open_sockets(n: int, *, session: str | None = None, token: str | None = None,
-                           app=application) -> list[WebsocketCommunicator]:
+    async def open_sockets(
+        n: int, *, session: str | None = None, token: str | None = None, app=application
+    ) -> list[WebsocketCommunicator]:
         headers = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
         if session is not None:
             headers.append((b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={session}".encode()))
@@ -129,7 +131,7 @@ async def test_logout_closes_every_socket_of_the_session_and_no_other(make_user,
     # The user's other session is asked about again after the logout, and stays.
     asked = len(rounds)
     await wait_for(lambda: len(rounds) >= asked + 2, what="two more rounds")
-    assert all(Credential(user.pk, session_key=here) not in credentials for credentials, _ in rounds[asked + 1:])
+    assert all(Credential(user.pk, session_key=here) not in credentials for credentials, _ in rounds[asked + 1 :])
     assert await elsewhere.receive_nothing(timeout=0.1)
     assert await joins(elsewhere)
 
@@ -233,8 +235,10 @@ async def test_a_socket_that_fails_to_close_leaves_no_other_socket_of_the_sessio
 def many_credentials(django_user_model, count: int) -> tuple[list, list[Credential]]:
     """`count` users, half signed in by a session and half by a token, and their credentials."""
     users = [django_user_model.objects.create_user(username=f"many{n}") for n in range(count)]
-    credentials = [Credential(u.pk, session_key=log_in_now(u)) if n % 2 else
-                   Credential(u.pk, token_id=create_token(u)[0].pk) for n, u in enumerate(users)]
+    credentials = [
+        Credential(u.pk, session_key=log_in_now(u)) if n % 2 else Credential(u.pk, token_id=create_token(u)[0].pk)
+        for n, u in enumerate(users)
+    ]
     return users, credentials
 
 
@@ -243,7 +247,10 @@ def test_a_round_is_three_queries_however_many_credentials(django_user_model, dj
     with django_assert_num_queries(3) as captured:
         assert ended(credentials) == set()
     assert [q["sql"].split(" FROM ")[1].split()[0] for q in captured.captured_queries] == [
-        '"auth_user"', '"messaging_apitoken"', '"django_session"']
+        '"auth_user"',
+        '"messaging_apitoken"',
+        '"django_session"',
+    ]
 
 
 def test_each_way_a_credential_ends_ends_it_and_nothing_else(django_user_model):
@@ -263,17 +270,19 @@ def test_each_way_a_credential_ends_ends_it_and_nothing_else(django_user_model):
     django_user_model.objects.filter(pk__in=[u.pk for u in inactive]).update(is_active=False)
     users[credentials.index(by_session[3])].delete()
     # Another user's token or session is no credential of this one.
-    stolen = [Credential(by_session[4].user_id, token_id=by_token[5].token_id),
-              Credential(by_token[5].user_id, session_key=by_session[4].session_key)]
+    stolen = [
+        Credential(by_session[4].user_id, token_id=by_token[5].token_id),
+        Credential(by_token[5].user_id, session_key=by_session[4].session_key),
+    ]
     # A socket signed in by neither (a host's own middleware) ends with its user.
     alone = [Credential(users[0].pk), Credential(inactive[0].pk)]
 
-    assert ended([*credentials, *stolen, *alone]) == {
-        *by_token[:3], by_token[4], *by_session[:4], *stolen, alone[1]}
+    assert ended([*credentials, *stolen, *alone]) == {*by_token[:3], by_token[4], *by_session[:4], *stolen, alone[1]}
 
 
-@pytest.mark.parametrize("engine", ["django.contrib.sessions.backends.cached_db",
-                                    "django.contrib.sessions.backends.cache"])
+@pytest.mark.parametrize(
+    "engine", ["django.contrib.sessions.backends.cached_db", "django.contrib.sessions.backends.cache"]
+)
 def test_another_session_engine_gets_the_same_decision(django_user_model, settings, engine):
     settings.SESSION_ENGINE = engine
     users = [django_user_model.objects.create_user(username=f"e{n}") for n in range(3)]
@@ -294,8 +303,9 @@ def test_a_session_signed_under_a_fallback_secret_still_signs_in(django_user_mod
     assert import_module(django_settings.SESSION_ENGINE).SessionStore().exists(credential.session_key)
 
 
-def test_a_round_of_more_credentials_than_a_chunk_reads_in_chunks(django_user_model, django_assert_num_queries,
-                                                                   monkeypatch):
+def test_a_round_of_more_credentials_than_a_chunk_reads_in_chunks(
+    django_user_model, django_assert_num_queries, monkeypatch
+):
     monkeypatch.setattr(signins, "CHUNK", 4)
     _, credentials = many_credentials(django_user_model, 10)
     with django_assert_num_queries(3 * 3):

@@ -4,6 +4,7 @@ inline script, the import map, is allowed by the hash of the text it serves.
 Here with the source tree's static files (DEBUG); with the manifest's hashed
 names in tests/e2e/test_safe_defaults.py, and in chromium in tests/browser/test_csp.py.
 """
+
 from __future__ import annotations
 
 import pytest

@@ -6,6 +6,7 @@ consumer groups on that stream, a real local HTTP server for the webhooks;
 each test looks for a marker of its own in every text and JSON column of
 every table (tests/support/traces.py).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -44,8 +45,9 @@ NATS_URL = "nats://127.0.0.1:4222"
 def form(request, monkeypatch):
     """How posts are stored: `room.post`'s statement on PostgreSQL, or its portable `apply` alone."""
     if request.param == "portable":
-        monkeypatch.setitem(handlers._registry, "room.post",
-                            dataclasses.replace(handlers.lookup("room.post"), batch={}))
+        monkeypatch.setitem(
+            handlers._registry, "room.post", dataclasses.replace(handlers.lookup("room.post"), batch={})
+        )
     return request.param
 
 
@@ -53,8 +55,14 @@ def form(request, monkeypatch):
 def people(django_user_model, settings):
     """ana, who posts, and bob, a member with no socket and no address (mentions of him are kept, not mailed)."""
     # The webhook receivers here are on 127.0.0.1: a deployment allows that with WEBHOOKS_ALLOW_PRIVATE.
-    settings.MESSAGING = {**settings.MESSAGING, "EDIT_HISTORY_RETENTION": 3600, "WEBHOOK_TIMEOUT": 2,
-                          "WEBHOOK_BACKOFF": 0.01, "WEBHOOK_MAX_ATTEMPTS": 2, "WEBHOOKS_ALLOW_PRIVATE": True}
+    settings.MESSAGING = {
+        **settings.MESSAGING,
+        "EDIT_HISTORY_RETENTION": 3600,
+        "WEBHOOK_TIMEOUT": 2,
+        "WEBHOOK_BACKOFF": 0.01,
+        "WEBHOOK_MAX_ATTEMPTS": 2,
+        "WEBHOOKS_ALLOW_PRIVATE": True,
+    }
     ana = django_user_model.objects.create_user(username=f"ana-{uuid.uuid4().hex[:6]}", first_name="Ana")
     bob = django_user_model.objects.create_user(username=f"bob-{uuid.uuid4().hex[:6]}", first_name="Bob")
     for user in (ana, bob):
@@ -83,14 +91,16 @@ def refuse(event: dict) -> None:
 
 
 def group(client, name: str, handler) -> Consumer:
-    consumer = Consumer(client, "messaging:events", name, handler, name="test", claim_after=0.05, max_attempts=2,
-                        batch=100, block=0.05)
+    consumer = Consumer(
+        client, "messaging:events", name, handler, name="test", claim_after=0.05, max_attempts=2, batch=100, block=0.05
+    )
     consumer.ensure_group()
     return consumer
 
 
 def consume_until(consumer: Consumer, done, what: str) -> None:
     """Step the group (reading, and reclaiming what failed) until `done()`."""
+
     def stepped() -> bool:
         consumer.step()
         return done()
@@ -124,11 +134,15 @@ def copies_everywhere(stream) -> None:
     events: bob's mention, webhook deliveries that die into dead letters, a group's dead letters."""
     publish_outbox(redis_url())
     consume_until(group(stream, "mentions", mentions.notify), Notification.objects.exists, "bob's mention")
-    consume_until(group(stream, "webhooks", webhooks.enqueue), lambda: WebhookDelivery.objects.count() == 2,
-                  "the deliveries")
+    consume_until(
+        group(stream, "webhooks", webhooks.enqueue), lambda: WebhookDelivery.objects.count() == 2, "the deliveries"
+    )
     deliver_until_dead()
-    consume_until(group(stream, "refusing", refuse), lambda: DeadLetter.objects.filter(group="refusing").count() == 2,
-                  "the group's dead letters")
+    consume_until(
+        group(stream, "refusing", refuse),
+        lambda: DeadLetter.objects.filter(group="refusing").count() == 2,
+        "the group's dead letters",
+    )
 
 
 def redis_url() -> str:
@@ -138,12 +152,17 @@ def redis_url() -> str:
 
 
 # Where each copy of a body lives before a delete: the scan must see each of them.
-COPIES = {"messaging_message.body", "messaging_messageversion.previous_body", "messaging_event.data",
-          "messaging_notification.body", "messaging_webhookdelivery.event", "messaging_deadletter.event"}
+COPIES = {
+    "messaging_message.body",
+    "messaging_messageversion.previous_body",
+    "messaging_event.data",
+    "messaging_notification.body",
+    "messaging_webhookdelivery.event",
+    "messaging_deadletter.event",
+}
 
 
-def test_after_a_delete_its_body_is_in_no_table_of_the_database(people, stream, redis_client, failing_endpoint,
-                                                                 form):
+def test_after_a_delete_its_body_is_in_no_table_of_the_database(people, stream, redis_client, failing_endpoint, form):
     ana, bob = people
     marker = f"gone-{uuid.uuid4().hex}"
     seq = post(ana, f"@bob {marker} lunch?")
@@ -160,8 +179,10 @@ def test_after_a_delete_its_body_is_in_no_table_of_the_database(people, stream, 
     # What the copies say instead: an empty body, and that the message is deleted.
     for data in Event.objects.filter(type__in=["message.posted", "message.edited"]).values_list("data", flat=True):
         assert data["body"] == "" and data["deleted"] is True and data["seq"] == seq
-    for copy in [*WebhookDelivery.objects.values_list("event", flat=True),
-                 *DeadLetter.objects.values_list("event", flat=True)]:
+    for copy in [
+        *WebhookDelivery.objects.values_list("event", flat=True),
+        *DeadLetter.objects.values_list("event", flat=True),
+    ]:
         assert copy["data"]["body"] == "" and copy["data"]["deleted"] is True
     [note] = Notification.objects.all()
     assert note.body == "" and note.user_id == bob.pk and note.seq == seq
@@ -187,8 +208,9 @@ def test_deleting_twice_changes_nothing_the_first_did_not(people, stream, failin
     assert {model.__name__: list(model.objects.order_by("pk").values()) for model in tables} == before
 
 
-def test_a_group_reading_the_streams_old_entries_after_the_delete_keeps_no_body(people, stream, redis_client,
-                                                                                 failing_endpoint):
+def test_a_group_reading_the_streams_old_entries_after_the_delete_keeps_no_body(
+    people, stream, redis_client, failing_endpoint
+):
     """The stream still holds the entries published before the delete, body and all; what the app's
     groups make of them afterwards (a mention, a delivery, a dead letter) is blank."""
     ana, bob = people
@@ -201,13 +223,20 @@ def test_a_group_reading_the_streams_old_entries_after_the_delete_keeps_no_body(
     # Out of reach: published before the delete, the stream's entries keep the body.
     assert sum(marker in e["data"].get("body", "") for e in stream_entries(redis_client)) == 2
 
-    consume_until(group(stream, "mentions", mentions.notify),
-                  lambda: InboxRecord.objects.filter(group="mentions").count() == 2, "the mentions group to apply both")
-    consume_until(group(stream, "webhooks", webhooks.enqueue), lambda: WebhookDelivery.objects.count() == 2,
-                  "the deliveries")
+    consume_until(
+        group(stream, "mentions", mentions.notify),
+        lambda: InboxRecord.objects.filter(group="mentions").count() == 2,
+        "the mentions group to apply both",
+    )
+    consume_until(
+        group(stream, "webhooks", webhooks.enqueue), lambda: WebhookDelivery.objects.count() == 2, "the deliveries"
+    )
     deliver_until_dead()
-    consume_until(group(stream, "refusing", refuse), lambda: DeadLetter.objects.filter(group="refusing").count() == 2,
-                  "the group's dead letters")
+    consume_until(
+        group(stream, "refusing", refuse),
+        lambda: DeadLetter.objects.filter(group="refusing").count() == 2,
+        "the group's dead letters",
+    )
 
     assert where_found(marker) == set()
     assert not Notification.objects.exists()  # a mention of a deleted message is not kept
@@ -240,7 +269,7 @@ async def nats_entries(room: str) -> list[dict]:
         while True:
             try:
                 found += await sub.fetch(100, timeout=1)
-            except (nats.errors.TimeoutError, asyncio.TimeoutError):
+            except (TimeoutError, nats.errors.TimeoutError):
                 return [{**(p := orjson.loads(m.data)), "data": orjson.loads(p["data"])} for m in found]
     finally:
         await client.close()
@@ -248,8 +277,9 @@ async def nats_entries(room: str) -> list[dict]:
 
 def published_to_nats() -> None:
     async def drain() -> None:
-        relay = Relay(connection_params(), NatsSink(NATS_URL), partitions=4, batch=500, poll_interval=0.05,
-                      retention=3600)
+        relay = Relay(
+            connection_params(), NatsSink(NATS_URL), partitions=4, batch=500, poll_interval=0.05, retention=3600
+        )
         for _ in range(20):
             await relay.step()
         await relay.disconnect()
@@ -285,8 +315,13 @@ def test_an_event_published_after_the_delete_carries_the_empty_body(people, redi
 
 
 # The tables where a delete looks for copies.
-SEARCHED = ("messaging_event", "messaging_webhookdelivery", "messaging_deadletter", "messaging_notification",
-            "messaging_messageversion")
+SEARCHED = (
+    "messaging_event",
+    "messaging_webhookdelivery",
+    "messaging_deadletter",
+    "messaging_notification",
+    "messaging_messageversion",
+)
 
 
 def table_scans(sql: str) -> list[str]:
@@ -319,8 +354,11 @@ def test_a_delete_finds_every_copy_by_an_index(people, stream, failing_endpoint,
         MessageVersion.objects.update(event_id=None)
     with CaptureQueriesContext(connection) as queries:
         delete(ana, seq)
-    searches = [q["sql"] for q in queries if q["sql"].startswith(("SELECT", "UPDATE"))
-                and any(f'"{table}"' in q["sql"] for table in SEARCHED)]
+    searches = [
+        q["sql"]
+        for q in queries
+        if q["sql"].startswith(("SELECT", "UPDATE")) and any(f'"{table}"' in q["sql"] for table in SEARCHED)
+    ]
     assert {table for table in SEARCHED if any(f'FROM "{table}"' in sql for sql in searches)} == set(SEARCHED)
     assert {sql: table_scans(sql) for sql in searches if table_scans(sql)} == {}
 
@@ -342,8 +380,9 @@ def test_a_message_posted_before_its_events_ids_were_kept_is_found_in_its_rooms_
     assert Event.objects.filter(data__body="another message, which keeps its body").exists()
 
 
-def test_a_mention_of_a_deleted_message_waiting_for_its_digest_shows_it_as_deleted(people, stream, mailoutbox,
-                                                                                   client, settings, monkeypatch):
+def test_a_mention_of_a_deleted_message_waiting_for_its_digest_shows_it_as_deleted(
+    people, stream, mailoutbox, client, settings, monkeypatch
+):
     """The mention's row keeps no body: the page lists it blank, and the digest it waits for (past
     `MENTION_EMAILS_PER_HOUR`) shows a deleted message there (messaging/events/mention_emails.py)."""
     ana, bob = people
@@ -354,8 +393,11 @@ def test_a_mention_of_a_deleted_message_waiting_for_its_digest_shows_it_as_delet
     post(ana, "@bob the first of the hour")
     seq = post(ana, f"@bob {marker}")
     publish_outbox(redis_url())
-    consume_until(group(stream, "mentions", mentions.notify), Notification.objects.filter(email="held").exists,
-                  "the second mention to wait for a digest")
+    consume_until(
+        group(stream, "mentions", mentions.notify),
+        Notification.objects.filter(email="held").exists,
+        "the second mention to wait for a digest",
+    )
     assert len(mailoutbox) == 1
     delete(ana, seq)
     later = mention_emails.now() + timedelta(hours=1, seconds=1)

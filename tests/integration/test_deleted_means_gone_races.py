@@ -1,5 +1,6 @@
 """Deleted means gone while the rest runs: a delete against the relay's batches, edits, consumers and
 prunes, in real threads on real PostgreSQL and Redis (the lock order of messaging/events/redaction.py)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -36,8 +37,12 @@ STREAM = "messaging:events"
 @pytest.fixture
 def people(django_user_model, settings):
     # The webhook receivers here are on 127.0.0.1: a deployment allows that with WEBHOOKS_ALLOW_PRIVATE.
-    settings.MESSAGING = {**settings.MESSAGING, "WEBHOOK_TIMEOUT": 2, "WEBHOOK_BACKOFF": 0.01,
-                          "WEBHOOKS_ALLOW_PRIVATE": True}
+    settings.MESSAGING = {
+        **settings.MESSAGING,
+        "WEBHOOK_TIMEOUT": 2,
+        "WEBHOOK_BACKOFF": 0.01,
+        "WEBHOOKS_ALLOW_PRIVATE": True,
+    }
     ana = django_user_model.objects.create_user(username=f"ana-{uuid.uuid4().hex[:6]}", first_name="Ana")
     bob = django_user_model.objects.create_user(username=f"bob-{uuid.uuid4().hex[:6]}", first_name="Bob")
     for user in (ana, bob):
@@ -68,6 +73,7 @@ class GatedSink(RedisStreamSink):
 
 def relay_round(sink) -> int:
     """One round of a relay (claim its partitions, publish a batch), in a loop of its own."""
+
     async def one() -> int:
         relay = Relay(connection_params(), sink, partitions=4, batch=500, poll_interval=0.05, retention=3600)
         try:
@@ -82,8 +88,9 @@ def relay_round(sink) -> int:
 def waiting_for_locks() -> int:
     """The database's sessions waiting for a lock another holds."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                       " AND wait_event_type = 'Lock'")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
         return cursor.fetchone()[0]
 
 
@@ -216,8 +223,14 @@ class RelayLoop(Loop):
     def __init__(self) -> None:
         super().__init__(self.round)
         self.loop = asyncio.new_event_loop()
-        self.relay = Relay(connection_params(), RedisStreamSink(redis_url(), STREAM, 100_000), partitions=4,
-                           batch=20, poll_interval=0.05, retention=1.0)
+        self.relay = Relay(
+            connection_params(),
+            RedisStreamSink(redis_url(), STREAM, 100_000),
+            partitions=4,
+            batch=20,
+            poll_interval=0.05,
+            retention=1.0,
+        )
 
     def round(self) -> None:
         self.loop.run_until_complete(self.relay.step())
@@ -234,8 +247,9 @@ class RelayLoop(Loop):
 
 def group_loop(name: str, handler) -> Loop:
     client = redis.Redis.from_url(redis_url(), decode_responses=True)
-    consumer = Consumer(client, STREAM, name, handler, name="test", claim_after=0.2, max_attempts=3, batch=20,
-                        block=0.05)
+    consumer = Consumer(
+        client, STREAM, name, handler, name="test", claim_after=0.2, max_attempts=3, batch=20, block=0.05
+    )
     consumer.ensure_group()
     return Loop(consumer.step)
 
@@ -255,8 +269,11 @@ def test_deletes_racing_edits_posts_relay_rounds_and_consumers_never_deadlock_an
             for round in range(3):
                 for seq in seqs:
                     try:
-                        apply_command(ana, "message.edit", {"room": "lobby", "seq": seq,
-                                                            "body": f"@bob {marker} {seq} edit {round}"})
+                        apply_command(
+                            ana,
+                            "message.edit",
+                            {"room": "lobby", "seq": seq, "body": f"@bob {marker} {seq} edit {round}"},
+                        )
                     except Invalid:
                         pass  # deleted already
         except Exception as exc:
@@ -280,8 +297,12 @@ def test_deletes_racing_edits_posts_relay_rounds_and_consumers_never_deadlock_an
         finally:
             connections.close_all()
 
-    loops = [RelayLoop(), group_loop("webhooks", webhooks.enqueue), group_loop("mentions", mentions.notify),
-             Loop(lambda: webhooks.deliver_due() or time.sleep(0.05))]
+    loops = [
+        RelayLoop(),
+        group_loop("webhooks", webhooks.enqueue),
+        group_loop("mentions", mentions.notify),
+        Loop(lambda: webhooks.deliver_due() or time.sleep(0.05)),
+    ]
     try:
         for loop in loops:
             loop.start()

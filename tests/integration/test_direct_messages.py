@@ -1,5 +1,6 @@
 """Direct conversations (PROTOCOL.md 1.1): `dm.open` gives two users one private room,
 the other user by invitation (1.2)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -46,7 +47,9 @@ async def test_two_users_opening_at_once_get_one_room(make_user, open_clients):
         ana_user, bob_user = await make_user("ana"), await make_user("bob")
         anas = [await open_clients(ana_user) for _ in range(3)]
         bobs = [await open_clients(bob_user) for _ in range(3)]
-        sends = [c.send("dm.open", {"user": bob_user.pk}) for c in anas] + [c.send("dm.open", {"user": ana_user.pk}) for c in bobs]
+        sends = [c.send("dm.open", {"user": bob_user.pk}) for c in anas] + [
+            c.send("dm.open", {"user": ana_user.pk}) for c in bobs
+        ]
         ids = await asyncio.gather(*sends)
         acks = await asyncio.gather(*(c.ack(id) for c, id in zip(anas + bobs, ids)))
         assert all(a["ok"] for a in acks), acks
@@ -60,8 +63,11 @@ async def test_a_third_user_cannot_see_or_join_the_conversation(make_user, open_
     room = (await ana.call("dm.open", {"user": bob.user.pk}))["d"]["room"]
     await ana.join(room)
     assert (await ana.call("room.post", {"room": room, "body": "just us"}))["ok"]
-    for t, d in (("room.join", {"room": room}), ("room.post", {"room": room, "body": "hi"}),
-                 ("room.members", {"room": room})):
+    for t, d in (
+        ("room.join", {"room": room}),
+        ("room.post", {"room": room, "body": "hi"}),
+        ("room.members", {"room": room}),
+    ):
         assert (await eve.call(t, d))["error"]["code"] == "forbidden"
     # Not even its owner-less moderators invite into it.
     assert (await ana.call("room.invite", {"room": room, "user": eve.user.pk}))["error"]["code"] == "forbidden"
@@ -105,5 +111,12 @@ async def test_rooms_list_says_private_and_with_whom(make_user, open_clients):
     assert listed[dm]["private"] is True and listed[dm]["with"] == {"id": bob.user.pk, "name": "bob"}
     # bob is asked, not in: the room is listed as an invitation, with whom, and nothing of what is in it.
     theirs = (await bob.call("rooms.list", {}))["d"]["rooms"]
-    assert theirs == [{"room": dm, "private": True, "invited": True, "by": {"id": ana.user.pk, "name": "ana"},
-                       "with": {"id": ana.user.pk, "name": "ana"}}]
+    assert theirs == [
+        {
+            "room": dm,
+            "private": True,
+            "invited": True,
+            "by": {"id": ana.user.pk, "name": "ana"},
+            "with": {"id": ana.user.pk, "name": "ana"},
+        }
+    ]

@@ -1,5 +1,6 @@
 """`message.edit` and `message.delete` (PROTOCOL.md 1.1) under the seven rules
 of exactly-once effects, on real PostgreSQL and Redis."""
+
 from __future__ import annotations
 
 import asyncio
@@ -13,8 +14,11 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
 def stored(seq: int, room: str = "lobby") -> dict:
-    return Message.objects.filter(room__slug=room, seq=seq).values(
-        "body", "version", "rev", "edited_at", "deleted_at").get()
+    return (
+        Message.objects.filter(room__slug=room, seq=seq)
+        .values("body", "version", "rev", "edited_at", "deleted_at")
+        .get()
+    )
 
 
 message_row = database_sync_to_async(stored)
@@ -39,8 +43,9 @@ async def test_an_edit_changes_the_body_once_and_a_retry_gets_the_original_ack(m
     ana = await open_clients(await make_user("ana"))
     await ana.join("lobby")
     seq = await posted(ana)
-    acks = [await ana.call("message.edit", {"room": "lobby", "seq": seq, "body": " hello "}, id="fix-1")
-            for _ in range(3)]
+    acks = [
+        await ana.call("message.edit", {"room": "lobby", "seq": seq, "body": " hello "}, id="fix-1") for _ in range(3)
+    ]
     assert [a["ok"] for a in acks] == [True] * 3 and [a["dup"] for a in acks] == [False, True, True]
     assert acks[0]["d"] == acks[2]["d"]
     assert set(acks[0]["d"]) == {"room", "seq", "version", "edited_at"} and acks[0]["d"]["version"] == 2
@@ -48,8 +53,15 @@ async def test_an_edit_changes_the_body_once_and_a_retry_gets_the_original_ack(m
     assert row["body"] == "hello" and row["version"] == 2 and row["rev"] == 2
     assert await room_rev() == 2
     (edit,) = await ana.frames("msg.edit", 1)
-    assert edit["d"] == {"room": "lobby", "seq": seq, "id": (await ana.frames("msg", 1))[0]["d"]["id"],
-                         "body": "hello", "version": 2, "edited_at": acks[0]["d"]["edited_at"], "rev": 2}
+    assert edit["d"] == {
+        "room": "lobby",
+        "seq": seq,
+        "id": (await ana.frames("msg", 1))[0]["d"]["id"],
+        "body": "hello",
+        "version": 2,
+        "edited_at": acks[0]["d"]["edited_at"],
+        "rev": 2,
+    }
     assert await ana.nothing_more()
 
 
@@ -59,8 +71,9 @@ async def test_concurrent_copies_of_an_edit_on_several_sockets_apply_once(make_u
     for ws in sockets:
         await ws.join("lobby")
     seq = await posted(sockets[0])
-    await asyncio.gather(*(ws.send("message.edit", {"room": "lobby", "seq": seq, "body": "once"}, id="e")
-                           for ws in sockets))
+    await asyncio.gather(
+        *(ws.send("message.edit", {"room": "lobby", "seq": seq, "body": "once"}, id="e") for ws in sockets)
+    )
     acks = await asyncio.gather(*(ws.ack("e") for ws in sockets))
     assert all(a["ok"] for a in acks), acks
     assert sorted(a["dup"] for a in acks) == [False] + [True] * 4
@@ -73,11 +86,17 @@ async def test_each_edit_raises_the_version_and_takes_the_next_rev(make_user, op
     ana = await open_clients(await make_user("ana"))
     await ana.join("lobby")
     seq = await posted(ana)
-    versions = [(await ana.call("message.edit", {"room": "lobby", "seq": seq, "body": f"v{n}"}))["d"]["version"]
-                for n in range(3)]
+    versions = [
+        (await ana.call("message.edit", {"room": "lobby", "seq": seq, "body": f"v{n}"}))["d"]["version"]
+        for n in range(3)
+    ]
     assert versions == [2, 3, 4]
     frames = await ana.frames("msg.edit", 3)
-    assert [(f["d"]["version"], f["d"]["rev"], f["d"]["body"]) for f in frames] == [(2, 2, "v0"), (3, 3, "v1"), (4, 4, "v2")]
+    assert [(f["d"]["version"], f["d"]["rev"], f["d"]["body"]) for f in frames] == [
+        (2, 2, "v0"),
+        (3, 3, "v1"),
+        (4, 4, "v2"),
+    ]
 
 
 async def test_an_id_reused_for_another_edit_is_refused_and_changes_nothing(make_user, open_clients):
@@ -162,7 +181,9 @@ async def test_a_delete_leaves_a_tombstone_without_the_body(make_user, open_clie
     assert "body" not in frame["d"]
     row = await message_row(seq)
     assert row["body"] == "" and row["deleted_at"] is not None
-    bodies = await database_sync_to_async(lambda: list(MessageVersion.objects.values_list("previous_body", flat=True)))()
+    bodies = await database_sync_to_async(
+        lambda: list(MessageVersion.objects.values_list("previous_body", flat=True))
+    )()
     assert bodies == [None, None]
     # Nothing of it anywhere in the app's tables.
     from django.db import connection
@@ -230,7 +251,9 @@ def test_prune_edit_history_clears_old_bodies_and_keeps_the_versions(django_user
     MessageVersion.objects.filter(version=2).update(at=timezone.now() - timedelta(hours=2))
     call_command("prune_edit_history")
     assert list(MessageVersion.objects.order_by("version").values_list("version", "previous_body")) == [
-        (2, None), (3, "newer")]
+        (2, None),
+        (3, "newer"),
+    ]
     settings.MESSAGING = {**settings.MESSAGING, "EDIT_HISTORY_RETENTION": 0}
     call_command("prune_edit_history")
     assert list(MessageVersion.objects.values_list("previous_body", flat=True)) == [None, None]
@@ -253,7 +276,11 @@ def test_an_edit_locks_its_message_row_and_leaves_its_rooms_row_to_next_rev(djan
     ana = django_user_model.objects.create_user(username="ana")
     room = Room.objects.create(slug="lobby", last_seq=1)
     Message.objects.create(room=room, seq=1, sender=ana, client_msg_id="m1", body="x", sent_at=timezone.now())
-    url = {k: v for k, v in connection.get_connection_params().items() if k in ("host", "port", "user", "dbname", "password")}
+    url = {
+        k: v
+        for k, v in connection.get_connection_params().items()
+        if k in ("host", "port", "user", "dbname", "password")
+    }
     with transaction.atomic():
         locked_message(room, 1)
         with psycopg.connect(**url, autocommit=True) as other:

@@ -1,4 +1,5 @@
 """Mentions: a notification per member named, and one e-mail through a real SMTP server (aiosmtpd)."""
+
 from __future__ import annotations
 
 import time
@@ -33,9 +34,12 @@ def smtp(settings):
 
 @pytest.fixture
 def people(django_user_model):
-    made = {name: django_user_model.objects.create_user(username=f"guest-{name}", first_name=name.title(),
-                                                         email=f"{name}@example.com")
-            for name in ("ana", "bob", "cat")}
+    made = {
+        name: django_user_model.objects.create_user(
+            username=f"guest-{name}", first_name=name.title(), email=f"{name}@example.com"
+        )
+        for name in ("ana", "bob", "cat")
+    }
     made["dan"] = django_user_model.objects.create_user(username="dan", first_name="Dan")  # no address
     for user in made.values():
         join_rooms(user, ["lobby"])
@@ -43,8 +47,17 @@ def people(django_user_model):
 
 
 def mentions_consumer(client, claim_after: float = 0.2) -> Consumer:
-    return Consumer(client, "messaging:events", "mentions", notify, name="test", claim_after=claim_after,
-                    max_attempts=5, batch=100, block=0.05)
+    return Consumer(
+        client,
+        "messaging:events",
+        "mentions",
+        notify,
+        name="test",
+        claim_after=claim_after,
+        max_attempts=5,
+        batch=100,
+        block=0.05,
+    )
 
 
 @pytest.fixture
@@ -70,8 +83,7 @@ def test_names_are_found_once_each_not_in_addresses_and_bounded():
     assert mentioned_names(" ".join(f"@u{n}" for n in range(50)), 20) == [f"u{n}" for n in range(20)]
 
 
-def test_one_notification_and_one_email_per_member_mentioned_whatever_the_redeliveries(
-        people, smtp, stream, settings):
+def test_one_notification_and_one_email_per_member_mentioned_whatever_the_redeliveries(people, smtp, stream, settings):
     mailbox, _ = smtp
     cat_online = hold_a_socket(people["cat"].pk, settings)
     post_many(people["ana"], ["lobby"], 1, body="@bob @Cat @dan @ana @nobody look ")
@@ -131,7 +143,10 @@ def test_the_badge_endpoint_counts_unread_mentions_and_marks_them_read(people, s
     client.force_login(people["bob"])
     answer = client.get("/mentions").json()
     assert answer["unread"] == 2
-    assert [(m["room"], m["seq"], m["sender"]) for m in answer["mentions"]] == [("lobby", 2, "Ana"), ("lobby", 1, "Ana")]
+    assert [(m["room"], m["seq"], m["sender"]) for m in answer["mentions"]] == [
+        ("lobby", 2, "Ana"),
+        ("lobby", 1, "Ana"),
+    ]
     assert client.get("/mentions/read").status_code == 405
     assert client.post("/mentions/read").json() == {"unread": 0}
     assert client.get("/mentions").json() == {"unread": 0, "mentions": []}
@@ -145,6 +160,7 @@ def test_the_badge_endpoint_counts_unread_mentions_and_marks_them_read(people, s
 @pytest.fixture
 def clock(monkeypatch):
     """The time mention_emails decides by, moved by the test instead of waiting an hour."""
+
     class Clock:
         at = timezone.now()
 
@@ -175,7 +191,8 @@ def to(mailbox, address: str) -> list:
 
 
 def test_twelve_mentions_in_an_hour_send_ten_emails_then_one_digest_after_the_hour(
-        people, smtp, stream, settings, clock):
+    people, smtp, stream, settings, clock
+):
     mailbox, _ = smtp
     post_many(people["ana"], ["lobby"], 12, body="@bob look ")
     consumer = published_to_a_consumer(stream, settings)
@@ -240,7 +257,8 @@ def test_mentions_go_only_to_members_who_got_the_message(people, smtp, stream, s
 
 @pytest.mark.e2e
 def test_a_consumer_killed_between_sending_a_digest_and_marking_it_sends_it_once_in_effect(
-        people, smtp, stream, settings, server_env, tmp_path):
+    people, smtp, stream, settings, server_env, tmp_path
+):
     """The digest's time is reached by moving the mentions' own times back an hour (the consumers are
     processes: no clock of theirs to move). The SMTP server SIGKILLs the consumer as the digest arrives."""
     settings.MESSAGING = {**settings.MESSAGING, "MENTION_EMAILS_PER_HOUR": 1}
@@ -260,7 +278,9 @@ def test_a_consumer_killed_between_sending_a_digest_and_marking_it_sends_it_once
         wait_until(lambda: first.process.poll() is not None, 60, "the first consumer's digest")
         mailbox.on_message = None
         assert len(mailbox.messages) == 2 and set(Notification.objects.values_list("email", flat=True)) == {
-            "sent", "sending"}
+            "sent",
+            "sending",
+        }
         # Two consumers now: the digest is sent again by one of them, once.
         others = [Process(args, {**server_env, **env}, tmp_path / f"other{n}.log") for n in range(2)]
         try:

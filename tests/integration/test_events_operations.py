@@ -1,4 +1,5 @@
 """Operating the events: /healthz reports a stuck relay, /metrics the backlog, the admin the outbox and dead letters."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -56,8 +57,13 @@ def staff(client, django_user_model):
 
 def test_the_admin_lists_events_and_dead_letters_read_only(staff, posted):
     event = Event.objects.order_by("position").first()
-    DeadLetter.objects.create(group="mailer", event_id=event.event_id, event={"event_id": str(event.event_id)},
-                              attempts=5, error="ValueError: no")
+    DeadLetter.objects.create(
+        group="mailer",
+        event_id=event.event_id,
+        event={"event_id": str(event.event_id)},
+        attempts=5,
+        error="ValueError: no",
+    )
     page = staff.get("/admin/messaging/event/").content.decode()
     assert str(event.event_id) in page and "message.posted" in page
     page = staff.get(f"/admin/messaging/event/{event.pk}/change/").content.decode()

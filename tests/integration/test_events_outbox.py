@@ -1,4 +1,5 @@
 """The outbox: each effect's event commits in the effect's own transaction (messaging/events/outbox.py)."""
+
 from __future__ import annotations
 
 import time
@@ -8,9 +9,8 @@ import pytest
 from channels.db import database_sync_to_async
 from django.db import transaction
 
-from messaging.events.models import Event
 from messaging.core.handlers import CommandContext
-
+from messaging.events.models import Event
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -66,7 +66,7 @@ async def test_a_batch_of_posts_in_two_rooms_numbers_each_room_alone(make_user, 
 
 
 def post_on_the_portable_path(user, body: str) -> None:
-    from messaging.chat.commands import Post, post_message
+    from messaging.chat.posts import Post, post_message
 
     with transaction.atomic():
         post_message(CommandContext(user=user, command_id=uuid.uuid4().hex, type="room.post"), Post("lobby", body))
@@ -132,7 +132,10 @@ async def test_a_reaction_writes_its_event_once(make_user, open_clients):
     await client.call("reaction.add", {"room": "lobby", "seq": 1}, id="plus-2")
     found = await events()
     assert [(e["type"], e["position"]) for e in found] == [
-        ("message.posted", 1), ("reaction.changed", 2), ("reaction.changed", 3)]
+        ("message.posted", 1),
+        ("reaction.changed", 2),
+        ("reaction.changed", 3),
+    ]
     assert found[1]["data"] == {"room": "lobby", "seq": 1, "count": 1, "rev": 2, "command_id": "plus-1", "user": ana.pk}
     assert found[2]["data"]["count"] == 2
 
@@ -162,8 +165,14 @@ async def test_receipts_write_one_state_event_per_message_moved(make_user, open_
     assert {e["event_id"].version for e in found} == {7}
     assert [e["position"] for e in found] == list(range(1, 10))
     states = [(e["data"]["seq"], e["data"]["state"], e["data"]["command_id"]) for e in found[3:]]
-    assert states == [(1, "delivered", "r-1"), (2, "delivered", "r-1"),
-                      (3, "delivered", "r-2"), (1, "read", "r-2"), (2, "read", "r-2"), (3, "read", "r-2")]
+    assert states == [
+        (1, "delivered", "r-1"),
+        (2, "delivered", "r-1"),
+        (3, "delivered", "r-2"),
+        (1, "read", "r-2"),
+        (2, "read", "r-2"),
+        (3, "read", "r-2"),
+    ]
     assert {e["type"] for e in found[3:]} == {"message.state"}
     assert all(e["data"]["user"] == bob.pk and e["data"]["room"] == "lobby" for e in found[3:])
 
@@ -268,8 +277,13 @@ async def test_a_message_and_its_versions_keep_the_ids_of_their_events(make_user
     assert (await client.call("message.edit", {"room": "lobby", "seq": 1, "body": "faster"}))["ok"]
     assert (await client.call("message.delete", {"room": "lobby", "seq": 1}))["ok"]
     ids = {(e["type"], e["data"]["seq"]): e["event_id"] for e in await events()}
-    kept = await database_sync_to_async(lambda: (
-        dict(Message.objects.values_list("seq", "posted_event_id")),
-        dict(MessageVersion.objects.values_list("version", "event_id"))))()
-    assert kept == ({1: ids["message.posted", 1], 2: ids["message.posted", 2]},
-                    {2: ids["message.edited", 1], 3: ids["message.deleted", 1]})
+    kept = await database_sync_to_async(
+        lambda: (
+            dict(Message.objects.values_list("seq", "posted_event_id")),
+            dict(MessageVersion.objects.values_list("version", "event_id")),
+        )
+    )()
+    assert kept == (
+        {1: ids["message.posted", 1], 2: ids["message.posted", 2]},
+        {2: ids["message.edited", 1], 3: ids["message.deleted", 1]},
+    )

@@ -1,4 +1,5 @@
 """The relay in this process against the real database, Redis and NATS JetStream (messaging/events/relay.py)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -30,8 +31,9 @@ def poster(django_user_model):
 
 
 def relay_with(sink, **options) -> Relay:
-    return Relay(connection_params(), sink, **{"partitions": 4, "batch": 50, "poll_interval": 0.05,
-                                              "retention": 3600, **options})
+    return Relay(
+        connection_params(), sink, **{"partitions": 4, "batch": 50, "poll_interval": 0.05, "retention": 3600, **options}
+    )
 
 
 async def run_until_published(relay: Relay) -> None:
@@ -122,7 +124,7 @@ async def nats_messages() -> list:
     while True:
         try:
             found += await sub.fetch(100, timeout=1)
-        except (nats.errors.TimeoutError, asyncio.TimeoutError):
+        except (TimeoutError, nats.errors.TimeoutError):
             break
     await client.close()
     return found

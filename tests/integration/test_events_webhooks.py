@@ -1,4 +1,5 @@
 """Webhooks against a real local HTTP receiver that fails, times out and is sent the same event twice."""
+
 from __future__ import annotations
 
 import time
@@ -22,8 +23,12 @@ def local_endpoints(settings):
 
 @pytest.fixture
 def fast_retries(settings):
-    settings.MESSAGING = {**settings.MESSAGING, "WEBHOOK_TIMEOUT": 0.5, "WEBHOOK_BACKOFF": 0.01,
-                          "WEBHOOK_MAX_ATTEMPTS": 4}
+    settings.MESSAGING = {
+        **settings.MESSAGING,
+        "WEBHOOK_TIMEOUT": 0.5,
+        "WEBHOOK_BACKOFF": 0.01,
+        "WEBHOOK_MAX_ATTEMPTS": 4,
+    }
 
 
 def event(type: str = "message.posted") -> dict:
@@ -87,7 +92,8 @@ def test_endpoints_get_only_the_types_they_want_and_inactive_ones_nothing():
     webhooks.enqueue(event("message.posted"))
     webhooks.enqueue(event("message.state"))
     assert sorted(WebhookDelivery.objects.values_list("endpoint_id", flat=True)) == sorted(
-        [everything.pk, everything.pk, wants_states.pk])
+        [everything.pk, everything.pk, wants_states.pk]
+    )
 
 
 def test_a_signature_is_checked_over_timestamp_and_body():

@@ -1,4 +1,5 @@
 """The seven rules of PROTOCOL.md "Exactly-once effects", on real PostgreSQL and Redis."""
+
 from __future__ import annotations
 
 import asyncio
@@ -121,7 +122,9 @@ def failing_once():
     handlers._registry.pop("test.flaky-post")
 
 
-async def test_handler_failure_releases_the_claim_and_the_retry_applies_once(make_user, open_clients, failing_once, redis_client):
+async def test_handler_failure_releases_the_claim_and_the_retry_applies_once(
+    make_user, open_clients, failing_once, redis_client
+):
     client = await open_clients(await make_user())
     await client.join("lobby")
     first = await client.call("test.flaky-post", {"room": "lobby", "body": "hi"}, id="f1")
@@ -204,8 +207,9 @@ async def test_posts_stay_exactly_once_with_redis_stopped(make_user, open_client
 
 
 @pytest.mark.parametrize("early", [False, True], ids=["statement after the claims", "statement beside the claims"])
-async def test_claim_of_a_killed_worker_stops_blocking_after_the_lease(make_user, open_clients, settings, redis_client,
-                                                                       early):
+async def test_claim_of_a_killed_worker_stops_blocking_after_the_lease(
+    make_user, open_clients, settings, redis_client, early
+):
     """A dead worker's claim blocks its id for at most `CLAIM_LEASE`. With the
     posts' statement beside the claims it does not block a post at all: the
     statement finds no record and applies it, once."""
@@ -238,7 +242,9 @@ async def test_claim_of_a_killed_worker_stops_blocking_after_the_lease(make_user
         return
     busy = await client.call("room.post", {"room": "lobby", "body": "hi"}, id="k1")
     assert busy["ok"] is False and busy["error"] == {
-        "code": "in_progress", "message": "the first attempt with this id is still running", "retry": True
+        "code": "in_progress",
+        "message": "the first attempt with this id is still running",
+        "retry": True,
     }
     await asyncio.sleep(2.1)
     ok = await client.call("room.post", {"room": "lobby", "body": "hi"}, id="k1")
@@ -277,7 +283,9 @@ async def test_duplicate_waits_for_the_running_attempt(make_user, open_clients, 
     assert first["d"] == second["d"]
 
 
-async def test_duplicate_gets_in_progress_when_the_wait_runs_out(make_user, open_clients, slow_post, settings, redis_client):
+async def test_duplicate_gets_in_progress_when_the_wait_runs_out(
+    make_user, open_clients, slow_post, settings, redis_client
+):
     settings.MESSAGING = {**settings.MESSAGING, "IN_PROGRESS_WAIT": 0.0}
     slow_post["delay"] = 0.5
     user = await make_user()

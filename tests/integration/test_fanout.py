@@ -1,4 +1,5 @@
 """Live fan-out through the hub (messaging/transport/fanout.py), on real Redis."""
+
 from __future__ import annotations
 
 import asyncio
@@ -9,10 +10,10 @@ import pytest
 import redis
 
 from messaging.core import pipeline
-from messaging.transport import consumers
-from messaging.ops import metrics
-from messaging.transport.fanout import Hub, RedisHub, get_hub, unpack, unpack_for_user
 from messaging.core.claims import reset_claim_store
+from messaging.ops import metrics
+from messaging.transport import consumers
+from messaging.transport.fanout import Hub, RedisHub, get_hub, unpack, unpack_for_user
 
 from ..support.waiting import wait_for
 from .conftest import Client, rows
@@ -65,7 +66,9 @@ async def test_a_room_costs_one_subscription_per_process_however_many_sockets(ma
     assert published._value.get() - before == 1
     for client in clients:
         await client.close()
-    await wait_for(lambda: redis_client.pubsub_numsub(channel) == [(channel, 0)], timeout=10, what="the subscription to end")
+    await wait_for(
+        lambda: redis_client.pubsub_numsub(channel) == [(channel, 0)], timeout=10, what="the subscription to end"
+    )
     assert hub.subscriptions.listeners == {}
 
 
@@ -104,7 +107,11 @@ async def test_frames_published_during_a_join_follow_its_ack_and_backlog(make_us
 
 async def test_live_frames_reach_the_hubs_of_one_redis_db_only():
     url = os.environ["REDIS_URL"]
-    publisher, same_db, elsewhere = RedisHub(url, timeout=1), RedisHub(url, timeout=1), RedisHub(other_db(url), timeout=1)
+    publisher, same_db, elsewhere = (
+        RedisHub(url, timeout=1),
+        RedisHub(url, timeout=1),
+        RedisHub(other_db(url), timeout=1),
+    )
     here, there = Recorder(), Recorder()
     await same_db.join("lobby", here)
     await elsewhere.join("lobby", there)
@@ -183,32 +190,32 @@ async def test_a_publish_that_fails_costs_the_frame_not_the_ack(make_user, open_
 
 
 async def test_a_publish_queue_past_its_bound_drops_the_oldest_frames():
-    from messaging.transport import fanout
+    from messaging.transport.hub import PUBLISH_BACKLOG
 
     hub, member = Hub(), Recorder()
     await hub.join("lobby", member)
     dropped = metrics.FANOUT_FRAMES.labels("dropped")
     before = dropped._value.get()
     # Published faster than the pump can run (no await in between).
-    for n in range(fanout.PUBLISH_BACKLOG + 3):
+    for n in range(PUBLISH_BACKLOG + 3):
         hub.publish("lobby", n, str(n))
     await wait_for(lambda: hub.pump.done(), timeout=10, what="the queue to drain")
     assert dropped._value.get() - before == 3
-    assert [seq for _, seq, _ in member.frames] == list(range(3, fanout.PUBLISH_BACKLOG + 3))
+    assert [seq for _, seq, _ in member.frames] == list(range(3, PUBLISH_BACKLOG + 3))
 
 
 async def test_a_users_publish_queue_past_its_bound_drops_the_oldest_frames():
-    from messaging.transport import fanout
+    from messaging.transport.hub import PUBLISH_BACKLOG
 
     hub, socket = Hub(), Recorder()
     await hub.attach(7, socket)
     dropped = metrics.FANOUT_FRAMES.labels("dropped")
     before = dropped._value.get()
-    for n in range(fanout.PUBLISH_BACKLOG + 3):
+    for n in range(PUBLISH_BACKLOG + 3):
         hub.publish_to_user(7, None, str(n))
     await wait_for(lambda: hub.pump.done(), timeout=10, what="the queue to drain")
     assert dropped._value.get() - before == 3
-    assert [text for _, text in socket.personal_frames] == [str(n) for n in range(3, fanout.PUBLISH_BACKLOG + 3)]
+    assert [text for _, text in socket.personal_frames] == [str(n) for n in range(3, PUBLISH_BACKLOG + 3)]
 
 
 async def test_a_rooms_frames_queued_together_go_as_one_publish_in_their_order(redis_client):
@@ -240,7 +247,7 @@ async def test_a_message_that_is_not_packed_frames_is_dropped_and_the_room_goes_
     hub, member = RedisHub(url, timeout=1), Recorder()
     await hub.join("lobby", member)
     try:
-        redis_client.publish(hub.channel("lobby"), b"7\n{\"t\":\"msg\"}")  # the format of earlier versions
+        redis_client.publish(hub.channel("lobby"), b'7\n{"t":"msg"}')  # the format of earlier versions
         hub.publish("lobby", 8, "next")
         assert await member.next() == ("lobby", 8, "next")
         assert member.frames == [("lobby", 8, "next")]
@@ -288,7 +295,9 @@ async def test_a_member_whose_client_is_gone_costs_its_frames_only(make_user, op
         [frame] = await ana_socket.frames("msg", 1)
         assert frame["d"]["body"] == "and again"
         assert [(r["seq"], r["body"]) for r in await rows(room__slug="gone")] == [
-            (1, "to the room"), (2, "from bob"), (3, "and again"),
+            (1, "to the room"),
+            (2, "from bob"),
+            (3, "and again"),
         ]
         assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     finally:
@@ -314,8 +323,11 @@ async def test_a_users_frames_reach_its_sockets_in_every_process_once_and_no_one
         a.publish_to_user(7, None, '{"t":"invited"}')
         a.publish_to_user(7, "lobby", '{"t":"state","n":2}')
         expected = [("lobby", '{"t":"state","n":1}'), (None, '{"t":"invited"}'), ("lobby", '{"t":"state","n":2}')]
-        await wait_for(lambda: len(on_a.personal_frames) == len(on_b.personal_frames) == 3, timeout=10,
-                       what="the frames to reach both processes")
+        await wait_for(
+            lambda: len(on_a.personal_frames) == len(on_b.personal_frames) == 3,
+            timeout=10,
+            what="the frames to reach both processes",
+        )
         await asyncio.sleep(0.3)
         assert on_a.personal_frames == on_b.personal_frames == expected
         assert other_user.personal_frames == other_db_socket.personal_frames == []
@@ -326,7 +338,9 @@ async def test_a_users_frames_reach_its_sockets_in_every_process_once_and_no_one
         await b.detach(8, other_user)
         await elsewhere.detach(7, other_db_socket)
     channel = a.user_channel("7")
-    await wait_for(lambda: redis_client.pubsub_numsub(channel) == [(channel, 0)], timeout=10, what="the subscription to end")
+    await wait_for(
+        lambda: redis_client.pubsub_numsub(channel) == [(channel, 0)], timeout=10, what="the subscription to end"
+    )
     assert a.subscriptions.listeners == b.subscriptions.listeners == {}, "no socket left, no subscription"
 
 

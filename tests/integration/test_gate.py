@@ -1,5 +1,6 @@
 """The deployed handshake layer (`SocketGate`, messaging/transport/gate.py) in front of the real consumer:
 it signs in by session or API token, refuses before the session is read, and keeps little per socket."""
+
 from __future__ import annotations
 
 import pytest
@@ -67,8 +68,11 @@ async def test_a_foreign_origin_is_refused_without_reading_the_session(make_user
     reads = []
     real = gate.signed_in_user
     monkeypatch.setattr(gate, "signed_in_user", lambda scope: reads.append(scope) or real(scope))
-    refused = WebsocketCommunicator(application, "/ws/", headers=[(b"origin", b"http://evil.example"),
-                                                                  (b"host", b"127.0.0.1:8000"), session_cookie(key)])
+    refused = WebsocketCommunicator(
+        application,
+        "/ws/",
+        headers=[(b"origin", b"http://evil.example"), (b"host", b"127.0.0.1:8000"), session_cookie(key)],
+    )
     assert not (await refused.connect(timeout=10))[0]
     assert reads == []
     accepted = WebsocketCommunicator(application, "/ws/", headers=[*PAGE, session_cookie(key)])
@@ -90,7 +94,9 @@ async def test_the_socket_keeps_one_copy_of_the_scope_and_no_decoded_session(mak
     # Above the consumer: the gate, the router and channels' per-socket app, nothing else
     # (channels' stack with the throttle and origin layers kept six more frames).
     assert names[:consumer] == ["SocketGate.__call__", "URLRouter.__call__", "AsyncConsumer.as_asgi.<locals>.app"]
-    scopes = {id(coro.cr_frame.f_locals["scope"]) for coro in chain[:consumer + 1] if "scope" in coro.cr_frame.f_locals}
+    scopes = {
+        id(coro.cr_frame.f_locals["scope"]) for coro in chain[: consumer + 1] if "scope" in coro.cr_frame.f_locals
+    }
     # The handshake's own scope, the gate's copy and the router's: no copy per middleware.
     assert len(scopes) == 3
     session = chain[consumer].cr_frame.f_locals["self"].scope["session"]

@@ -1,4 +1,5 @@
 """/healthz answers for the database and the dedup window's Redis."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,6 @@
 """`room.history`, the join ack's `unread` and `first_unread`, and `rooms.list`
 (PROTOCOL.md 1.1), on real PostgreSQL and Redis."""
+
 from __future__ import annotations
 
 import pytest
@@ -37,7 +38,7 @@ async def test_history_pages_backwards_to_the_first_message_without_repeats(make
             break
         before = seqs[0]
     assert seen == list(range(1, 8)) and pages == 3
-    first = (await history(ana, before=2, limit=1))
+    first = await history(ana, before=2, limit=1)
     assert [m["seq"] for m in first["messages"]] == [1] and first["more"] is False
     assert (await history(ana, before=1)) == {"room": "lobby", "messages": [], "more": False}
     # The default limit is 50, and a page past the end holds the newest.
@@ -68,8 +69,15 @@ async def test_history_is_for_members_and_checks_its_bounds(make_user, open_clie
     await ana.join("lobby")
     await posts(ana, 1)
     assert (await eve.call("room.history", {"room": "lobby", "before": 2}))["error"]["code"] == "forbidden"
-    for d in ({"before": 0}, {}, {"before": 2, "limit": 0}, {"before": 2, "limit": 101}, {"before": 2, "limit": 2.0},
-              {"before": "2"}, {"before": 2, "limit": True}):
+    for d in (
+        {"before": 0},
+        {},
+        {"before": 2, "limit": 0},
+        {"before": 2, "limit": 101},
+        {"before": 2, "limit": 2.0},
+        {"before": "2"},
+        {"before": 2, "limit": True},
+    ):
         ack = await ana.call("room.history", {"room": "lobby", **d})
         assert ack["error"]["code"] == "invalid", (d, ack)
     assert len((await history(ana, before=2, limit=100))["messages"]) == 1
@@ -111,11 +119,14 @@ async def test_rooms_list_gives_each_room_with_its_unread_the_most_recently_acti
     assert (await bob.call("receipt", {"room": "busy", "read": 1}))["ok"]
     ack = await bob.call("rooms.list", {})
     assert ack["ok"]
-    assert ack["d"] == {"rooms": [
-        {"room": "busy", "private": False, "last_seq": 3, "read": 1, "unread": 2},
-        {"room": "lobby", "private": False, "last_seq": 1, "read": 0, "unread": 1},
-        {"room": "quiet", "private": False, "last_seq": 0, "read": 0, "unread": 0},
-    ], "more": False}
+    assert ack["d"] == {
+        "rooms": [
+            {"room": "busy", "private": False, "last_seq": 3, "read": 1, "unread": 2},
+            {"room": "lobby", "private": False, "last_seq": 1, "read": 0, "unread": 1},
+            {"room": "quiet", "private": False, "last_seq": 0, "read": 0, "unread": 0},
+        ],
+        "more": False,
+    }
     assert [r["unread"] for r in (await ana.call("rooms.list", {}))["d"]["rooms"]] == [0, 0, 0]
     eve = await open_clients(await make_user("eve"))
     assert (await eve.call("rooms.list", {}))["d"] == {"rooms": [], "more": False}

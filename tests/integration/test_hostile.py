@@ -1,4 +1,5 @@
 """Hostile clients: rate limits, revoked sessions, foreign origins, anonymous sockets."""
+
 from __future__ import annotations
 
 import asyncio
@@ -85,9 +86,13 @@ async def signed_in_socket(user, origin: str = "http://127.0.0.1") -> tuple[Webs
     """A socket through the deployed middleware stack, with the cookie of a real login."""
     session_key = await database_sync_to_async(signed_in_session)(user)
     comm = WebsocketCommunicator(
-        application, "/ws/",
-        headers=[(b"origin", origin.encode()), (b"host", b"127.0.0.1"),
-                 (b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={session_key}".encode())],
+        application,
+        "/ws/",
+        headers=[
+            (b"origin", origin.encode()),
+            (b"host", b"127.0.0.1"),
+            (b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={session_key}".encode()),
+        ],
     )
     return comm, session_key
 
@@ -129,7 +134,6 @@ async def test_foreign_origin_with_valid_cookies_is_refused(make_user):
     connected, _ = await comm.connect()
     assert not connected
     assert await rows() == []
-
 
 
 def signed_in_session(user) -> str:

@@ -7,6 +7,7 @@ daphne would send 1011); each frame with a valid id gets its ack, each
 without one gets `bad_frame`, a binary frame closes with 1003 and the tenth
 malformed frame in a row with 1008.
 """
+
 from __future__ import annotations
 
 import asyncio

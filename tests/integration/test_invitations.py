@@ -2,6 +2,7 @@
 invitation, not a membership; the invitee is nobody in the room until it accepts
 with `room.join`, and declines with `room.leave`. On the real consumer, with
 real PostgreSQL and Redis."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,6 +15,7 @@ from messaging.models import Invitation, Membership, ModerationAction
 from .conftest import apply_command
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
+
 
 @database_sync_to_async
 def members_of(slug: str) -> set:
@@ -67,9 +69,13 @@ async def test_an_invitee_is_nobody_in_the_room_and_hears_none_of_it(make_user, 
     cat_again = await open_clients(cat.user)
     await cat.close()
     await cat_again.close()
-    for t, d in (("room.post", {"room": "club", "body": "let me in"}), ("receipt", {"room": "club", "read": 1}),
-                 ("typing", {"room": "club", "typing": True}), ("room.members", {"room": "club"}),
-                 ("room.history", {"room": "club", "before": 2})):
+    for t, d in (
+        ("room.post", {"room": "club", "body": "let me in"}),
+        ("receipt", {"room": "club", "read": 1}),
+        ("typing", {"room": "club", "typing": True}),
+        ("room.members", {"room": "club"}),
+        ("room.history", {"room": "club", "before": 2}),
+    ):
         assert (await bob.call(t, d))["error"]["code"] == "forbidden", t
     assert not [f for f in bob.inbox if f["t"] != "ack"]
     assert await bob.nothing_more(0.5)
@@ -165,8 +171,11 @@ async def test_staff_cannot_invite_themselves_into_a_private_room_nor_read_it(ma
     await make_staff(staff.user)
     ack = await staff.call("room.invite", {"room": "club", "user": staff.user.pk})
     assert ack["error"]["code"] == "forbidden", ack
-    for t, d in (("room.join", {"room": "club"}), ("room.history", {"room": "club", "before": 2}),
-                 ("room.members", {"room": "club"})):
+    for t, d in (
+        ("room.join", {"room": "club"}),
+        ("room.history", {"room": "club", "before": 2}),
+        ("room.members", {"room": "club"}),
+    ):
         assert (await staff.call(t, d))["error"]["code"] == "forbidden", t
     assert staff.user.pk not in await members_of("club") and await invitation("club", staff.user) is None
     assert not [f for f in staff.inbox if f["t"] == "msg"]
@@ -220,8 +229,10 @@ async def test_either_user_of_a_direct_room_joins_it_again_and_nobody_else(make_
 
 
 def test_a_mention_of_an_invitee_notifies_them_of_nothing(django_user_model):
-    ana, bob, cat = (django_user_model.objects.create_user(username=f"guest-{n}", first_name=n.title(),
-                                                            email=f"{n}@example.com") for n in ("ana", "bob", "cat"))
+    ana, bob, cat = (
+        django_user_model.objects.create_user(username=f"guest-{n}", first_name=n.title(), email=f"{n}@example.com")
+        for n in ("ana", "bob", "cat")
+    )
     apply_command(ana, "room.create", {"room": "club", "private": True})
     for guest in (bob, cat):
         apply_command(ana, "room.invite", {"room": "club", "user": guest.pk})

@@ -1,4 +1,5 @@
 """One delivery's data or result never fails the other deliveries of its batch (issue 19, finding 3)."""
+
 from __future__ import annotations
 
 import uuid
@@ -7,12 +8,12 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from messaging.core import handlers
-from messaging.core.exceptions import Invalid
 from messaging.core.claims import claim_key
+from messaging.core.exceptions import Invalid
 from messaging.core.outcomes import Delivery, Outcome
 from messaging.core.pipeline import run_batch
-from messaging.models import CommandRecord, Message
 from messaging.core.protocol import Command, encode
+from messaging.models import CommandRecord, Message
 
 from .conftest import apply_command, post_delivery
 
@@ -49,15 +50,20 @@ def test_a_delivery_whose_data_cannot_be_fingerprinted_is_refused_before_any_bat
 async def test_a_result_orjson_cannot_write_fails_no_other_delivery(members, huge_type, redis_client):
     ana, bob, cid = members
     huge = Delivery(bob, Command(id="huge", t=huge_type, d={}), handlers.lookup(huge_type), {})
-    batch = [await sync_to_async(post_delivery)(ana, "lobby", "before"), huge,
-             await sync_to_async(post_delivery)(cid, "lobby", "after")]
+    batch = [
+        await sync_to_async(post_delivery)(ana, "lobby", "before"),
+        huge,
+        await sync_to_async(post_delivery)(cid, "lobby", "after"),
+    ]
     results = await run_batch(batch)
 
     assert all(isinstance(result, Outcome) and not result.dup for result in results), results
     assert results[1].data == {"n": HUGE}
     assert encode({"t": "ack", "d": results[1].data}) == '{"t":"ack","d":{"n":%d}}' % HUGE
     assert sorted(await sync_to_async(lambda: list(Message.objects.values_list("body", flat=True)))()) == [
-        "after", "before"]
+        "after",
+        "before",
+    ]
     # The posts' results are kept in Redis; the huge one's claim is given back,
     # so its retry is answered from the durable record.
     for delivery in (batch[0], batch[2]):

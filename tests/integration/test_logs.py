@@ -1,4 +1,5 @@
 """Log lines made while a command runs carry its id, type and user, in the consumer and in the database thread."""
+
 from __future__ import annotations
 
 import json
@@ -20,13 +21,17 @@ def records(caplog):
     caplog.handler.filters.clear()
 
 
-async def test_failure_logged_in_the_handler_thread_names_the_command_and_user(make_user, open_clients, records, broken_type):
+async def test_failure_logged_in_the_handler_thread_names_the_command_and_user(
+    make_user, open_clients, records, broken_type
+):
     client = await open_clients(await make_user())
     ack = await client.call("test.broken", {}, id="log-1")
     assert ack["error"]["code"] == "unavailable"
     failure = next(r for r in records.records if r.name == "messaging.core.records" and r.levelno == logging.ERROR)
     assert (failure.command_id, failure.command_type, failure.user) == ("log-1", "test.broken", client.user.pk)
-    answered = next(r for r in records.records if r.name == "messaging.transport.consumers" and "answered" in r.getMessage())
+    answered = next(
+        r for r in records.records if r.name == "messaging.transport.consumers" and "answered" in r.getMessage()
+    )
     assert answered.getMessage().startswith("answered unavailable in ")
     assert (answered.command_id, answered.user) == ("log-1", client.user.pk)
 
@@ -77,7 +82,9 @@ async def test_a_type_that_is_not_a_string_is_logged_as_a_marker(make_user, open
     assert "[log-4 <not a string> user=" in PLAIN.format(answered)
 
 
-async def test_a_type_with_a_lone_surrogate_is_logged_escaped_and_the_json_line_is_json(make_user, open_clients, records):
+async def test_a_type_with_a_lone_surrogate_is_logged_escaped_and_the_json_line_is_json(
+    make_user, open_clients, records
+):
     client = await open_clients(await make_user())
     await client.call("half\ud83d", {}, id="log-5")  # json.dumps escapes it, as JSON.stringify does
     answered = next(r for r in records.records if getattr(r, "command_id", None) == "log-5")

@@ -1,6 +1,7 @@
 """The event loop's own PostgreSQL connections (messaging/core/gateway.py): posts
 stored without a database thread, and what a broken, failed or interrupted
 statement there leaves behind: nothing applied twice, nothing lost."""
+
 from __future__ import annotations
 
 import asyncio
@@ -16,9 +17,9 @@ from messaging.core.exceptions import Unavailable
 from messaging.core.gateway import Gateway, LoopConnections
 from messaging.core.outcomes import Delivery
 from messaging.core.pipeline import run_batch
+from messaging.core.protocol import Command
 from messaging.core.runtime import close_all_runtimes, runtime
 from messaging.models import CommandRecord, Membership, Message
-from messaging.core.protocol import Command
 
 from .conftest import apply_command, post_delivery
 
@@ -87,9 +88,7 @@ async def test_a_duplicate_redis_forgot_is_answered_by_its_record_and_the_rest_o
     assert len(runtime().gateway.connections.open) == 1, "a unique violation leaves the connection usable"
 
 
-async def test_a_connection_killed_between_batches_fails_one_batch_and_the_retry_applies_once(
-    members, redis_client
-):
+async def test_a_connection_killed_between_batches_fails_one_batch_and_the_retry_applies_once(members, redis_client):
     ana, bob = members
     await run_batch([post(ana, "one")])
     database = runtime().gateway.connections
@@ -114,14 +113,16 @@ def terminate(pid: int) -> None:
 
 
 @pytest.mark.parametrize("early", [True, False], ids=["statement beside the claims", "statement after the claims"])
-async def test_a_batch_cancelled_mid_statement_stores_nothing_and_drops_its_connection(members, redis_client, settings,
-                                                                                      early):
+async def test_a_batch_cancelled_mid_statement_stores_nothing_and_drops_its_connection(
+    members, redis_client, settings, early
+):
     settings.MESSAGING = {**settings.MESSAGING, "EARLY_STATEMENT": early}
     ana, _ = members
     await run_batch([post(ana, "one")])
     # The room's row lock, which every post of the room takes for its seq.
     await cancel_while_it_waits(
-        "SELECT id FROM messaging_room WHERE slug = 'a' FOR UPDATE", [],
+        "SELECT id FROM messaging_room WHERE slug = 'a' FOR UPDATE",
+        [],
         run_batch([post(ana, "cancelled", id="cancelled")]),
     )
     assert await stored() == ([(1, "one")], 1)
@@ -214,7 +215,7 @@ async def test_closing_closes_every_connection_of_every_loop(members):
 
 
 TRICKY_BODIES = [
-    'quotes " and \' and a backslash \\ and \\u0041 written out',
+    "quotes \" and ' and a backslash \\ and \\u0041 written out",
     '{"t": "msg", "d": [1, 2]}',
     "line\nbreak\ttab\rreturn \x01 control",
     "emoji 😀👩‍👩‍👧 astral 𝄞, combining e\u0301, rtl שלום, bom \ufeff, noncharacter \uffff",
@@ -276,7 +277,8 @@ async def test_a_batch_of_receipts_cancelled_while_it_waits_moves_nothing_and_dr
     # batches of their own (pipeline.run_gathered), as posts are: the batch is cancelled.
     await cancel_while_it_waits(
         "SELECT m.id FROM messaging_membership m JOIN messaging_room r ON r.id = m.room_id"
-        " WHERE r.slug = 'a' AND m.user_id = %s FOR UPDATE", [bob.pk],
+        " WHERE r.slug = 'a' AND m.user_id = %s FOR UPDATE",
+        [bob.pk],
         pipeline.run_gathered([receipt(bob, 1)]),
     )
     assert await watermark(bob) == 0

@@ -2,6 +2,7 @@
 with the real consumer, PostgreSQL and Redis: a membership that ends without a
 `room.left` reaching its sockets (an admin's delete, a frame lost on its way)
 is found, and its sockets hear no more of the room."""
+
 from __future__ import annotations
 
 import asyncio
@@ -81,14 +82,16 @@ class Socket:
         self.ended.append(room)
 
 
-async def test_a_check_in_batches_tells_exactly_the_sockets_of_ended_memberships(make_user, open_clients,
-                                                                                monkeypatch):
+async def test_a_check_in_batches_tells_exactly_the_sockets_of_ended_memberships(make_user, open_clients, monkeypatch):
     monkeypatch.setattr(memberships, "CHECK_BATCH", 3)
     ana, bob = await private_room_of_ana_and_bob(make_user, open_clients, "one")
     await private_room(ana, bob, "two")
     watch = MembershipWatch(interval=0)
-    sockets = {(room, who): Socket(client.user) for room in ("one", "two") for who, client in
-               (("ana", ana), ("bob", bob), ("bob again", bob), ("ana again", ana))}
+    sockets = {
+        (room, who): Socket(client.user)
+        for room in ("one", "two")
+        for who, client in (("ana", ana), ("bob", bob), ("bob again", bob), ("ana again", ana))
+    }
     for (room, _), socket in sockets.items():
         watch.watch(room, socket)
     assert watch.pairs() == 8, "three queries of at most 3 pairs"

@@ -1,4 +1,5 @@
 """Metrics count every answered command where its outcome is known, and /metrics is access-controlled."""
+
 from __future__ import annotations
 
 import asyncio
@@ -38,9 +39,15 @@ class Counts:
 def counts():
     c = Counts()
     for type, outcome in [
-        ("room.join", "ok"), ("room.post", "ok"), ("room.post", "dup"), ("room.post", "invalid"),
-        ("room.post", "id_reused"), ("unknown", "unknown_type"), ("unknown", "invalid"),
-        ("room.post", "in_progress"), ("test.broken", "unavailable"),
+        ("room.join", "ok"),
+        ("room.post", "ok"),
+        ("room.post", "dup"),
+        ("room.post", "invalid"),
+        ("room.post", "id_reused"),
+        ("unknown", "unknown_type"),
+        ("unknown", "invalid"),
+        ("room.post", "in_progress"),
+        ("test.broken", "unavailable"),
     ]:
         c.mark("commands", type=type, outcome=outcome)
     for source in ("redis", "database"):
@@ -74,12 +81,17 @@ async def test_outcomes_and_where_duplicates_were_answered(make_user, open_clien
     # A type without a handler never becomes a label of its own.
     assert counts.delta("commands", type="unknown", outcome="unknown_type") == 1
     assert counts.delta("commands", type="unknown", outcome="invalid") == 1
-    assert REGISTRY.get_sample_value("messaging_commands_total", {"type": "no.such.type", "outcome": "unknown_type"}) is None
+    assert (
+        REGISTRY.get_sample_value("messaging_commands_total", {"type": "no.such.type", "outcome": "unknown_type"})
+        is None
+    )
     assert counts.delta("acks", type="room.post") == 5
     assert counts.delta("acks", type="unknown") == 2
 
 
-async def test_in_progress_and_unavailable_are_counted(make_user, open_clients, redis_client, settings, counts, broken_type):
+async def test_in_progress_and_unavailable_are_counted(
+    make_user, open_clients, redis_client, settings, counts, broken_type
+):
     # With the posts' statement after the claims (beside them, it would apply the post: messaging/core/pipeline.py).
     settings.MESSAGING = {**settings.MESSAGING, "IN_PROGRESS_WAIT": 0.0, "EARLY_STATEMENT": False}
     client = await open_clients(await make_user())
@@ -112,7 +124,12 @@ def test_metrics_are_off_without_a_token(client, settings):
 
 def test_metrics_need_the_bearer_token(client, settings):
     settings.MESSAGING = {**settings.MESSAGING, "METRICS_TOKEN": "s3cret"}
-    for headers in [{}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic s3cret"}, {"Authorization": "s3cret"}]:
+    for headers in [
+        {},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": "Basic s3cret"},
+        {"Authorization": "s3cret"},
+    ]:
         response = client.get("/metrics", headers=headers)
         assert response.status_code == 401, headers
         assert b"messaging_" not in response.content
@@ -120,6 +137,10 @@ def test_metrics_need_the_bearer_token(client, settings):
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain")
     text = response.content.decode()
-    for name in ("messaging_commands_total", "messaging_duplicates_suppressed_total",
-                 "messaging_ack_latency_seconds_bucket", "messaging_open_sockets"):
+    for name in (
+        "messaging_commands_total",
+        "messaging_duplicates_suppressed_total",
+        "messaging_ack_latency_seconds_bucket",
+        "messaging_open_sockets",
+    ):
         assert f"# TYPE {name.removesuffix('_total').removesuffix('_bucket')}" in text, name

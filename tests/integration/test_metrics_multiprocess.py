@@ -1,11 +1,12 @@
 """Two real daphne processes share PROMETHEUS_MULTIPROC_DIR: one scrape of either shows both."""
+
 from __future__ import annotations
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from messaging_client import sign_in
 from messaging.testing import SocketClient
+from messaging_client import sign_in
 
 from ..support.servers import Daphne
 

@@ -12,6 +12,7 @@ it sent, the acks it got. After every step the database must agree with it:
 At the end the outbox retries everything still unacked, and every command
 must end up acked: nothing is lost.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,8 +29,8 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invar
 
 from messaging.core import handlers
 from messaging.core.claims import reset_claim_store
-from messaging.models import CommandRecord, Membership, Message, Room
 from messaging.core.protocol import format_time
+from messaging.models import CommandRecord, Membership, Message, Room
 
 from .conftest import Client
 
@@ -196,7 +197,9 @@ def model_type(settings):
 
 def test_exactly_once_holds_over_random_interleavings(model_type):
     ExactlyOnce.TestCase.settings = settings(
-        max_examples=25, stateful_step_count=20, deadline=None,
+        max_examples=25,
+        stateful_step_count=20,
+        deadline=None,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
     ExactlyOnce.TestCase().runTest()

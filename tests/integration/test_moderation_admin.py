@@ -1,5 +1,6 @@
 """The admin's moderation audit: who removed or invited whom, where; read-only but for
 the moderator's actions on a room they are not in, each recorded."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,7 +22,9 @@ AUDIT = reverse("admin:messaging_moderationaction_changelist")
 @pytest.fixture
 def staff(client, django_user_model):
     user = django_user_model.objects.create_user(username="operator", is_staff=True)
-    user.user_permissions.set(Permission.objects.filter(content_type__app_label="messaging", codename__startswith="view_"))
+    user.user_permissions.set(
+        Permission.objects.filter(content_type__app_label="messaging", codename__startswith="view_")
+    )
     client.force_login(user)
     return client
 
@@ -67,7 +70,9 @@ MEMBERSHIPS = reverse("admin:messaging_membership_changelist")
 @database_sync_to_async
 def operator(django_user_model):
     user = django_user_model.objects.create_user(username="operator-account", is_staff=True)
-    user.user_permissions.set(Permission.objects.filter(content_type__app_label="messaging", codename__startswith="view_"))
+    user.user_permissions.set(
+        Permission.objects.filter(content_type__app_label="messaging", codename__startswith="view_")
+    )
     return user
 
 
@@ -92,7 +97,8 @@ async def club_with_spam(open_clients, make_user):
 
 
 async def test_staff_delete_a_message_of_a_private_room_they_are_not_in_from_the_admin(
-        open_clients, make_user, django_user_model):
+    open_clients, make_user, django_user_model
+):
     ana, bob = await club_with_spam(open_clients, make_user)
     staff, admin = await signed_in_operator(django_user_model)
     message = await Message.objects.aget(room__slug="club", seq=1)
@@ -115,13 +121,16 @@ async def test_staff_delete_a_message_of_a_private_room_they_are_not_in_from_the
 
 
 async def test_staff_remove_a_member_of_a_private_room_they_are_not_in_but_not_its_owner(
-        open_clients, make_user, django_user_model):
+    open_clients, make_user, django_user_model
+):
     ana, bob = await club_with_spam(open_clients, make_user)
     staff, admin = await signed_in_operator(django_user_model)
     memberships = {m.user_id: m.pk async for m in Membership.objects.filter(room__slug="club")}
-    response = await admin.post(MEMBERSHIPS, {"action": "remove_as_moderator",
-                                              "_selected_action": [memberships[bob.user.pk], memberships[ana.user.pk]]},
-                                follow=True)
+    response = await admin.post(
+        MEMBERSHIPS,
+        {"action": "remove_as_moderator", "_selected_action": [memberships[bob.user.pk], memberships[ana.user.pk]]},
+        follow=True,
+    )
     text = response.content.decode()
     assert "Members removed: 1" in text and "owner cannot be removed" in text
     [left] = await bob.frames("room.left", 1)

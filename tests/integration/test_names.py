@@ -2,6 +2,7 @@
 that user; a user with no display name is shown as `user <id>` (PROTOCOL.md 1.2).
 Every place a name goes out, for an account made as an admin's is: a username
 and no display name."""
+
 from __future__ import annotations
 
 import json
@@ -74,4 +75,3 @@ async def test_a_user_without_a_display_name_is_user_and_id_everywhere(make_user
     assert event.data["sender"]["name"] == shown["name"]
     # Nowhere the account name: not in anything either socket read, not in the event.
     assert ACCOUNT not in json.dumps([*seen, *ana.inbox, *admin.inbox, event.data])
-

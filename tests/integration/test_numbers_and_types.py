@@ -1,5 +1,6 @@
 """PROTOCOL 1.1, "Safety limits", on the real consumer: data the server cannot handle is refused
 with an ack `invalid` for its command alone, changes nothing, and never counts as a bad frame."""
+
 from __future__ import annotations
 
 import json
@@ -99,7 +100,8 @@ DEEP_LIST = "[" * 990 + "]" * 990
 
 
 @pytest.mark.parametrize(
-    "t", ['["room.post"]', '{"t": "room.post"}', "7", "1.5", "null", "false", DEEP_LIST],
+    "t",
+    ['["room.post"]', '{"t": "room.post"}', "7", "1.5", "null", "false", DEEP_LIST],
     ids=["list", "object", "integer", "float", "null", "false", "list-990-deep"],
 )
 async def test_a_type_that_is_not_a_string_is_invalid(make_user, open_clients, t):

@@ -1,6 +1,7 @@
 """The Origin check in front of the real consumer, with a real login's cookie:
 a page on another port or scheme of an allowed host is refused before the
 consumer sees the socket; trusted origins and a proxy's TLS header are honoured."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,8 +23,11 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 async def handshake(app, user, origin: str, host: str = "127.0.0.1:8000", **extra: str) -> bool:
     """Whether the handshake was accepted; an accepted one joins a room, to show the socket works."""
     key = await database_sync_to_async(signed_in_session)(user)
-    headers = [(b"origin", origin.encode()), (b"host", host.encode()),
-               (b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={key}".encode())]
+    headers = [
+        (b"origin", origin.encode()),
+        (b"host", host.encode()),
+        (b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={key}".encode()),
+    ]
     headers += [(name.lower().replace("_", "-").encode(), value.encode()) for name, value in extra.items()]
     comm = WebsocketCommunicator(app, "/ws/", headers=headers)
     connected, _ = await comm.connect()

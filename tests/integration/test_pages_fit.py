@@ -5,6 +5,7 @@ join ack and of `room.members` the members that do; paging on gets the rest.
 Messages and names of control characters are the costliest to send: six
 bytes of JSON each (`"\\u0001"`), 24 KB for a message of 4,000.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -47,7 +48,8 @@ async def scroll_back(client, room: str, before: int, limit: int = 100) -> list[
 
 @pytest.mark.parametrize("count", [50, 100])
 async def test_history_of_control_characters_pages_within_the_frame_and_gets_every_message_once(
-        count, make_user, open_clients):
+    count, make_user, open_clients
+):
     await database_sync_to_async(noisy_room)("noisy", count)
     ana = await open_clients(await make_user("ana"))
     await ana.join("noisy", since=count)
@@ -86,11 +88,12 @@ async def test_a_join_ack_holds_the_members_that_fit_and_its_own_entry(make_user
     # room.members pages through them all, each page within the frame.
     seen, after = [], None
     while True:
-        page, size = await sized_answer(client, "room.members", {"room": "crowd", **({"after": after} if after else {})})
+        page, size = await sized_answer(
+            client, "room.members", {"room": "crowd", **({"after": after} if after else {})}
+        )
         assert page["ok"] and size <= SMALL_FRAMES and page["d"]["members"]
         seen += [m["user"] for m in page["d"]["members"]]
         if not page["d"]["more"]:
             break
         after = seen[-1]
     assert seen == [*crowd, ana.pk]
-

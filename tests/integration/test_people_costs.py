@@ -1,5 +1,6 @@
 """What presence and typing cost, counted: Redis commands per socket per minute, and
 frames per typing burst. The ceilings are the figures of docs/PERFORMANCE.md."""
+
 from __future__ import annotations
 
 import asyncio
@@ -31,7 +32,11 @@ def commands(server) -> int:
     """Commands the private Redis server has processed: INFO's count, but for its own
     INFO calls and what each new connection says of itself (HELLO, CLIENT SETINFO)."""
     info = redis.Redis(port=server.port).info("commandstats")
-    return sum(v["calls"] for k, v in info.items() if k not in ("cmdstat_info", "cmdstat_hello") and not k.startswith("cmdstat_client"))
+    return sum(
+        v["calls"]
+        for k, v in info.items()
+        if k not in ("cmdstat_info", "cmdstat_hello") and not k.startswith("cmdstat_client")
+    )
 
 
 async def test_presence_costs_a_bounded_number_of_redis_commands_per_socket_per_minute(own_redis):

@@ -6,6 +6,7 @@ frames back to back, as a client with several commands in flight does, and
 check what the client sees (the order of answers, seqs in send order) and
 what the database holds.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -91,7 +92,12 @@ async def test_refusals_and_bad_frames_are_answered_in_their_place(make_user, op
 
     answered = await answers(client, 6)
     assert [(a["t"], a.get("id")) for a in answered] == [
-        ("ack", first), ("error", None), ("ack", second), ("ack", empty), ("ack", elsewhere), ("ack", third),
+        ("ack", first),
+        ("error", None),
+        ("ack", second),
+        ("ack", empty),
+        ("ack", elsewhere),
+        ("ack", third),
     ]
     assert answered[1]["error"]["code"] == "bad_frame"
     assert [a.get("error", {}).get("code") for a in answered[2:]] == [None, "invalid", "forbidden", None]
@@ -182,7 +188,6 @@ async def test_many_sockets_sending_ahead_each_keep_their_order(make_user, open_
     for s in range(4):
         mine = [r["body"] for r in stored if r["body"].startswith(f"{s}-")]
         assert mine == [f"{s}-{n}" for n in range(10)]
-
 
 
 async def test_a_failing_command_between_posts_fails_alone_in_its_place(make_user, open_clients, broken_type):

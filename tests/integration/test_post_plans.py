@@ -7,6 +7,7 @@ if the batch held 100 posts (the estimate of `jsonb_array_elements` of any
 array), it hashed the whole room table instead, in every batch: on 10,000
 rooms a batch of one post took 3.5 ms instead of 1.0.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,7 @@ import pytest
 from django.db import connection
 
 from bench.seed import seed_rooms
-from messaging.chat import commands
+from messaging.chat import posts
 from messaging.models import Room
 
 from .conftest import apply_command, database_conninfo, post_delivery
@@ -61,7 +62,7 @@ def many_rooms(django_user_model):
 
 
 def statement_of(deliveries) -> tuple[str, dict]:
-    return commands.posts_statement([(d.context_for(), d.data, d.fingerprint) for d in deliveries])
+    return posts.posts_statement([(d.context_for(), d.data, d.fingerprint) for d in deliveries])
 
 
 @pytest.mark.parametrize("posts", [1, 32])
@@ -69,8 +70,11 @@ def test_a_batch_looks_its_rooms_up_by_slug_among_10000(many_rooms, posts):
     deliveries = [post_delivery(many_rooms, "ab"[i % 2], f"post {i}") for i in range(posts)]
     sql, params = statement_of(deliveries)
     plan = generic_plan(sql, params)
-    scanned = [node for node in nodes(plan)
-               if node["Node Type"] == "Seq Scan" and node.get("Relation Name") == Room._meta.db_table]
+    scanned = [
+        node
+        for node in nodes(plan)
+        if node["Node Type"] == "Seq Scan" and node.get("Relation Name") == Room._meta.db_table
+    ]
     assert not scanned, f"the room table scanned whole: {scanned}"
 
 

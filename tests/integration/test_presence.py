@@ -1,5 +1,6 @@
 """Presence (PROTOCOL.md 1.1): `presence` frames on a user's first socket's open and
 last one's close, `online` in member lists, a dead process's users taken offline."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,6 @@
 """Private rooms (PROTOCOL.md 1.1): room.create, room.invite (an invitation, 1.2), invited, and the
 extensions room.leave and room.remove, on the real consumer."""
+
 from __future__ import annotations
 
 import asyncio
@@ -50,7 +51,9 @@ async def test_create_makes_the_sender_owner_and_first_member(make_user, open_cl
 async def test_create_is_exactly_once(make_user, open_clients):
     user = await make_user("ana")
     sockets = [await open_clients(user) for _ in range(4)]
-    await asyncio.gather(*(s.send("room.create", {"room": "once", "private": False}, id="create-once") for s in sockets))
+    await asyncio.gather(
+        *(s.send("room.create", {"room": "once", "private": False}, id="create-once") for s in sockets)
+    )
     acks = await asyncio.gather(*(s.ack("create-once") for s in sockets))
     assert all(a["ok"] for a in acks), acks
     assert sorted(a["dup"] for a in acks) == [False, True, True, True]
@@ -78,8 +81,11 @@ async def test_create_answers_every_taken_slug_alike_whoever_it_is_and_whatever_
     assert (await ana.call("room.create", {"room": "secret", "private": True}))["ok"]
     dm = (await ana.call("dm.open", {"user": bob.user.pk}))["d"]["room"]
     # A private room, a direct one and a public one: one answer, which tells nothing of which.
-    answers = [(await eve.call("room.create", {"room": slug, "private": private}))["error"]
-               for slug in ("secret", dm, "lobby") for private in (True, False)]
+    answers = [
+        (await eve.call("room.create", {"room": slug, "private": private}))["error"]
+        for slug in ("secret", dm, "lobby")
+        for private in (True, False)
+    ]
     assert answers == [{"code": "invalid", "message": "this slug is taken", "retry": False}] * 6
 
 
@@ -151,7 +157,9 @@ async def test_only_the_owner_or_staff_invites(make_user, open_clients):
     assert (await staff.call("room.invite", {"room": "secret", "user": eve.user.pk}))["ok"]
     # An invitation, not a membership (PROTOCOL.md 1.2).
     assert eve.user.pk not in await members_of("secret") and eve.user.pk in await invited_to("secret")
-    actions = await database_sync_to_async(lambda: list(ModerationAction.objects.values_list("actor_id", "kind", "target_id")))()
+    actions = await database_sync_to_async(
+        lambda: list(ModerationAction.objects.values_list("actor_id", "kind", "target_id"))
+    )()
     assert (staff.user.pk, "invite", eve.user.pk) in actions
 
 
@@ -186,7 +194,9 @@ async def test_removed_member_stops_hearing_the_room_at_once(make_user, open_cli
     assert await bob.nothing_more(0.5)
     for t, d in (("room.join", {"room": "secret"}), ("room.post", {"room": "secret", "body": "back?"})):
         assert (await bob.call(t, d))["error"]["code"] == "forbidden"
-    actions = await database_sync_to_async(lambda: list(ModerationAction.objects.filter(kind="remove").values_list("actor_id", "target_id", "room_slug")))()
+    actions = await database_sync_to_async(
+        lambda: list(ModerationAction.objects.filter(kind="remove").values_list("actor_id", "target_id", "room_slug"))
+    )()
     assert actions == [(ana.user.pk, bob.user.pk, "secret")]
 
 

@@ -1,5 +1,6 @@
 """A private room is closed to non-members over `POST /api/commands` too: every command is 403 `forbidden`;
 and invitations are requests there as on a socket (PROTOCOL.md 1.2)."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,16 +19,18 @@ async def test_a_non_member_is_refused_on_every_command_over_http(api_as, open_c
     assert status == 200 and ack["ok"], ack
     status, ack, _ = await ana_api.post("room.post", {"room": "secret", "body": "hidden"}, "p-1")
     assert status == 200, ack
-    for n, (t, d) in enumerate([
-        ("room.join", {"room": "secret"}),
-        ("room.post", {"room": "secret", "body": "let me in"}),
-        ("receipt", {"room": "secret", "read": 1}),
-        ("reaction.add", {"room": "secret", "seq": 1}),
-        ("room.members", {"room": "secret"}),
-        ("typing", {"room": "secret", "typing": True}),
-        ("room.invite", {"room": "secret", "user": eve.pk}),
-        ("room.leave", {"room": "secret"}),
-    ]):
+    for n, (t, d) in enumerate(
+        [
+            ("room.join", {"room": "secret"}),
+            ("room.post", {"room": "secret", "body": "let me in"}),
+            ("receipt", {"room": "secret", "read": 1}),
+            ("reaction.add", {"room": "secret", "seq": 1}),
+            ("room.members", {"room": "secret"}),
+            ("typing", {"room": "secret", "typing": True}),
+            ("room.invite", {"room": "secret", "user": eve.pk}),
+            ("room.leave", {"room": "secret"}),
+        ]
+    ):
         status, ack, _ = await eve_api.post(t, d, f"e-{n}")
         assert status == 403 and ack["error"]["code"] == "forbidden", (t, status, ack)
     members = await Membership.objects.filter(room__slug="secret").acount()
@@ -49,8 +52,9 @@ async def test_invitations_are_requests_over_http_and_from_code(api_as):  # noqa
     status, ack, _ = await bob_api.post("room.members", {"room": "club"})
     assert status == 403
     status, ack, _ = await bob_api.post("rooms.list", {})
-    assert ack["d"]["rooms"] == [{"room": "club", "private": True, "invited": True,
-                                  "by": {"id": ana.pk, "name": "ana"}}]
+    assert ack["d"]["rooms"] == [
+        {"room": "club", "private": True, "invited": True, "by": {"id": ana.pk, "name": "ana"}}
+    ]
     # He declines; asked again at once, the inviter is refused.
     status, ack, _ = await bob_api.post("room.leave", {"room": "club"})
     assert status == 200 and ack["d"] == {"room": "club"}

@@ -2,6 +2,7 @@
 prune_watermark_moves deletes old receipt times, and the admin's times never move to a later receipt;
 prune_moderation_actions deletes the moderation audit past its retention; prune_empty_rooms deletes
 rooms that never had a message, are old and were joined by nobody lately."""
+
 from __future__ import annotations
 
 import uuid
@@ -12,9 +13,17 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from messaging.models import (CommandRecord, DirectRoom, Invitation, Membership, Message, ModerationAction, Room,
-                              WatermarkMove)
 from messaging.chat.receipts import recipient_receipts
+from messaging.models import (
+    CommandRecord,
+    DirectRoom,
+    Invitation,
+    Membership,
+    Message,
+    ModerationAction,
+    Room,
+    WatermarkMove,
+)
 
 from .conftest import apply_command
 
@@ -29,8 +38,11 @@ def records(django_user_model):
     Message.objects.create(room=room, seq=1, sender=user, client_msg_id="old-post", body="hi", sent_at=timezone.now())
     made = {}
     for command_id, type, age_days in [
-        ("old-post", "room.post", 90), ("old-reaction", "reaction.add", 90), ("old-credit", "wallet.credit", 31),
-        ("new-reaction", "reaction.add", 1), ("new-post", "room.post", 1),
+        ("old-post", "room.post", 90),
+        ("old-reaction", "reaction.add", 90),
+        ("old-credit", "wallet.credit", 31),
+        ("new-reaction", "reaction.add", 1),
+        ("new-post", "room.post", 1),
     ]:
         record = CommandRecord.objects.create(user=user, command_id=command_id, type=type, fingerprint="f", result={})
         # created_at is auto_now_add: move it back afterwards.
@@ -96,7 +108,9 @@ def bobs_times() -> dict[int, tuple]:
     times = {}
     for message in Message.objects.filter(room__slug="lobby").order_by("seq"):
         (bob,) = [m for m in recipient_receipts(message) if m.user.username == "bob"]
-        times[message.seq] = tuple(None if at is None else (timezone.now() - at).days for at in (bob.delivered_at, bob.read_at))
+        times[message.seq] = tuple(
+            None if at is None else (timezone.now() - at).days for at in (bob.delivered_at, bob.read_at)
+        )
     return times
 
 
@@ -168,8 +182,9 @@ def test_prune_notifications_deletes_mentions_past_their_retention(django_user_m
 
     user = django_user_model.objects.create_user(username="bob")
     for seq, age_days, email in [(1, 40, "sent"), (2, 31, "held"), (3, 29, "sent"), (4, 0, "pending")]:
-        note = Notification.objects.create(user=user, event_id=uuid.uuid4(), room="lobby", seq=seq, sender_name="Ana",
-                                           body="@bob hi", email=email)
+        note = Notification.objects.create(
+            user=user, event_id=uuid.uuid4(), room="lobby", seq=seq, sender_name="Ana", body="@bob hi", email=email
+        )
         Notification.objects.filter(pk=note.pk).update(created_at=timezone.now() - timedelta(days=age_days))
     out = StringIO()
     call_command("prune_notifications", "--dry-run", stdout=out)
@@ -205,7 +220,9 @@ def test_prune_empty_rooms_deletes_only_old_rooms_never_written_in_nor_joined_la
     joined(aged(Room.objects.create(slug="joined-lately"), 40), bob, 2)
     invited_lately = aged(Room.objects.create(slug="invited-lately", private=True, owner=ana), 40)
     joined(invited_lately, ana, 40)
-    Invitation.objects.create(room=invited_lately, user=bob, invited_by=ana, created_at=timezone.now() - timedelta(days=3))
+    Invitation.objects.create(
+        room=invited_lately, user=bob, invited_by=ana, created_at=timezone.now() - timedelta(days=3)
+    )
     aged(Room.objects.create(slug="young"), 20)
     written = aged(Room.objects.create(slug="written", last_seq=1, last_rev=1), 400)
     Message.objects.create(room=written, seq=1, sender=ana, client_msg_id="m1", body="hi", sent_at=timezone.now())
@@ -220,8 +237,14 @@ def test_prune_empty_rooms_deletes_only_old_rooms_never_written_in_nor_joined_la
     out = StringIO()
     call_command("prune_empty_rooms", "--batch", "1", stdout=out)
     assert out.getvalue().startswith("deleted 2 unused empty rooms")
-    assert set(Room.objects.values_list("slug", flat=True)) == {"joined-lately", "invited-lately", "young", "written",
-                                                                "revised", "odd"}
+    assert set(Room.objects.values_list("slug", flat=True)) == {
+        "joined-lately",
+        "invited-lately",
+        "young",
+        "written",
+        "revised",
+        "odd",
+    }
     # What hung on them went with them; the audit keeps its row, by slug.
     assert not Membership.objects.filter(room_id__in=[unused.pk, direct.pk]).exists()
     assert not DirectRoom.objects.exists()

@@ -1,6 +1,7 @@
 """prune_guests deletes the guest accounts of /login/ that have been idle past
 the retention and never posted; everything else stays, and a post racing the
 prune keeps its guest. On real PostgreSQL."""
+
 from __future__ import annotations
 
 import threading
@@ -146,8 +147,9 @@ def test_sessions_it_cannot_list_need_a_retention_past_their_lifetime(guests, se
 
 def other_connection() -> psycopg.Connection:
     db = connection.settings_dict
-    return psycopg.connect(host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"] or "postgres",
-                           dbname=db["NAME"])
+    return psycopg.connect(
+        host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432, user=db["USER"] or "postgres", dbname=db["NAME"]
+    )
 
 
 RACING_POST = (

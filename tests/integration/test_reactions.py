@@ -1,4 +1,5 @@
 """The "+1" reaction: a custom command type that is not idempotent by nature, applied exactly once."""
+
 from __future__ import annotations
 
 import asyncio
@@ -6,12 +7,11 @@ import asyncio
 import pytest
 from channels.db import database_sync_to_async
 
-from messaging_client import sign_in
 from messaging.contrib.reactions.models import ReactionCount
 from messaging.core.claims import reset_claim_store
 from messaging.models import CommandRecord, Membership
 from messaging.testing import SocketClient
-
+from messaging_client import sign_in
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -42,7 +42,9 @@ async def test_same_reaction_from_several_sockets_at_once_counts_once(make_user,
     assert await count_of(1) == 1
     # One broadcast, so every socket sees the count move once.
     for client in clients:
-        assert await client.frames("reaction", 1) == [{"t": "reaction", "d": {"room": "lobby", "seq": 1, "count": 1, "rev": 2}}]
+        assert await client.frames("reaction", 1) == [
+            {"t": "reaction", "d": {"room": "lobby", "seq": 1, "count": 1, "rev": 2}}
+        ]
         assert await client.nothing_more()
 
 
@@ -119,7 +121,9 @@ async def test_join_backlog_carries_the_counts(make_user, open_clients):
     bob = await open_clients(await make_user("bob"))
     await bob.join("lobby")
     assert [f["d"]["seq"] for f in await bob.frames("msg", 2)] == [1, 2]
-    assert await bob.frames("reaction", 1) == [{"t": "reaction", "d": {"room": "lobby", "seq": 1, "count": 2, "rev": 4}}]
+    assert await bob.frames("reaction", 1) == [
+        {"t": "reaction", "d": {"room": "lobby", "seq": 1, "count": 2, "rev": 4}}
+    ]
     assert await bob.nothing_more()
 
 
@@ -194,7 +198,9 @@ async def test_same_reaction_through_two_server_processes_counts_once(start_daph
         for ws in sockets:
             assert (await ws.call("room.join", {"room": "lobby"}))["ok"]
         assert (await sockets[0].call("room.post", {"room": "lobby", "body": "like me"}))["ok"]
-        acks = await asyncio.gather(*(ws.call("reaction.add", {"room": "lobby", "seq": 1}, id="cross") for ws in sockets))
+        acks = await asyncio.gather(
+            *(ws.call("reaction.add", {"room": "lobby", "seq": 1}, id="cross") for ws in sockets)
+        )
     finally:
         await asyncio.gather(*(ws.close() for ws in sockets))
     assert sorted(ack["dup"] for ack in acks) == [False] + [True] * 5

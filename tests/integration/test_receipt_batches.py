@@ -8,6 +8,7 @@ members a message moves exactly when its last recipient's watermark reaches
 it (both forms); and the plan of each state UPDATE reads the room's members
 by the new indexes, once per statement, never per message.
 """
+
 from __future__ import annotations
 
 import threading
@@ -19,7 +20,6 @@ from django.utils import timezone
 from messaging.chat.edits import locked_message
 from messaging.chat.receipts import RECEIPTS_LOCK, move_watermarks_portably
 from messaging.chat.revs import next_rev
-from messaging.core.exceptions import Forbidden, Invalid
 from messaging.models import Event, Membership, Message, Room, WatermarkMove
 
 from .conftest import apply_command, move_by_function, moves_by_function, wait_until
@@ -98,15 +98,17 @@ def test_a_batch_answers_each_receipt_alone_and_a_refusal_changes_nothing_else(d
     ana, bob, cat = people(django_user_model, "ana", "bob", "cat")
     first = room_with("first", [ana, bob], [ana, ana])
     second = room_with("second", [ana, bob], [bob])
-    moves = moves_by_function([
-        (bob, "second", None, None),  # nothing given: no move
-        (cat, "first", 1, None),  # not a member
-        (bob, "first", 1, None),
-        (ana, "second", 1, 1),
-        (bob, "first", 3, None),  # beyond the last seq
-        (ana, "nowhere", 1, None),  # no such room
-        (bob, "first", 2, 2),  # after its own earlier receipt of the batch
-    ])
+    moves = moves_by_function(
+        [
+            (bob, "second", None, None),  # nothing given: no move
+            (cat, "first", 1, None),  # not a member
+            (bob, "first", 1, None),
+            (ana, "second", 1, 1),
+            (bob, "first", 3, None),  # beyond the last seq
+            (ana, "nowhere", 1, None),  # no such room
+            (bob, "first", 2, 2),  # after its own earlier receipt of the batch
+        ]
+    )
     assert [type(m).__name__ for m in moves] == ["Move", "Forbidden", "Move", "Move", "Invalid", "Forbidden", "Move"]
     assert not moves[0].moved
     assert [(m.seq, m.state) for m in moves[2].messages] == [(1, "delivered")]
@@ -171,7 +173,8 @@ def test_a_batch_takes_its_rooms_locks_in_room_id_order_whatever_order_it_was_gi
         with connection.cursor() as cursor:
             cursor.execute(
                 f"SELECT objid, granted FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND {OURS}",
-                [RECEIPTS_LOCK])
+                [RECEIPTS_LOCK],
+            )
             locks = sorted(cursor.fetchall())
         assert locks == sorted([(low.pk, True), (low.pk, False)]), "the second room's lock is not held while waiting"
     finally:
@@ -284,7 +287,7 @@ def state_update_plans(user, room: str, delivered, read) -> list[str]:
         move_by_function(user, room, delivered, read)
     finally:
         connection.connection._notice_handlers.clear()
-    return [plan for plan in notices if "UPDATE \"messaging_message\"" in plan]
+    return [plan for plan in notices if 'UPDATE "messaging_message"' in plan]
 
 
 def test_each_state_update_reads_the_members_by_index_once_not_per_message(django_user_model):

@@ -1,4 +1,5 @@
 """PROTOCOL.md "Message states" and the `receipt` command, on real PostgreSQL and Redis."""
+
 from __future__ import annotations
 
 import threading
@@ -7,10 +8,10 @@ import pytest
 from channels.db import database_sync_to_async
 from django.db import connection, transaction
 
-from messaging.core.exceptions import Invalid
-from messaging.models import Membership, Message, WatermarkMove
-from messaging.core.protocol import format_time
 from messaging.chat.receipts import recipient_receipts
+from messaging.core.exceptions import Invalid
+from messaging.core.protocol import format_time
+from messaging.models import Membership, Message, WatermarkMove
 
 from .conftest import apply_command, wait_until
 
@@ -76,7 +77,10 @@ async def test_states_follow_the_recipients_rule_with_a_late_joiner(make_user, o
 
     messages, recipients = await database_sync_to_async(times)()
     assert {seq: [r.user.first_name for r in rs] for seq, rs in recipients.items()} == {
-        1: ["bob"], 2: ["bob"], 3: ["bob", "cat"], 4: ["ana", "cat"]
+        1: ["bob"],
+        2: ["bob"],
+        3: ["bob", "cat"],
+        4: ["ana", "cat"],
     }
     for seq, message in messages.items():
         # A state is reached when its last recipient reached it, at that very move.
@@ -234,7 +238,7 @@ class Held(threading.Thread):
             self.holding.set()
             connection.close()
 
-    def __enter__(self) -> "Held":
+    def __enter__(self) -> Held:
         self.start()
         self.holding.wait()
         return self

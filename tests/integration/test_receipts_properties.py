@@ -10,6 +10,7 @@ move also says what it did (for the `state` and `status` frames): exactly the
 messages whose state it changed, at the time it stored, and the room's size;
 the function and the ORM's statements say the same.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,8 +21,8 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from messaging.models import Membership, Message, Room
 from messaging.chat.receipts import move_watermarks_portably
+from messaging.models import Membership, Message, Room
 
 from .conftest import move_by_function
 
@@ -84,9 +85,7 @@ def run(move, users, scenario: Scenario, receipts) -> tuple[dict, dict, list[dic
             for member, delivered, read in receipts:
                 moves.append(told(move(users[member], "prop", delivered, read), room))
                 steps.append(dict(Message.objects.filter(room=room).values_list("seq", "state")))
-            marks = {
-                m.user_id: (m.delivered, m.read) for m in Membership.objects.filter(room=room)
-            }
+            marks = {m.user_id: (m.delivered, m.read) for m in Membership.objects.filter(room=room)}
             states = {
                 m.seq: (m.state, m.delivered_at is not None, m.read_at is not None)
                 for m in Message.objects.filter(room=room)

@@ -1,5 +1,6 @@
 """The app's Redis clients fail only with Redis errors (messaging/core/redis_clients.py),
 on a real Redis whose connections are cut from under commands in flight."""
+
 from __future__ import annotations
 
 import os

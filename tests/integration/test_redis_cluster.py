@@ -2,6 +2,7 @@
 each, tests/support/cluster.py), with `MESSAGING['REDIS_CLUSTER']`: claims and
 results in slots per user, a batch's scripts run per slot, live frames over
 sharded Pub/Sub."""
+
 from __future__ import annotations
 
 import asyncio
@@ -85,8 +86,9 @@ async def test_concurrent_duplicates_on_several_sockets_apply_once(on_cluster, m
     assert [r["seq"] for r in await rows()] == [1]
 
 
-async def test_rooms_fan_out_over_sharded_pubsub_one_subscription_per_room(on_cluster, redis_cluster, make_user,
-                                                                          open_clients):
+async def test_rooms_fan_out_over_sharded_pubsub_one_subscription_per_room(
+    on_cluster, redis_cluster, make_user, open_clients
+):
     rooms = [f"room-{n}" for n in range(6)]
     hub = get_hub()
     assert len({redis_cluster.master_of(hub.channel(room).decode()).port for room in rooms}) >= 2

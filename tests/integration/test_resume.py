@@ -1,4 +1,5 @@
 """Resume: `room.join` with `since` sends exactly what a client missed, in seq order."""
+
 from __future__ import annotations
 
 import asyncio

@@ -1,5 +1,6 @@
 """`rev` (PROTOCOL.md 1.1): one gapless change counter per room, and the
 `room.join` with `since_rev` that resumes every kind of change."""
+
 from __future__ import annotations
 
 import threading
@@ -12,8 +13,8 @@ from django.db import connection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from messaging.exceptions import CommandError
 from messaging.contrib.reactions.models import ReactionCount
+from messaging.exceptions import CommandError
 from messaging.models import Message, MessageVersion, Room
 
 from .conftest import apply_command
@@ -61,7 +62,7 @@ def test_revs_are_gapless_and_rise_in_each_lane_under_concurrent_changes(lanes):
         try:
             for n, (user, kind, seq) in enumerate(lanes[lane_no]):
                 t, d = command_of(room, kind, seq, n)
-                for copy in range(2):
+                for _copy in range(2):
                     try:
                         outcome = apply_command(users[user], t, d, id=ids[lane_no][n])
                     except CommandError:
@@ -88,8 +89,11 @@ def test_revs_are_gapless_and_rise_in_each_lane_under_concurrent_changes(lanes):
         assert lane == sorted(lane)
     # Every applied change took one (a repeated delete of a tombstone takes none).
     messages = Message.objects.filter(room__slug=room)
-    changes = (messages.count() + MessageVersion.objects.filter(message__room__slug=room).count()
-               + sum(ReactionCount.objects.filter(room__slug=room).values_list("count", flat=True)))
+    changes = (
+        messages.count()
+        + MessageVersion.objects.filter(message__room__slug=room).count()
+        + sum(ReactionCount.objects.filter(room__slug=room).values_list("count", flat=True))
+    )
     assert changes == last_rev <= applied[0]
 
 

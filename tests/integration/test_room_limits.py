@@ -1,11 +1,12 @@
 """Rooms one user (`ROOMS_CREATED_PER_HOUR`) and one client address (`ROOMS_CREATED_PER_ADDRESS_PER_HOUR`)
 may create per hour, counted in the database."""
+
 from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Callable
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -102,8 +103,9 @@ def test_the_limit_is_exact_for_joins_at_once_on_several_connections(django_user
     # does: the user's row lock puts their counts one after another.
     settings.MESSAGING = {**settings.MESSAGING, "ROOMS_CREATED_PER_HOUR": 5}
     ana = django_user_model.objects.create_user(username="ana")
-    outcomes = at_once([lambda n=n: apply_command(ana, "room.join", {"room": f"race-{n}-{uuid.uuid4().hex[:6]}"})
-                        for n in range(12)])
+    outcomes = at_once(
+        [lambda n=n: apply_command(ana, "room.join", {"room": f"race-{n}-{uuid.uuid4().hex[:6]}"}) for n in range(12)]
+    )
     assert sorted(outcomes) == ["ok"] * 5 + ["rate_limited"] * 7
     assert Room.objects.filter(created_by=ana).count() == 5
 
@@ -148,7 +150,11 @@ def test_rooms_past_the_address_limit_are_refused_whoever_creates_them(django_us
     create_from(users[0], "203.0.113.7", "room.join", {"room": "one"})
     create_from(users[1], "203.0.113.7", "room.create", {"room": "two"})
     create_from(users[2], "203.0.113.7", "dm.open", {"user": users[3].pk})
-    for t, d in [("room.join", {"room": "four"}), ("room.create", {"room": "five"}), ("dm.open", {"user": users[0].pk})]:
+    for t, d in [
+        ("room.join", {"room": "four"}),
+        ("room.create", {"room": "five"}),
+        ("dm.open", {"user": users[0].pk}),
+    ]:
         with pytest.raises(RateLimited) as refused:
             create_from(users[4], "203.0.113.7", t, d)
         assert refused.value.message == "3 rooms were created from your address in the last hour"
@@ -158,8 +164,12 @@ def test_rooms_past_the_address_limit_are_refused_whoever_creates_them(django_us
     create_from(users[4], "2001:db8::/64", "room.join", {"room": "four"})
     assert submit(users[4], "room.create", {"room": "five"}, id="from-code")["ok"]
     assert dict(Room.objects.values_list("slug", "created_from")) == {
-        "one": "203.0.113.7", "two": "203.0.113.7", Room.objects.get(direct__isnull=False).slug: "203.0.113.7",
-        "four": "2001:db8::/64", "five": None}
+        "one": "203.0.113.7",
+        "two": "203.0.113.7",
+        Room.objects.get(direct__isnull=False).slug: "203.0.113.7",
+        "four": "2001:db8::/64",
+        "five": None,
+    }
 
 
 def test_an_address_limit_of_0_is_off(django_user_model, settings):
@@ -175,7 +185,8 @@ def test_the_address_limit_is_exact_for_creations_at_once_on_several_connections
     # as on separate processes: the address's lock puts their counts one after another.
     settings.MESSAGING = {**settings.MESSAGING, "ROOMS_CREATED_PER_ADDRESS_PER_HOUR": 5}
     users = [django_user_model.objects.create_user(username=f"guest{n}") for n in range(12)]
-    outcomes = at_once([lambda n=n: create_from(users[n], "203.0.113.7", "room.join", {"room": f"race-{n}"})
-                        for n in range(12)])
+    outcomes = at_once(
+        [lambda n=n: create_from(users[n], "203.0.113.7", "room.join", {"room": f"race-{n}"}) for n in range(12)]
+    )
     assert sorted(outcomes) == ["ok"] * 5 + ["rate_limited"] * 7
     assert Room.objects.filter(created_from="203.0.113.7").count() == 5

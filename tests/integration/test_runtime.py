@@ -1,4 +1,5 @@
 """One runtime per event loop (messaging/core/runtime.py): made on first use, closed with its loop."""
+
 from __future__ import annotations
 
 import asyncio

@@ -1,5 +1,6 @@
 """The app's tables on PostgreSQL: each foreign key served by an index, and by no
 redundant one; a membership's watermark moves deleted with it by the database."""
+
 from __future__ import annotations
 
 import re
@@ -156,8 +157,10 @@ def test_the_contract_migration_goes_back_to_every_version_and_forward_again(dja
 
 def functions_in_the_database() -> set[str]:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
-                       " WHERE n.nspname = current_schema() AND p.proname LIKE 'messaging%%'")
+        cursor.execute(
+            "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+            " WHERE n.nspname = current_schema() AND p.proname LIKE 'messaging%%'"
+        )
         return {name for (name,) in cursor.fetchall()}
 
 
@@ -175,8 +178,9 @@ def index_definitions(schema: str) -> set[str]:
     """Every index of the schema's tables as PostgreSQL writes it, the schema's name taken out."""
     with connection.cursor() as cursor:
         # Django's own record of the migrations is no model.
-        cursor.execute("SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND tablename <> 'django_migrations'",
-                       [schema])
+        cursor.execute(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND tablename <> 'django_migrations'", [schema]
+        )
         return {definition.replace(f" {schema}.", " ") for (definition,) in cursor.fetchall()}
 
 

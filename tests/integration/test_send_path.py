@@ -5,12 +5,12 @@ Host command types registered here stand for a host project's own: one
 whose result cannot be encoded, one whose replies are large, and a slow one
 that subscribes its socket to a room (as `room.join` does).
 """
+
 from __future__ import annotations
 
 import threading
 
 import pytest
-from asgiref.sync import sync_to_async
 from prometheus_client import REGISTRY
 
 import messaging
@@ -60,8 +60,9 @@ async def test_a_result_that_cannot_be_encoded_is_an_error_frame_naming_its_comm
     await client.close()
 
 
-async def test_a_reply_over_the_send_buffer_is_an_error_frame_and_the_others_are_sent(make_user, host_types,
-                                                                                    small_send_buffer):
+async def test_a_reply_over_the_send_buffer_is_an_error_frame_and_the_others_are_sent(
+    make_user, host_types, small_send_buffer
+):
     def apply(ctx, data):
         ctx.reply({"t": "note", "d": {"text": "small"}})
         ctx.reply({"t": "note", "d": {"text": "x" * SMALL_BUFFER}})
@@ -82,7 +83,8 @@ async def test_a_reply_over_the_send_buffer_is_an_error_frame_and_the_others_are
 
 
 async def test_live_frames_held_behind_a_slow_subscribing_command_count_against_the_send_buffer(
-        make_user, host_types, small_send_buffer):
+    make_user, host_types, small_send_buffer
+):
     """A room's frames wait while a command that subscribes to it runs (its ack and
     replies go first): past MAX_SEND_BUFFER the socket is closed with 1008."""
     release = threading.Event()

@@ -1,4 +1,5 @@
 """Guest sign-in at /login/ and the redirect from / (PROTOCOL.md, Endpoints)."""
+
 from __future__ import annotations
 
 import pytest

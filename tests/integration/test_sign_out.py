@@ -2,6 +2,7 @@
 /login/; GET is 405 and a POST without the CSRF token 403, both changing
 nothing; another user's session is untouched. The sockets' side is in
 tests/e2e/test_sign_out.py."""
+
 from __future__ import annotations
 
 import re

@@ -1,4 +1,5 @@
 """`messaging.submit` / `messaging.asubmit` and `manage.py messaging_post`: commands from a host's own code."""
+
 from __future__ import annotations
 
 import asyncio
@@ -69,8 +70,11 @@ async def test_sync_submit_from_a_worker_thread_reaches_sockets(make_user, open_
     await socket.join("lobby")
     acks, connections = [], []
     for i in range(8):
-        acks.append(await asyncio.to_thread(messaging.submit, user, "room.post", {"room": "lobby", "body": f"t{i}"},
-                                            id=f"task-{i}"))
+        acks.append(
+            await asyncio.to_thread(
+                messaging.submit, user, "room.post", {"room": "lobby", "body": f"t{i}"}, id=f"task-{i}"
+            )
+        )
         connections.append(await database_sync_to_async(open_connections)())
     assert [a["d"]["seq"] for a in acks] == list(range(1, 9))
     msgs = await socket.frames("msg", 8)
@@ -108,6 +112,7 @@ def test_messaging_post_refusals(django_user_model):
         call_command("messaging_post", "--room", "news", "--as", "system", "--id", "bad id", "hi", stdout=StringIO())
     out = StringIO()
     with pytest.raises(SystemExit) as exit:
-        call_command("messaging_post", "--room", "news", "--as", "system", "--id", "x", "   ", stdout=out,
-                     stderr=StringIO())
+        call_command(
+            "messaging_post", "--room", "news", "--as", "system", "--id", "x", "   ", stdout=out, stderr=StringIO()
+        )
     assert exit.value.code == 1 and json.loads(out.getvalue())["error"]["code"] == "invalid"

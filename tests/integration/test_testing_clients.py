@@ -1,5 +1,6 @@
 """messaging.testing's Communicator speaks the protocol to the real consumer, and a type
 registered for one test goes through the whole exactly-once path."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,7 +29,10 @@ async def test_a_type_registered_for_the_test_is_exactly_once_through_the_consum
 
 
 async def test_frames_read_past_while_waiting_stay_in_the_inbox(make_user):
-    ana, bob = await Communicator(await make_user("ana")).connect(), await Communicator(await make_user("bob")).connect()
+    ana, bob = (
+        await Communicator(await make_user("ana")).connect(),
+        await Communicator(await make_user("bob")).connect(),
+    )
     try:
         await ana.join("lobby")
         await bob.join("lobby")

@@ -1,4 +1,5 @@
 """API tokens: `messaging_token`, the admin, the limit per user, and tokens on the WebSocket handshake."""
+
 from __future__ import annotations
 
 import re
@@ -12,9 +13,9 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
 
+from messaging.models import ApiToken
 from messaging.transport.auth import AuthMiddlewareStack
 from messaging.transport.consumers import ChatConsumer
-from messaging.models import ApiToken
 from messaging.transport.tokens import create_token, digest, user_of_token
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -40,8 +41,9 @@ def test_messaging_token_revokes_by_prefix(django_user_model):
     user = django_user_model.objects.create_user(username="bot")
     token = make_token("bot")
     other = make_token("bot")
-    call_command("messaging_token", "bot", "--revoke", ApiToken.objects.get(digest=digest(token)).prefix,
-                 stderr=StringIO())
+    call_command(
+        "messaging_token", "bot", "--revoke", ApiToken.objects.get(digest=digest(token)).prefix, stderr=StringIO()
+    )
     assert user_of_token(token) is None and user_of_token(other) == user
     call_command("messaging_token", "bot", "--revoke", other, stderr=StringIO())
     assert user_of_token(other) is None
@@ -57,7 +59,7 @@ def test_messaging_token_of_an_unknown_user_fails(db):
 def test_tokens_per_user_are_bounded(django_user_model, settings):
     settings.MESSAGING = {**settings.MESSAGING, "API_TOKENS_PER_USER": 2}
     user = django_user_model.objects.create_user(username="bot")
-    first, second = make_token("bot"), make_token("bot")
+    first, _second = make_token("bot"), make_token("bot")
     with pytest.raises(CommandError, match="API_TOKENS_PER_USER"):
         make_token("bot")
     assert ApiToken.objects.filter(user=user).count() == 2
@@ -132,9 +134,15 @@ def test_the_admin_sets_an_expiry_and_lists_last_use_and_expiry(django_user_mode
     client = admin_client(django_user_model)
     bot = django_user_model.objects.create_user(username="bot")
     until = timezone.now() + timedelta(days=30)
-    added = client.post("/admin/messaging/apitoken/add/", {
-        "user": bot.pk, "name": "monthly", "expires_at_0": until.strftime("%Y-%m-%d"),
-        "expires_at_1": until.strftime("%H:%M:%S")})
+    added = client.post(
+        "/admin/messaging/apitoken/add/",
+        {
+            "user": bot.pk,
+            "name": "monthly",
+            "expires_at_0": until.strftime("%Y-%m-%d"),
+            "expires_at_1": until.strftime("%H:%M:%S"),
+        },
+    )
     assert added.status_code == 302
     token = re.search(r"msg_[A-Za-z0-9_-]{40,}", client.get(added["Location"]).content.decode()).group(0)
     row = ApiToken.objects.get(digest=digest(token))
@@ -149,8 +157,10 @@ def test_the_admin_refuses_an_expiry_in_the_past_and_makes_nothing(django_user_m
     client = admin_client(django_user_model)
     bot = django_user_model.objects.create_user(username="bot")
     past = timezone.now() - timedelta(minutes=1)
-    refused = client.post("/admin/messaging/apitoken/add/", {
-        "user": bot.pk, "expires_at_0": past.strftime("%Y-%m-%d"), "expires_at_1": past.strftime("%H:%M:%S")})
+    refused = client.post(
+        "/admin/messaging/apitoken/add/",
+        {"user": bot.pk, "expires_at_0": past.strftime("%Y-%m-%d"), "expires_at_1": past.strftime("%H:%M:%S")},
+    )
     assert refused.status_code == 200 and "The expiry must be in the future." in refused.content.decode()
     assert not ApiToken.objects.exists()
 
@@ -165,9 +175,17 @@ def test_an_expired_token_signs_nobody_in_and_leaves_room_for_another(django_use
     assert user_of_token(create_token(user)[1]) == user
 
 
-@pytest.mark.parametrize("given, lasting", [("90d", timedelta(days=90)), ("12h", timedelta(hours=12)),
-                                            ("30m", timedelta(minutes=30)), ("3600s", timedelta(hours=1)),
-                                            ("2w", timedelta(weeks=2)), ("P30D", timedelta(days=30))])
+@pytest.mark.parametrize(
+    "given, lasting",
+    [
+        ("90d", timedelta(days=90)),
+        ("12h", timedelta(hours=12)),
+        ("30m", timedelta(minutes=30)),
+        ("3600s", timedelta(hours=1)),
+        ("2w", timedelta(weeks=2)),
+        ("P30D", timedelta(days=30)),
+    ],
+)
 def test_messaging_token_makes_a_token_that_expires(django_user_model, given, lasting):
     user = django_user_model.objects.create_user(username="bot")
     out, err = StringIO(), StringIO()
@@ -191,8 +209,9 @@ async def test_a_socket_signs_in_with_a_token(make_user):
     user = await make_user("bot")
     _, token = await database_sync_to_async(create_token)(user)
     for authorization, signed_in in ((f"Bearer {token}", True), ("Bearer msg_wrong", False)):
-        comm = WebsocketCommunicator(AuthMiddlewareStack(ChatConsumer.as_asgi()), "/ws/",
-                                     headers=[(b"authorization", authorization.encode())])
+        comm = WebsocketCommunicator(
+            AuthMiddlewareStack(ChatConsumer.as_asgi()), "/ws/", headers=[(b"authorization", authorization.encode())]
+        )
         connected, _ = await comm.connect(timeout=10)
         assert connected
         if signed_in:

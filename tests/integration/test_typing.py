@@ -1,5 +1,6 @@
 """Typing (PROTOCOL.md 1.1): ephemeral frames to the room's other members, with a
 real clock: a `true` lapses after 6 s, at most one goes out per 2 s, a post ends it."""
+
 from __future__ import annotations
 
 import asyncio

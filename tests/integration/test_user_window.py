@@ -7,6 +7,7 @@ the limit are decided on the shared count (docs/RELIABILITY.md, "Rate limits
 are approximate"). Two `RedisWindow`s on one Redis stand for two server
 processes.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -147,7 +148,9 @@ async def test_the_window_ends_in_real_time_and_its_key_expires(settings, redis_
     assert keys and all(0 < redis_client.ttl(key) <= math.ceil(1.0) + 1 for key in keys)
     await asyncio.sleep(wait)
     assert await window.ahit(USER) == 0
-    await wait_for(lambda: not any(redis_client.exists(key) for key in keys), timeout=10, what="the old window's key to expire")
+    await wait_for(
+        lambda: not any(redis_client.exists(key) for key in keys), timeout=10, what="the old window's key to expire"
+    )
 
 
 @pytest.mark.django_db(transaction=True)

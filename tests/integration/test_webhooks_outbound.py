@@ -1,6 +1,7 @@
 """Where a webhook may go (PROTOCOL 1.2, "Outbound requests"), and how it is signed (Standard Webhooks),
 against real local HTTP(S) servers: a redirect is a failed attempt, never followed; an endpoint on a
 loopback, private, link-local or unspecified address is refused when saved and when delivered to."""
+
 from __future__ import annotations
 
 import datetime
@@ -29,19 +30,36 @@ from ..support.webhooks import SECRET, Receiver
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 # Each a way to reach this machine or its private network; the port is one nothing listens on.
-PRIVATE = ["http://127.0.0.1:9/hook", "http://10.1.2.3/hook", "http://169.254.169.254/latest/meta-data",
-           "http://[::1]:9/hook", "http://localhost:9/hook", "http://0.0.0.0:9/hook", "http://100.64.0.1/hook",
-           "http://[::ffff:127.0.0.1]:9/hook", "http://192.168.1.1/hook", "http://[fe80::1]/hook"]
+PRIVATE = [
+    "http://127.0.0.1:9/hook",
+    "http://10.1.2.3/hook",
+    "http://169.254.169.254/latest/meta-data",
+    "http://[::1]:9/hook",
+    "http://localhost:9/hook",
+    "http://0.0.0.0:9/hook",
+    "http://100.64.0.1/hook",
+    "http://[::ffff:127.0.0.1]:9/hook",
+    "http://192.168.1.1/hook",
+    "http://[fe80::1]/hook",
+]
 
 
 def allow_private(settings, allowed: bool) -> None:
-    settings.MESSAGING = {**settings.MESSAGING, "WEBHOOKS_ALLOW_PRIVATE": allowed, "WEBHOOK_TIMEOUT": 2.0,
-                          "WEBHOOK_BACKOFF": 0.01}
+    settings.MESSAGING = {
+        **settings.MESSAGING,
+        "WEBHOOKS_ALLOW_PRIVATE": allowed,
+        "WEBHOOK_TIMEOUT": 2.0,
+        "WEBHOOK_BACKOFF": 0.01,
+    }
 
 
 def event() -> dict:
-    return {"event_id": str(uuid.uuid4()), "type": "message.posted", "room": "lobby",
-            "data": {"room": "lobby", "seq": 1, "body": "hi"}}
+    return {
+        "event_id": str(uuid.uuid4()),
+        "type": "message.posted",
+        "room": "lobby",
+        "data": {"room": "lobby", "seq": 1, "body": "hi"},
+    }
 
 
 def attempt_all_now() -> None:
@@ -147,17 +165,24 @@ def certificate_for(name: str, tmp_path) -> tuple[ssl.SSLContext, ssl.SSLContext
     """A server context with a self-signed certificate for `name`, and a client context that trusts only it."""
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
     cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server.load_cert_chain(cert_path, key_path)
     return server, ssl.create_default_context(cafile=str(cert_path))
@@ -182,11 +207,21 @@ def test_https_is_verified_against_the_urls_host_name_not_the_address_connected_
 
 
 def test_addresses_are_refused_by_kind():
-    for address, kind in [("127.0.0.5", "loopback"), ("::1", "loopback"), ("10.0.0.1", "private"),
-                          ("172.16.0.1", "private"), ("169.254.0.1", "link-local"), ("fe80::1", "link-local"),
-                          ("0.0.0.0", "unspecified"), ("::", "unspecified"), ("::ffff:10.0.0.1", "private"),
-                          ("fc00::1", "private"), ("224.0.0.1", "multicast"), ("240.0.0.1", "reserved"),
-                          ("100.64.0.1", "non-global")]:
+    for address, kind in [
+        ("127.0.0.5", "loopback"),
+        ("::1", "loopback"),
+        ("10.0.0.1", "private"),
+        ("172.16.0.1", "private"),
+        ("169.254.0.1", "link-local"),
+        ("fe80::1", "link-local"),
+        ("0.0.0.0", "unspecified"),
+        ("::", "unspecified"),
+        ("::ffff:10.0.0.1", "private"),
+        ("fc00::1", "private"),
+        ("224.0.0.1", "multicast"),
+        ("240.0.0.1", "reserved"),
+        ("100.64.0.1", "non-global"),
+    ]:
         assert outbound.forbidden_reason(address) == kind, address
     for address in ("93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c", "8.8.8.8"):
         assert outbound.forbidden_reason(address) is None
@@ -231,13 +266,17 @@ def test_the_migration_keeps_each_existing_secrets_key_in_the_standard_form():
         call_command("migrate", "messaging", "0020", verbosity=0)
         with connection.cursor() as cursor:
             for n, text in enumerate(texts):
-                cursor.execute("INSERT INTO messaging_webhookendpoint (url, secret, types, active, created_at)"
-                               " VALUES (%s, %s, '[]', true, now())", [f"http://93.184.215.14/{n}", text])
+                cursor.execute(
+                    "INSERT INTO messaging_webhookendpoint (url, secret, types, active, created_at)"
+                    " VALUES (%s, %s, '[]', true, now())",
+                    [f"http://93.184.215.14/{n}", text],
+                )
         call_command("migrate", "messaging", "0021", verbosity=0)
         migrated = list(WebhookEndpoint.objects.order_by("url").values_list("secret", flat=True))
         # Each the standard form of its text (even one that looked standard), the HMAC key unchanged.
-        assert migrated == [standard_secret(t) if not t.startswith("whsec_") else "whsec_d2hzZWNfWVdKag=="
-                            for t in texts]
+        assert migrated == [
+            standard_secret(t) if not t.startswith("whsec_") else "whsec_d2hzZWNfWVdKag==" for t in texts
+        ]
         for text, secret in zip(texts, migrated):
             # As the version before signed with the text: receivers keep verifying.
             before = "t=1,v1=" + hmac.new(text.encode(), b"1.{}", hashlib.sha256).hexdigest()

@@ -6,6 +6,7 @@ The environment installs with `--no-index` from the wheelhouse (tests/support/ve
 the client's wheel, built here from a clean copy of its sources, and websockets at the
 lowest version the client declares, downloaded from PyPI once, so the floor is what runs.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,22 +27,51 @@ from tests.support.venvs import fresh_venv, installed, run
 
 CLIENT = ROOT / "clients" / "python"
 # What only the server needs: none of it may come with the client.
-SERVER_SIDE = {"django", "channels", "channels-redis", "daphne", "psycopg", "psycopg-binary", "redis", "hiredis",
-               "django-messaging-exactly-once", "asgiref", "twisted"}
+SERVER_SIDE = {
+    "django",
+    "channels",
+    "channels-redis",
+    "daphne",
+    "psycopg",
+    "psycopg-binary",
+    "redis",
+    "hiredis",
+    "django-messaging-exactly-once",
+    "asgiref",
+    "twisted",
+}
 
 
 def metadata(wheel: Path) -> email.message.Message:
     archive = zipfile.ZipFile(wheel)
-    return email.message_from_bytes(archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))))
+    return email.message_from_bytes(
+        archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA")))
+    )
 
 
 @pytest.fixture(scope="session")
 def client_wheel(tmp_path_factory) -> Path:
     src = tmp_path_factory.mktemp("client-src")
-    shutil.copytree(CLIENT, src, dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "tests"))
+    shutil.copytree(
+        CLIENT,
+        src,
+        dirs_exist_ok=True,
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "tests"),
+    )
     dist = tmp_path_factory.mktemp("client-dist")
-    run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index", "-w", dist, src)
+    run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--quiet",
+        "--no-deps",
+        "--no-build-isolation",
+        "--no-index",
+        "-w",
+        dist,
+        src,
+    )
     [built] = dist.glob("*.whl")
     return built
 
@@ -82,7 +112,11 @@ async def test_the_example_bot_runs_from_it_and_answers(client_python, start_dap
     server = start_daphne()
     bot = subprocess.Popen(
         [client_python, ROOT / "examples" / "bot.py", server.url, "--room", "lobby", "--state", tmp_path / "bot"],
-        cwd=tmp_path, env={"PATH": os.environ["PATH"]}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"]},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     ana = Client(server.url, session=await asign_in(server.url, "ana"))
     try:

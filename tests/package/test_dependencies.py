@@ -7,6 +7,7 @@ public name, the URLs and the ASGI application, system checks, migrations)
 runs, and loads each hard requirement: none is there for nothing, and
 nothing optional is needed.
 """
+
 from __future__ import annotations
 
 import ast
@@ -16,18 +17,29 @@ import json
 import re
 import tomllib
 import zipfile
-from pathlib import Path
 
 from packaging.requirements import Requirement
 
 from tests.support.servers import ROOT
 from tests.support.venvs import fresh_venv, installed, run
 
-from .test_wheel import wheel  # noqa: F401  the app's wheel, built once per session
-
 # What only some hosts, one server, one database or the demo want: extras, never hard requirements.
-OPTIONAL = {"channels-redis", "msgpack", "daphne", "twisted", "autobahn", "psycopg", "psycopg-binary", "websockets",
-            "messaging-client", "django-csp", "nats-py", "django-environ", "whitenoise", "django-redis"}
+OPTIONAL = {
+    "channels-redis",
+    "msgpack",
+    "daphne",
+    "twisted",
+    "autobahn",
+    "psycopg",
+    "psycopg-binary",
+    "websockets",
+    "messaging-client",
+    "django-csp",
+    "nats-py",
+    "django-environ",
+    "whitenoise",
+    "django-redis",
+}
 
 HOST_URLS = """from django.contrib import admin
 from django.urls import include, path
@@ -116,7 +128,11 @@ def demo_modules() -> set[str]:
                 modules.update(alias.name.split(".")[0] for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 modules.add(node.module.split(".")[0])
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"[a-z_]+(\.\w+)*", node.value):
+            elif (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and re.fullmatch(r"[a-z_]+(\.\w+)*", node.value)
+            ):
                 modules.add(node.value.split(".")[0])
     return modules
 

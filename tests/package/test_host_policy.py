@@ -1,31 +1,42 @@
 """A host project's own room policy, named by `MESSAGING["ROOM_POLICY"]`, decides
 who joins, posts and moderates: rooms `team-<group>` are that Django group's."""
+
 from __future__ import annotations
 
 import subprocess
 
-from tests.support.servers import Daphne
-from messaging_client import sign_in
 from messaging.testing import SocketClient as WsClient
-
-from .test_wheel import host, venv, wheel  # noqa: F401  the host project, installed from the wheel
+from messaging_client import sign_in
+from tests.support.servers import Daphne
 
 
 def shell(host, code: str) -> None:
     python, project, env = host
-    proc = subprocess.run([str(python), "manage.py", "shell", "-c", code], cwd=project, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(python), "manage.py", "shell", "-c", code],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 def grant(host, name: str, group: str) -> None:
-    shell(host, "from django.contrib.auth.models import Group, User\n"
-                f"Group.objects.get_or_create(name={group!r})[0].user_set.add(User.objects.get(first_name={name!r}))")
+    shell(
+        host,
+        "from django.contrib.auth.models import Group, User\n"
+        f"Group.objects.get_or_create(name={group!r})[0].user_set.add(User.objects.get(first_name={name!r}))",
+    )
 
 
 def revoke(host, name: str, group: str) -> None:
-    shell(host, "from django.contrib.auth.models import Group, User\n"
-                f"Group.objects.get(name={group!r}).user_set.remove(User.objects.get(first_name={name!r}))")
+    shell(
+        host,
+        "from django.contrib.auth.models import Group, User\n"
+        f"Group.objects.get(name={group!r}).user_set.remove(User.objects.get(first_name={name!r}))",
+    )
 
 
 async def test_the_hosts_policy_decides_who_joins_posts_and_moderates(host, tmp_path):  # noqa: F811

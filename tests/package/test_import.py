@@ -1,4 +1,5 @@
 """The package is importable before Django is configured, as a host's settings module may need it."""
+
 from __future__ import annotations
 
 import os
@@ -12,7 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run(code: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, env=env, capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, env=env, capture_output=True, text=True
+    )
 
 
 def test_import_needs_no_settings_and_command_is_the_registry_decorator():

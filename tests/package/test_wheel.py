@@ -7,83 +7,25 @@ gets `messaging` only from the wheel; for its dependencies it looks through a
 without touching the network. That cannot notice an undeclared requirement,
 so `test_every_import_is_a_declared_requirement` checks those from the source.
 """
+
 from __future__ import annotations
 
 import ast
 import asyncio
 import email
 import importlib.metadata
-import shutil
-import subprocess
 import sys
-import sysconfig
 import uuid
 import zipfile
 from pathlib import Path
 
-import pytest
 import redis
 from packaging.requirements import Requirement
 
-from messaging_client import sign_in
 from messaging.testing import SocketClient
-from tests.support.hostproject import HOST, host_env, migrate, postgres_database, uuid_users_env
-from tests.support.servers import Daphne, RedisServer
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def run(*command: str | Path, cwd: Path | None = None, env: dict | None = None) -> str:
-    proc = subprocess.run([str(c) for c in command], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"{command} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc.stdout
-
-
-@pytest.fixture(scope="session")
-def wheel(tmp_path_factory) -> Path:
-    src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md", "CHANGELOG.md", "LICENSE"):
-        shutil.copy(ROOT / name, src / name)
-    shutil.copytree(ROOT / "messaging", src / "messaging", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    dist = tmp_path_factory.mktemp("dist")
-    run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index", "-w", dist, src)
-    [built] = dist.glob("*.whl")
-    return built
-
-
-@pytest.fixture(scope="session")
-def venv(wheel, tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("venv")
-    run(sys.executable, "-m", "venv", root)
-    python = root / "bin" / "python"
-    purelib = run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip()
-    Path(purelib, "_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    run(python, "-m", "pip", "install", "--quiet", "--no-index", "--disable-pip-version-check", wheel)
-    return root
-
-
-@pytest.fixture(scope="session")
-def host(venv, tmp_path_factory):
-    """The host project, migrated, with its own Redis; yields (python, project dir, environment)."""
-    project = tmp_path_factory.mktemp("host")
-    shutil.copytree(HOST, project, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-    redis_server = RedisServer(tmp_path_factory.mktemp("redis"))
-    redis_server.start()
-    env = host_env(redis_server.url, HOST_DATABASE=str(project / "db.sqlite3"))
-    python = venv / "bin" / "python"
-    migrate(python, project, env)
-    yield python, project, env
-    redis_server.stop()
-
-
-@pytest.fixture(scope="session")
-def uuid_host(host):
-    """The host project on PostgreSQL with a user model keyed by UUID, on a database of its own."""
-    python, project, env = host
-    with postgres_database("host_uuid") as database_url:
-        env = uuid_users_env(env, database_url)
-        migrate(python, project, env)
-        yield python, project, env
+from messaging_client import sign_in
+from tests.support.servers import ROOT, Daphne
+from tests.support.venvs import run
 
 
 def test_wheel_carries_every_file_of_the_app(wheel):
@@ -91,10 +33,14 @@ def test_wheel_carries_every_file_of_the_app(wheel):
     shipped = set(zipfile.ZipFile(wheel).namelist())
     assert [f for f in tracked if f not in shipped] == []
     assert {
-        "messaging/py.typed", "messaging/migrations/0001_initial.py",
-        "messaging/contrib/chat/templates/messaging/chat.html", "messaging/contrib/chat/static/messaging/chat.js",
+        "messaging/py.typed",
+        "messaging/migrations/0001_initial.py",
+        "messaging/contrib/chat/templates/messaging/chat.html",
+        "messaging/contrib/chat/static/messaging/chat.js",
     } <= shipped
-    metadata = email.message_from_bytes(zipfile.ZipFile(wheel).read(next(n for n in shipped if n.endswith("/METADATA"))))
+    metadata = email.message_from_bytes(
+        zipfile.ZipFile(wheel).read(next(n for n in shipped if n.endswith("/METADATA")))
+    )
     import messaging
 
     assert metadata["Version"] == messaging.__version__
@@ -131,7 +77,9 @@ def test_the_app_comes_from_the_wheel(host, venv):
     python, project, env = host
     location = run(python, "-c", "import messaging; print(messaging.__file__)", cwd=project, env=env).strip()
     assert Path(location).is_relative_to(venv), location
-    assert "No changes detected" in run(python, "manage.py", "makemigrations", "--check", "--dry-run", cwd=project, env=env)
+    assert "No changes detected" in run(
+        python, "manage.py", "makemigrations", "--check", "--dry-run", cwd=project, env=env
+    )
     run(python, "manage.py", "check", "--fail-level", "WARNING", cwd=project, env=env)
 
 
@@ -181,8 +129,9 @@ def found_in_sqlite(path: str, text: str) -> set[str]:
     with sqlite3.connect(path) as db:
         for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
             for column in [row[1] for row in db.execute(f'PRAGMA table_info("{table}")')]:
-                if db.execute(f'SELECT EXISTS (SELECT 1 FROM "{table}" WHERE CAST("{column}" AS TEXT) LIKE ?)',
-                              [f"%{text}%"]).fetchone()[0]:
+                if db.execute(
+                    f'SELECT EXISTS (SELECT 1 FROM "{table}" WHERE CAST("{column}" AS TEXT) LIKE ?)', [f"%{text}%"]
+                ).fetchone()[0]:
                     found.add(f"{table}.{column}")
     return found
 
@@ -213,7 +162,9 @@ async def test_users_keyed_by_uuid_on_postgresql(uuid_host, tmp_path):
     """Posts (the one statement, alone and in batches), duplicates, receipts and
     reactions with user ids that are UUIDs: nothing may take them for integers."""
     python, project, env = uuid_host
-    assert "No changes detected" in run(python, "manage.py", "makemigrations", "--check", "--dry-run", cwd=project, env=env)
+    assert "No changes detected" in run(
+        python, "manage.py", "makemigrations", "--check", "--dry-run", cwd=project, env=env
+    )
     server = Daphne(env, log_dir=tmp_path, app="hostsite.asgi:application", python=python, cwd=project, base_env={})
     server.start()
     try:

@@ -1,4 +1,5 @@
 """A browser's HTTP side for tests against a real server (forms, cookies, commands with the session), and a socket's close code."""
+
 from __future__ import annotations
 
 import asyncio
@@ -20,8 +21,15 @@ class FormBrowser:
         self.server = server
         self.cookies: dict[str, str] = {}
 
-    def request(self, method: str, path: str, form: dict | None = None, *, body: str | None = None,
-                headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        form: dict | None = None,
+        *,
+        body: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, dict[str, str], str]:
         headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items()), **(headers or {})}
         if form is not None:
             body = urllib.parse.urlencode(form)
@@ -51,9 +59,16 @@ class FormBrowser:
 
     def command(self, t: str, d: dict) -> tuple[int, dict]:
         """`POST /api/commands` signed in by the session, with its CSRF token as the page sends it."""
-        status, _, text = self.request("POST", "/api/commands", body=json.dumps({"t": t, "d": d}), headers={
-            "Content-Type": "application/json", "X-CSRFToken": self.cookies.get("csrftoken", ""),
-            "Origin": self.server.url})
+        status, _, text = self.request(
+            "POST",
+            "/api/commands",
+            body=json.dumps({"t": t, "d": d}),
+            headers={
+                "Content-Type": "application/json",
+                "X-CSRFToken": self.cookies.get("csrftoken", ""),
+                "Origin": self.server.url,
+            },
+        )
         return status, json.loads(text) if text else {}
 
     def sign_out_from_the_page(self) -> tuple[int, dict[str, str]]:

@@ -4,6 +4,7 @@ Every node is a process of the test's own (its own port, directory and
 cluster config file), so a test may kill a master and watch its replica take
 over without touching any other Redis.
 """
+
 from __future__ import annotations
 
 import random
@@ -17,7 +18,6 @@ from pathlib import Path
 import redis
 
 from .servers import wait_until
-
 
 # A node also listens on its port + 10000 (the cluster bus): both must be free,
 # and under 65536, which the kernel's ephemeral ports (up to 60999) are not.
@@ -72,14 +72,24 @@ class RedisCluster:
         """A URL of one node: a cluster client discovers the rest from it."""
         return f"redis://127.0.0.1:{self.nodes[0].port}/0"
 
-    def start(self) -> "RedisCluster":
+    def start(self) -> RedisCluster:
         for node in self.nodes:
             self._start_node(node)
         addresses = [f"127.0.0.1:{node.port}" for node in self.nodes]
         subprocess.run(
-            [shutil.which("redis-cli") or "redis-cli", "--cluster", "create", *addresses,
-             "--cluster-replicas", str(self.replicas), "--cluster-yes"],
-            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, timeout=60,
+            [
+                shutil.which("redis-cli") or "redis-cli",
+                "--cluster",
+                "create",
+                *addresses,
+                "--cluster-replicas",
+                str(self.replicas),
+                "--cluster-yes",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            timeout=60,
         )
         # Replicas attach after `create` returns: a master killed before its
         # replica is listed has nobody to take over.
@@ -88,11 +98,27 @@ class RedisCluster:
 
     def _start_node(self, node: Node) -> None:
         node.process = subprocess.Popen(
-            [shutil.which("redis-server") or "redis-server", "--port", str(node.port), "--bind", "127.0.0.1",
-             "--cluster-enabled", "yes", "--cluster-config-file", str(node.dir / "nodes.conf"),
-             "--cluster-node-timeout", str(self.node_timeout_ms), "--save", "", "--appendonly", "no",
-             "--dir", str(node.dir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                shutil.which("redis-server") or "redis-server",
+                "--port",
+                str(node.port),
+                "--bind",
+                "127.0.0.1",
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                str(node.dir / "nodes.conf"),
+                "--cluster-node-timeout",
+                str(self.node_timeout_ms),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(node.dir),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         wait_until(lambda: node.client().ping(), 10, f"redis-server on {node.port}")
 

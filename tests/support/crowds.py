@@ -1,6 +1,7 @@
 """Rooms of thousands of members, inserted in SQL: creating them through the
 ORM one by one would take minutes, and the tests are about what the server
 does with such a room, not about how it got there."""
+
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
@@ -23,7 +24,8 @@ def crowd(room: str, count: int, *, name_length: int = LONG_NAME, prefix: str = 
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {Room._meta.db_table} (slug, last_seq, created_at) VALUES (%s, 0, now())"
-            " ON CONFLICT (slug) DO NOTHING", [room],
+            " ON CONFLICT (slug) DO NOTHING",
+            [room],
         )
         cursor.execute(
             f"""

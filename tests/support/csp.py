@@ -1,4 +1,5 @@
 """Reading a Content-Security-Policy and the inline scripts it must allow."""
+
 from __future__ import annotations
 
 import base64

@@ -1,5 +1,6 @@
 """Event handlers for `messaging_consume` in the tests: a database effect per event,
 and faults on cue (the environment names the body that triggers each)."""
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,9 @@ def record_effect(event: dict) -> None:
             # Once, and long enough for the test to cut the connection under it.
             open(marker, "w").close()
             cursor.execute("SELECT pg_sleep(30)")
-        cursor.execute("INSERT INTO events_test_effect (grp, event_id, body) VALUES ('effects', %s, %s)",
-                       [event["event_id"], body])
+        cursor.execute(
+            "INSERT INTO events_test_effect (grp, event_id, body) VALUES ('effects', %s, %s)", [event["event_id"], body]
+        )
     if body == os.environ.get("TEST_DIE_ON"):
         # After the commit, before the consumer's XACK: the hardest place to die.
         transaction.on_commit(lambda: os.kill(os.getpid(), signal.SIGKILL))

@@ -1,4 +1,5 @@
 """Helpers of the events' tests: effects in bulk, the relay and consumers as real processes, the stream read back."""
+
 from __future__ import annotations
 
 import os
@@ -16,14 +17,17 @@ from .servers import ROOT
 def post_many(user, rooms: list[str], count: int, body: str = "m") -> None:
     """`count` posts per room by `user` (a member), through the posts' batch statement, 50 at a time
     (the statement `posts_and_records` sends through the gateway, on this thread's connection)."""
-    from messaging.chat.commands import Post, posts_results, posts_statement
+    from messaging.chat.posts import Post, posts_results, posts_statement
     from messaging.core.gateway import fetch_on_this_thread
     from messaging.core.handlers import CommandContext
 
-    entries = [(CommandContext(user=user, command_id=uuid.uuid4().hex, type="room.post"), Post(room, f"{body}{n}"), "f")
-               for n in range(count) for room in rooms]
+    entries = [
+        (CommandContext(user=user, command_id=uuid.uuid4().hex, type="room.post"), Post(room, f"{body}{n}"), "f")
+        for n in range(count)
+        for room in rooms
+    ]
     for start in range(0, len(entries), 50):
-        batch = entries[start:start + 50]
+        batch = entries[start : start + 50]
         results = posts_results(batch, fetch_on_this_thread(*posts_statement(batch)))
         assert all(isinstance(r, dict) for r in results), results
 
@@ -42,8 +46,13 @@ class Process:
     def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
         self.log_path = log
         self.log = open(log, "ab")
-        self.process = subprocess.Popen([sys.executable, "manage.py", *args], cwd=ROOT, env={**os.environ, **env},
-                                        stdout=self.log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env={**os.environ, **env},
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
 
     def kill(self) -> None:
         if self.process.poll() is None:
@@ -110,8 +119,14 @@ def publish_outbox(redis_url: str, stream: str = "messaging:events") -> None:
     from messaging.events.settings import connection_params
 
     async def drain() -> None:
-        relay = Relay(connection_params(), RedisStreamSink(redis_url, stream, 10_000), partitions=4, batch=500,
-                      poll_interval=0.05, retention=3600)
+        relay = Relay(
+            connection_params(),
+            RedisStreamSink(redis_url, stream, 10_000),
+            partitions=4,
+            batch=500,
+            poll_interval=0.05,
+            retention=3600,
+        )
         for _ in range(100):
             await relay.step()
         await relay.disconnect()

@@ -1,4 +1,5 @@
 """Hostile frames for fuzzing, and what the protocol says each one must get."""
+
 from __future__ import annotations
 
 import json
@@ -58,12 +59,17 @@ command_like = st.fixed_dictionaries(
 # and past orjson's 1,024 levels and the fallback parser's 512 (which reads
 # text with an escaped lone surrogate), in `d` and in `t`.
 deep_frames = st.builds(
-    lambda levels, where, surrogate: '{"id": "deep", "t": %s, "d": {"s": "%s", "k": %s}}' % (
-        "[" * levels + "]" * levels if where == "t" else '"room.post"',
-        "\\ud800" if surrogate else "ok",
-        "[" * levels + "]" * levels if where == "d" else "1",
+    lambda levels, where, surrogate: (
+        '{"id": "deep", "t": %s, "d": {"s": "%s", "k": %s}}'
+        % (
+            "[" * levels + "]" * levels if where == "t" else '"room.post"',
+            "\\ud800" if surrogate else "ok",
+            "[" * levels + "]" * levels if where == "d" else "1",
+        )
     ),
-    st.one_of(st.integers(500, 520), st.integers(1015, 1030)), st.sampled_from(["t", "d"]), st.booleans(),
+    st.one_of(st.integers(500, 520), st.integers(1015, 1030)),
+    st.sampled_from(["t", "d"]),
+    st.booleans(),
 )
 # Text frames as a hostile client could send them: arbitrary text (lone
 # surrogates included), arbitrary JSON, and frames shaped like commands.
@@ -91,7 +97,8 @@ def over_hostile_sequences(max_examples: int):
         for sequence in EVERY_ENDING:
             test = example(sequence=sequence)(test)
         return settings(
-            max_examples=max_examples, deadline=None,
+            max_examples=max_examples,
+            deadline=None,
             suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
         )(given(sequence=hostile_sequences)(test))
 

@@ -1,5 +1,6 @@
 """The host project of tests/package: a separate Django project that adds the app
 as docs/INTEGRATION.md says, here on a PostgreSQL database of its own."""
+
 from __future__ import annotations
 
 import os
@@ -34,7 +35,8 @@ def postgres_database(suffix: str) -> Iterator[str]:
 def host_env(redis_url: str, **settings: str) -> dict[str, str]:
     """This process's environment, less what points at the demo project, for the host project's processes."""
     env = {
-        key: value for key, value in os.environ.items()
+        key: value
+        for key, value in os.environ.items()
         if key not in {"DJANGO_SETTINGS_MODULE", "PYTHONPATH", "DATABASE_URL", "PROMETHEUS_MULTIPROC_DIR"}
     }
     return {**env, "DJANGO_SETTINGS_MODULE": "hostsite.settings", "REDIS_URL": redis_url, **settings}
@@ -46,6 +48,12 @@ def uuid_users_env(env: dict[str, str], database_url: str) -> dict[str, str]:
 
 
 def migrate(python: str | Path, project: Path, env: dict[str, str]) -> None:
-    proc = subprocess.run([str(python), "manage.py", "migrate", "--noinput"], cwd=project, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [str(python), "manage.py", "migrate", "--noinput"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

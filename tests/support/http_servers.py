@@ -1,4 +1,5 @@
 """Real local HTTP servers for the tests of outbound requests: one that records what reaches it, one that redirects."""
+
 from __future__ import annotations
 
 import socket
@@ -18,8 +19,15 @@ class Recorder:
     given, is sent as the `Location` header: with a 3xx status it redirects.
     """
 
-    def __init__(self, status: int = 200, *, host: str = "127.0.0.1", location: str | None = None,
-                 body: bytes = b'{"ok": true}', tls: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        status: int = 200,
+        *,
+        host: str = "127.0.0.1",
+        location: str | None = None,
+        body: bytes = b'{"ok": true}',
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.status, self.location, self.body = status, location, body
         self.requests: list[dict] = []
         recorder = self
@@ -29,8 +37,14 @@ class Recorder:
 
             def answer(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                recorder.requests.append({"method": self.command, "path": self.path, "headers": dict(self.headers),
-                                          "body": self.rfile.read(length) if length else b""})
+                recorder.requests.append(
+                    {
+                        "method": self.command,
+                        "path": self.path,
+                        "headers": dict(self.headers),
+                        "body": self.rfile.read(length) if length else b"",
+                    }
+                )
                 self.send_response(recorder.status)
                 if recorder.location is not None:
                     self.send_header("Location", recorder.location)

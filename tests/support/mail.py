@@ -1,8 +1,9 @@
 """A real local SMTP server for the mention e-mails' tests (aiosmtpd), and what it received."""
+
 from __future__ import annotations
 
 import email
-from typing import Callable
+from collections.abc import Callable
 
 from aiosmtpd.controller import Controller
 

@@ -1,4 +1,5 @@
 """A real nginx (Debian's) in front of the suite's servers, with the site file of deploy/nginx/ itself."""
+
 from __future__ import annotations
 
 import shutil
@@ -67,14 +68,23 @@ http {{
 """)
         return main
 
-    def start(self) -> "Nginx":
+    def start(self) -> Nginx:
         main = self.config()
         check = subprocess.run([NGINX, "-t", "-c", str(main), "-p", str(self.dir)], capture_output=True, text=True)
         assert check.returncode == 0, check.stderr
-        self.process = subprocess.Popen([NGINX, "-c", str(main), "-p", str(self.dir)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        wait_until(lambda: subprocess.run(["bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{self.port}"],
-                                          capture_output=True).returncode == 0, 10, "nginx")
+        self.process = subprocess.Popen(
+            [NGINX, "-c", str(main), "-p", str(self.dir)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        wait_until(
+            lambda: (
+                subprocess.run(
+                    ["bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{self.port}"], capture_output=True
+                ).returncode
+                == 0
+            ),
+            10,
+            "nginx",
+        )
         return self
 
     def stop(self) -> None:

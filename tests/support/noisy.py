@@ -3,6 +3,7 @@
 Inserted in SQL, as tests/support/crowds.py does: the tests are about what
 the server sends of such a room, not about how it got there.
 """
+
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model

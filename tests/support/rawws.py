@@ -7,6 +7,7 @@ frames are written by hand, and nothing is read unless the test asks: the
 client that never reads, as a library client (which reads in the
 background) cannot be.
 """
+
 from __future__ import annotations
 
 import base64
@@ -50,7 +51,7 @@ class RawSocket:
         self.sock: socket.socket | None = None
         self.unread = b""
 
-    def connect(self) -> "RawSocket":
+    def connect(self) -> RawSocket:
         url = urlsplit(self.base_url)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         if self.receive_buffer is not None:

@@ -1,4 +1,5 @@
 """Real server processes for tests: daphne (or uvicorn) and a private Redis."""
+
 from __future__ import annotations
 
 import os
@@ -42,11 +43,23 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self) -> "RedisServer":
+    def start(self) -> RedisServer:
         self.process = subprocess.Popen(
-            [shutil.which("redis-server") or "redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--dir", str(self.dir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                shutil.which("redis-server") or "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.dir),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         wait_until(lambda: redis.Redis(port=self.port).ping(), 10, "redis-server")
         return self
@@ -80,8 +93,17 @@ class Daphne(ServerProcess):
         base_env: Mapping[str, str] | None = None,
         ready_path: str = "/login/",
     ) -> None:
-        super().__init__(self.kind, app, env={**(os.environ if base_env is None else base_env), **env}, args=args,
-                         port=port, log_dir=log_dir, python=python, cwd=cwd, ready_path=ready_path)
+        super().__init__(
+            self.kind,
+            app,
+            env={**(os.environ if base_env is None else base_env), **env},
+            args=args,
+            port=port,
+            log_dir=log_dir,
+            python=python,
+            cwd=cwd,
+            ready_path=ready_path,
+        )
 
 
 class Uvicorn(Daphne):

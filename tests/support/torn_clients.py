@@ -8,12 +8,14 @@ handshake and its write then finds the connection's writer gone, and
 redis-py raises `AttributeError` from inside itself (the failure CI met in
 a failover: messaging/core/redis_clients.py).
 """
+
 from __future__ import annotations
 
 import asyncio
 import random
 from collections import Counter
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from messaging.core.redis_clients import REDIS_FAILED
 

@@ -7,6 +7,7 @@ wheel declares against the wheels there and nothing else, and what is
 missing is downloaded first, at the version this test environment has (the
 lock's) unless a test pins another.
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -47,17 +48,39 @@ class Wheelhouse:
     def install(self, python: Path, *requirements: str | Path, pins: Mapping[str, str] | None = None) -> None:
         """`pip install requirements` into `python`'s environment from this folder alone; what the
         folder lacks is downloaded into it first, pinned as this environment has it or as `pins` says."""
-        versions = {d.metadata["Name"].lower(): d.version for d in importlib.metadata.distributions() if d.metadata["Name"]}
+        versions = {
+            d.metadata["Name"].lower(): d.version for d in importlib.metadata.distributions() if d.metadata["Name"]
+        }
         versions.update({name.lower(): version for name, version in (pins or {}).items()})
         with tempfile.TemporaryDirectory() as scratch:
             constraints = Path(scratch, "constraints.txt")
             constraints.write_text("".join(f"{name}=={version}\n" for name, version in sorted(versions.items())))
             pinned = ("-c", constraints, *requirements)
-            offline = (python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index",
-                       "--find-links", self.folder, *pinned)
+            offline = (
+                python,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-index",
+                "--find-links",
+                self.folder,
+                *pinned,
+            )
             if subprocess.run([str(c) for c in offline], capture_output=True, timeout=600).returncode != 0:
-                run(sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-                    "--only-binary=:all:", "--dest", self.folder, *pinned)
+                run(
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "--only-binary=:all:",
+                    "--dest",
+                    self.folder,
+                    *pinned,
+                )
                 # pip saves the wheels it was given too: the folder keeps only what came from the index.
                 for given in requirements:
                     if isinstance(given, Path):

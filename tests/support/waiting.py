@@ -1,9 +1,10 @@
 """Waiting for an event from async tests, with a timeout that only bounds the wait."""
+
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 async def wait_for(predicate: Callable[[], bool], timeout: float = 5, what: str = "a condition") -> None:

@@ -1,5 +1,6 @@
 """A webhook receiver for the tests: a real local HTTP server that applies each event once,
 keyed by its Idempotency-Key, checks the signature, and misbehaves on cue."""
+
 from __future__ import annotations
 
 import json

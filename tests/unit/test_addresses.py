@@ -1,4 +1,5 @@
 """What a per-address window counts a client as: the peer, or the client a trusted proxy names (PROTOCOL.md 1.2)."""
+
 from __future__ import annotations
 
 import pytest
@@ -6,8 +7,13 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import RequestFactory
 
 from messaging.conf import MessagingSettings, trusted_proxies
-from messaging.transport.addresses import (client_address, client_ip_of_request, client_key, client_of_request,
-                                           client_of_scope)
+from messaging.transport.addresses import (
+    client_address,
+    client_ip_of_request,
+    client_key,
+    client_of_request,
+    client_of_scope,
+)
 
 
 @pytest.mark.parametrize(
@@ -97,8 +103,12 @@ def scope(peer, *headers):
 
 def test_a_scope_reads_every_x_forwarded_for_header_in_order(settings):
     settings.MESSAGING = {**settings.MESSAGING, "TRUSTED_PROXIES": "127.0.0.1"}
-    given = scope("127.0.0.1", (b"x-forwarded-for", b"1.1.1.1, 203.0.113.7"), (b"host", b"x"),
-                  (b"x-forwarded-for", b"198.51.100.9"))
+    given = scope(
+        "127.0.0.1",
+        (b"x-forwarded-for", b"1.1.1.1, 203.0.113.7"),
+        (b"host", b"x"),
+        (b"x-forwarded-for", b"198.51.100.9"),
+    )
     assert client_of_scope(given) == "198.51.100.9"
     # A header spelled otherwise is another header, never read.
     assert client_of_scope(scope("127.0.0.1", (b"x_forwarded_for", b"203.0.113.7"))) == "127.0.0.1"
@@ -128,6 +138,9 @@ def test_a_malformed_trusted_proxy_stops_the_start(given):
 
 
 def test_trusted_proxies_are_read_from_a_string_or_a_list():
-    assert MessagingSettings(TRUSTED_PROXIES=" 10.0.0.0/8,,192.0.2.1 ").TRUSTED_PROXIES == ("10.0.0.0/8", "192.0.2.1/32")
+    assert MessagingSettings(TRUSTED_PROXIES=" 10.0.0.0/8,,192.0.2.1 ").TRUSTED_PROXIES == (
+        "10.0.0.0/8",
+        "192.0.2.1/32",
+    )
     assert MessagingSettings(TRUSTED_PROXIES=["fd00::/8"]) == MessagingSettings(TRUSTED_PROXIES="fd00::/8")
     assert MessagingSettings().trusted_networks == ()

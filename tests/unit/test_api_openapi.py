@@ -1,4 +1,5 @@
 """The hand-kept OpenAPI document against the view it describes."""
+
 from __future__ import annotations
 
 import schemathesis
@@ -31,5 +32,9 @@ def test_the_document_loads_as_openapi_3_with_the_registered_types():
     types = served["paths"]["/api/commands"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert "room.post" in types["properties"]["t"]["enum"]
     # The constant itself is left as written.
-    assert "enum" not in DOCUMENT["paths"]["/api/commands"]["post"]["requestBody"]["content"][
-        "application/json"]["schema"]["properties"]["t"]
+    assert (
+        "enum"
+        not in DOCUMENT["paths"]["/api/commands"]["post"]["requestBody"]["content"]["application/json"]["schema"][
+            "properties"
+        ]["t"]
+    )

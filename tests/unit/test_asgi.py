@@ -1,4 +1,5 @@
 """The deployment entry point, as `daphne project.asgi:application` imports it."""
+
 from __future__ import annotations
 
 import subprocess

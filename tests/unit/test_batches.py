@@ -1,4 +1,5 @@
 """The batcher's scheduling, with a `run` the test holds open: who runs with whom, and who gets what."""
+
 from __future__ import annotations
 
 import asyncio
@@ -96,10 +97,14 @@ async def test_a_failing_batch_fails_each_of_its_callers():
     assert batcher.busy == 0
 
 
-@pytest.mark.parametrize("submit_gone", [
-    lambda batcher: batcher.submit(1),
-    lambda batcher: batcher.submit_many([1, 2]),
-], ids=["an item", "a unit"])
+@pytest.mark.parametrize(
+    "submit_gone",
+    [
+        lambda batcher: batcher.submit(1),
+        lambda batcher: batcher.submit_many([1, 2]),
+    ],
+    ids=["an item", "a unit"],
+)
 async def test_a_caller_that_stopped_waiting_before_its_batch_is_not_run(submit_gone):
     runs = Runs()
     batcher = Batcher(runs, runners=1, limit=64)

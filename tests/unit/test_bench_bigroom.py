@@ -1,18 +1,35 @@
 """The big room's report (bench/report.py): one column per room size, the posts'
 ack latency beside the ack-to-last-delivery, from one run of `--big-room 1000,10000`."""
+
 from __future__ import annotations
 
 from bench.report import big_room_table, markdown
 
 
 def room(members: int, lag_p99: float) -> dict:
-    return {"sockets": members, "source_addresses": 1, "senders": 10, "per_second": 2.0, "posts": 200,
-            "posts_reaching_all": 200, "msg_frames_per_s": members * 20.0, "post_ack_p50_ms": 4.0,
-            "post_ack_p99_ms": 12.5, "post_round_trip_p50_ms": 3.0, "post_round_trip_p99_ms": 9.5,
-            "posting_seconds": 10.2, "planned_seconds": 10.0, "ack_to_last_delivery_p50_ms": lag_p99 / 2,
-            "ack_to_last_delivery_p99_ms": lag_p99, "ack_to_last_delivery_max_ms": lag_p99 + 1,
-            "receipts_per_s": 500.0, "receipt_ack_p50_ms": 30.0, "receipt_ack_p99_ms": 90.0,
-            "frames_per_receipt": 0.5, "client_cpu_cores": 0.4}
+    return {
+        "sockets": members,
+        "source_addresses": 1,
+        "senders": 10,
+        "per_second": 2.0,
+        "posts": 200,
+        "posts_reaching_all": 200,
+        "msg_frames_per_s": members * 20.0,
+        "post_ack_p50_ms": 4.0,
+        "post_ack_p99_ms": 12.5,
+        "post_round_trip_p50_ms": 3.0,
+        "post_round_trip_p99_ms": 9.5,
+        "posting_seconds": 10.2,
+        "planned_seconds": 10.0,
+        "ack_to_last_delivery_p50_ms": lag_p99 / 2,
+        "ack_to_last_delivery_p99_ms": lag_p99,
+        "ack_to_last_delivery_max_ms": lag_p99 + 1,
+        "receipts_per_s": 500.0,
+        "receipt_ack_p50_ms": 30.0,
+        "receipt_ack_p99_ms": 90.0,
+        "frames_per_receipt": 0.5,
+        "client_cpu_cores": 0.4,
+    }
 
 
 def test_each_room_size_gets_a_column_side_by_side():
@@ -26,6 +43,13 @@ def test_each_room_size_gets_a_column_side_by_side():
 
 def test_a_report_of_one_big_room_only_still_reads():
     # An earlier run's JSON: "big_room" alone, no "big_rooms".
-    report = {"median": {}, "rounds": {}, "latency_vs_load": {}, "latency_rounds": {}, "idle": None,
-              "targets": {}, "big_room": room(1000, 40.0)}
+    report = {
+        "median": {},
+        "rounds": {},
+        "latency_vs_load": {},
+        "latency_rounds": {},
+        "idle": None,
+        "targets": {},
+        "big_room": room(1000, 40.0),
+    }
     assert "| big room | 1,000 members |" in markdown(report)

@@ -1,5 +1,6 @@
 """The bench's configs and targets (bench/configs.py, bench/targets.py): which server a config runs on,
 and the target across servers, measured in one uvicorn run beside daphne's echo."""
+
 from __future__ import annotations
 
 from bench.configs import DAPHNE_ECHO, default_configs, server_env, server_of

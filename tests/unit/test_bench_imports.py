@@ -1,4 +1,5 @@
 """The bench is a program of its own: nothing in `bench/` imports the test suite."""
+
 from __future__ import annotations
 
 import ast

@@ -2,6 +2,7 @@
 how N sockets are spread over generator processes and loopback source
 addresses, what fits the box's descriptors and ports, the per-10k arithmetic,
 the extrapolation, and the command line."""
+
 from __future__ import annotations
 
 import pytest
@@ -75,11 +76,13 @@ def test_a_step_past_the_descriptor_limit_or_the_ports_does_not_fit():
     too_many = misfits(25_000, servers=1, layout=plan, fd_limit=20_000, ports=28_232)
     assert len(too_many) == 1 and too_many[0].startswith("file descriptors: each of 1 server process")
     assert misfits(25_000, servers=2, layout=plan, fd_limit=20_000, ports=28_232) == []
-    few_ports = misfits(100_000, servers=8, layout=Layout(5, ("127.0.0.2", "127.0.0.3")),
-                        fd_limit=1_000_000, ports=28_232)
+    few_ports = misfits(
+        100_000, servers=8, layout=Layout(5, ("127.0.0.2", "127.0.0.3")), fd_limit=1_000_000, ports=28_232
+    )
     assert few_ports == ["ephemeral ports: 50,000 sockets from one source address, the port range holds 28,232"]
-    one_generator = misfits(30_000, servers=2, layout=Layout(1, ("127.0.0.2", "127.0.0.3")),
-                            fd_limit=20_000, ports=28_232)
+    one_generator = misfits(
+        30_000, servers=2, layout=Layout(1, ("127.0.0.2", "127.0.0.3")), fd_limit=20_000, ports=28_232
+    )
     assert one_generator[0].startswith("file descriptors: each of 1 generator(s)")
 
 
@@ -90,20 +93,37 @@ def test_per_10k_scales_a_figure_to_ten_thousand_sockets():
     assert per_10k(None, 100) is None
 
 
-BASELINE = {"server_rss_mb": 90.0, "server_cpu_cores": 0.01, "generators_rss_mb": 60.0, "generators_cpu_cores": 0.0,
-            "postgresql_cpu_cores": 0.02, "redis_cpu_cores": 0.01}
+BASELINE = {
+    "server_rss_mb": 90.0,
+    "server_cpu_cores": 0.01,
+    "generators_rss_mb": 60.0,
+    "generators_cpu_cores": 0.0,
+    "postgresql_cpu_cores": 0.02,
+    "redis_cpu_cores": 0.01,
+}
 
 
 def step(n: int, rss: float, cpu: float, gen_rss: float = 50.0, gen_cpu: float = 0.01) -> dict:
-    return {"sockets": n, "server_rss_mb": rss, "server_cpu_cores": cpu, "generators_rss_mb": gen_rss,
-            "generators_cpu_cores": gen_cpu, "postgresql_cpu_cores": 0.1, "redis_cpu_cores": 0.02}
+    return {
+        "sockets": n,
+        "server_rss_mb": rss,
+        "server_cpu_cores": cpu,
+        "generators_rss_mb": gen_rss,
+        "generators_cpu_cores": gen_cpu,
+        "postgresql_cpu_cores": 0.1,
+        "redis_cpu_cores": 0.02,
+    }
 
 
 def test_a_steps_costs_per_10k_are_over_the_baseline_with_no_socket():
     costs = step_costs(step(5000, rss=190.0, cpu=0.51, gen_rss=80.0, gen_cpu=0.02), BASELINE)
-    assert costs == {"server_rss_growth_mb": 100.0, "server_rss_mb_per_10k": 200.0,
-                     "server_cpu_cores_per_10k": 1.0, "generators_rss_mb_per_10k": 40.0,
-                     "generators_cpu_cores_per_10k": 0.04}
+    assert costs == {
+        "server_rss_growth_mb": 100.0,
+        "server_rss_mb_per_10k": 200.0,
+        "server_cpu_cores_per_10k": 1.0,
+        "generators_rss_mb_per_10k": 40.0,
+        "generators_cpu_cores_per_10k": 0.04,
+    }
 
 
 def test_the_line_through_the_measured_steps_extrapolates_the_rest():
@@ -121,8 +141,20 @@ def test_the_line_through_the_measured_steps_extrapolates_the_rest():
 
 
 def test_the_command_line_reads_the_curves_steps_and_the_big_rooms_sizes():
-    args = parse_args(["--sockets", "2000,5000", "--source-addresses", "2", "--generators", "2",
-                       "--big-room", "1000,10000", "--processes", "2"])
+    args = parse_args(
+        [
+            "--sockets",
+            "2000,5000",
+            "--source-addresses",
+            "2",
+            "--generators",
+            "2",
+            "--big-room",
+            "1000,10000",
+            "--processes",
+            "2",
+        ]
+    )
     assert args.sockets == [2000, 5000]
     assert (args.source_addresses, args.generators, args.processes) == (2, 2, 2)
     assert args.big_room == [1000, 10000]
@@ -134,8 +166,17 @@ def test_the_command_line_reads_the_curves_steps_and_the_big_rooms_sizes():
     assert (defaults.open_rate, defaults.settle, defaults.idle_window) == (2000.0, 30.0, 60.0)
 
 
-@pytest.mark.parametrize("wrong", [["--sockets", "5000,2000"], ["--sockets", "0"], ["--processes", "0"],
-                                   ["--open-rate", "-1"], ["--generators", "-2"], ["--big-room", "10,5"]])
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        ["--sockets", "5000,2000"],
+        ["--sockets", "0"],
+        ["--processes", "0"],
+        ["--open-rate", "-1"],
+        ["--generators", "-2"],
+        ["--big-room", "10,5"],
+    ],
+)
 def test_the_command_line_refuses_what_it_cannot_run(wrong, capsys):
     with pytest.raises(SystemExit):
         parse_args(wrong)
@@ -149,11 +190,22 @@ def test_the_report_marks_what_is_extrapolated_and_why_the_curve_stopped():
     for s in measured:
         s.update(step_costs(s, BASELINE))
     curve = {
-        "server": "daphne", "processes": 1, "cpus": 2, "generators": 1, "source_addresses": ["127.0.0.2"],
+        "server": "daphne",
+        "processes": 1,
+        "cpus": 2,
+        "generators": 1,
+        "source_addresses": ["127.0.0.2"],
         "options": {"open_rate": 2000.0, "settle": 30.0, "window": 60.0},
-        "limits": {"fd_soft": 20000, "fd_hard": 20000, "fs.nr_open": "1048576", "fs.file-max": "2466093",
-                   "net.ipv4.ip_local_port_range": "32768 60999", "ports_per_source_address": 28232},
-        "baseline": BASELINE, "steps": measured,
+        "limits": {
+            "fd_soft": 20000,
+            "fd_hard": 20000,
+            "fs.nr_open": "1048576",
+            "fs.file-max": "2466093",
+            "net.ipv4.ip_local_port_range": "32768 60999",
+            "ports_per_source_address": 28232,
+        },
+        "baseline": BASELINE,
+        "steps": measured,
         "stopped": {"at": 25_000, "before_opening": True, "reasons": ["file descriptors: ..."]},
         "extrapolated": [extrapolated_step(n, measured, BASELINE) for n in (25_000, 50_000)],
     }

@@ -1,4 +1,5 @@
 """System checks: each misconfiguration gets its id, and a sound configuration gets none."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,7 +20,10 @@ def sound(settings, tmp_path):
     settings.DEBUG = False
     settings.MESSAGING = {"REDIS_URL": "redis://127.0.0.1:6379/7"}
     settings.CHANNEL_LAYERS = {
-        "default": {"BACKEND": REDIS_LAYER, "CONFIG": {"hosts": [{"address": "redis://r:6379/0", "socket_timeout": None}]}}
+        "default": {
+            "BACKEND": REDIS_LAYER,
+            "CONFIG": {"hosts": [{"address": "redis://r:6379/0", "socket_timeout": None}]},
+        }
     }
     settings.CACHES = {"default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": "redis://r:6379/1"}}
     assert settings.DATABASES["default"]["CONN_MAX_AGE"] > 0
@@ -83,7 +87,11 @@ def test_layer_socket_timeout_longer_than_the_poll_passes(sound, host):
 
 def test_cache_that_swallows_errors(sound):
     sound.CACHES = {
-        "default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": "redis://r/1", "OPTIONS": {"IGNORE_EXCEPTIONS": True}}
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": "redis://r/1",
+            "OPTIONS": {"IGNORE_EXCEPTIONS": True},
+        }
     }
     assert ids() == ["messaging.W002"]
     sound.CACHES = {"default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": "redis://r/1"}}

@@ -1,5 +1,6 @@
 """`messaging.client`, deprecated: for one release an alias of the client's own distribution,
 `messaging_client` (clients/python), that warns where it is imported."""
+
 from __future__ import annotations
 
 import os

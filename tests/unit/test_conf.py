@@ -1,4 +1,5 @@
 """The app's options from the environment (`MESSAGING_<KEY>`), typed like their defaults."""
+
 from __future__ import annotations
 
 import pytest

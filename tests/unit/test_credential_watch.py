@@ -1,5 +1,6 @@
 """`CredentialWatch` (messaging/transport/watch.py) on its own: no Django, no Channels, only
 the question it is given and the sockets' close callbacks."""
+
 from __future__ import annotations
 
 import asyncio
@@ -31,6 +32,7 @@ class Sockets:
             self.closed.append(name)
             if fails:
                 raise OSError("the client is gone")
+
         return close
 
 
@@ -41,8 +43,11 @@ async def rounds(sockets: Sockets, count: int) -> None:
 
 
 def test_it_imports_no_framework():
-    assert not {i for i in imports(PACKAGE / "transport" / "watch.py")
-                if i.split(".")[0] in ("django", "channels", "daphne", "messaging")}
+    assert not {
+        i
+        for i in imports(PACKAGE / "transport" / "watch.py")
+        if i.split(".")[0] in ("django", "channels", "daphne", "messaging")
+    }
 
 
 async def test_one_question_per_round_for_every_socket_and_only_the_ended_are_closed():

@@ -1,4 +1,5 @@
 """Autobahn's debug-line arguments, formatted only when a line is written; nothing of daphne loaded under another server."""
+
 from __future__ import annotations
 
 import os
@@ -22,7 +23,7 @@ def test_a_deferred_argument_renders_only_when_formatted():
 
     argument = Deferred(render, (7,), {"color": "red"})
     assert calls == []
-    assert "{x}".format(x=argument) == "red:7"
+    assert f"{argument}" == "red:7"
     assert str(argument) == "red:7"
     assert calls == [7, 7]
 
@@ -34,7 +35,9 @@ def test_autobahn_frames_no_longer_colour_their_debug_arguments_up_front():
         argument = module.hltype(test_autobahn_frames_no_longer_colour_their_debug_arguments_up_front)
         assert isinstance(argument, Deferred)
         assert argument.render is autobahn.util.hltype
-        assert str(argument) == autobahn.util.hltype(test_autobahn_frames_no_longer_colour_their_debug_arguments_up_front)
+        assert str(argument) == autobahn.util.hltype(
+            test_autobahn_frames_no_longer_colour_their_debug_arguments_up_front
+        )
         assert f"{module.hlval(42)}" == autobahn.util.hlval(42)
 
 
@@ -59,9 +62,20 @@ print(sorted(name for name in ("daphne", "twisted", "autobahn", "OpenSSL") if na
 
 def test_under_another_server_nothing_loads_daphne_or_twisted():
     """A uvicorn process need not carry Twisted, autobahn and OpenSSL (25 MB before its first socket)."""
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "project.settings", "DEBUG": "0", "SECRET_KEY": "x" * 50,
-           "ALLOWED_HOSTS": "127.0.0.1"}
-    found = subprocess.run([sys.executable, "-c", LOADED], env=env, capture_output=True, text=True, timeout=120,
-                           cwd=Path(__file__).resolve().parents[2])
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DEBUG": "0",
+        "SECRET_KEY": "x" * 50,
+        "ALLOWED_HOSTS": "127.0.0.1",
+    }
+    found = subprocess.run(
+        [sys.executable, "-c", LOADED],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert found.returncode == 0, found.stderr
     assert found.stdout.strip() == "[]"

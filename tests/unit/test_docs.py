@@ -3,6 +3,7 @@ page of readable length, a changelog in Keep a Changelog's shape, a licence
 named where packaging tools look, the contract's 1.2 part whole, and an API
 reference whose names are the public ones. `make docs` (mkdocs --strict)
 checks the site's links and anchors; this checks what it cannot."""
+
 from __future__ import annotations
 
 import importlib
@@ -113,7 +114,7 @@ def test_the_protocol_carries_the_contracts_1_2_part_whole():
     headings = [line for line in (ROOT / "docs" / "PROTOCOL.md").read_text().splitlines() if line.startswith("#")]
     assert headings[0] == "# messaging wire protocol, version 1"
     start = headings.index(PROTOCOL_1_2[0])
-    assert headings[start:start + len(PROTOCOL_1_2)] == PROTOCOL_1_2
+    assert headings[start : start + len(PROTOCOL_1_2)] == PROTOCOL_1_2
 
 
 def reference_entries() -> list[tuple[str, str]]:
@@ -138,8 +139,12 @@ def resolve(dotted: str) -> object:
 def test_the_api_reference_documents_the_public_names():
     entries = dict(reference_entries())
     assert set(entries.values()) >= {
-        "messaging.submit", "messaging.asubmit", "messaging.command", "messaging.CommandContext",
-        "messaging.testing", "messaging_client",
+        "messaging.submit",
+        "messaging.asubmit",
+        "messaging.command",
+        "messaging.CommandContext",
+        "messaging.testing",
+        "messaging_client",
     }
     for documented, public in entries.items():
         assert resolve(documented) is resolve(public), f"{public} is not {documented}"

@@ -1,4 +1,5 @@
 """The hub's Pub/Sub messages: a room's frames, or a user's, in order, packed into one."""
+
 from __future__ import annotations
 
 import pytest
@@ -20,15 +21,18 @@ def test_a_frame_may_hold_newlines_spaces_and_any_text():
     assert list(unpack(pack(packed))) == packed
 
 
-@pytest.mark.parametrize("data", [
-    b"1 5\nabc",          # runs past the end
-    b"1 -2\nab",          # a negative length (would read backwards)
-    b"1\nabc",            # no length
-    b"x 3\nabc",          # not a seq
-    b"1 3\nabc2 1\n",     # a second frame cut short
-    b"1 2\n\xff\xfe",     # not UTF-8
-    b"plain text",        # the old one-frame format
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"1 5\nabc",  # runs past the end
+        b"1 -2\nab",  # a negative length (would read backwards)
+        b"1\nabc",  # no length
+        b"x 3\nabc",  # not a seq
+        b"1 3\nabc2 1\n",  # a second frame cut short
+        b"1 2\n\xff\xfe",  # not UTF-8
+        b"plain text",  # the old one-frame format
+    ],
+)
 def test_anything_else_is_refused(data):
     with pytest.raises(ValueError):
         list(unpack(data))
@@ -48,13 +52,16 @@ def test_a_users_frame_is_for_a_room_or_for_all_its_sockets():
     assert list(unpack_for_user(pack_for_user(packed))) == packed
 
 
-@pytest.mark.parametrize("data", [
-    b"Lobby 2\nhi",      # not a slug
-    b"-lobby 2\nhi",     # nor this
-    b"lobby 5\nabc",     # runs past the end
-    b"lobby\nabc",       # no length
-    b"lobby 2\n\xff\xfe",  # not UTF-8
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"Lobby 2\nhi",  # not a slug
+        b"-lobby 2\nhi",  # nor this
+        b"lobby 5\nabc",  # runs past the end
+        b"lobby\nabc",  # no length
+        b"lobby 2\n\xff\xfe",  # not UTF-8
+    ],
+)
 def test_anything_else_for_a_user_is_refused(data):
     with pytest.raises(ValueError):
         list(unpack_for_user(data))

@@ -1,6 +1,7 @@
 """Text frames written straight to daphne's connection (messaging/transport/servers/daphne.py) are
 the bytes autobahn would have written, and anything autobahn would write
 differently is left to it."""
+
 from __future__ import annotations
 
 import functools
@@ -130,11 +131,14 @@ async def other_server_send(message: dict) -> None:
     pass
 
 
-@pytest.mark.parametrize("send", [
-    other_server_send,
-    functools.partial(other_server_send),
-    InstanceSessionWrapper({"cookies": {}}, other_server_send).send,
-])
+@pytest.mark.parametrize(
+    "send",
+    [
+        other_server_send,
+        functools.partial(other_server_send),
+        InstanceSessionWrapper({"cookies": {}}, other_server_send).send,
+    ],
+)
 def test_another_servers_send_gets_no_writer(send):
     assert frame_writer(send) is None
 

@@ -4,6 +4,7 @@ Whatever arrives, parsing either yields a command with a valid id or raises
 `BadFrame`; validation either yields data or raises `Invalid`. Nothing else
 may escape: anything else would reach the consumer as an unexpected error.
 """
+
 from __future__ import annotations
 
 import json

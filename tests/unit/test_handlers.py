@@ -1,4 +1,5 @@
 """The command registry's contract: what a handler may declare."""
+
 from __future__ import annotations
 
 import pytest

@@ -2,6 +2,7 @@
 what the app mints for events and its test clients for commands. The Python
 client, installed on its own, has a copy (messaging_client/ids.py): one
 contract, run against both."""
+
 from __future__ import annotations
 
 import time

@@ -1,4 +1,5 @@
 """The layers of docs/ARCHITECTURE.md hold: imports go only downward, and every module reads in one sitting."""
+
 from __future__ import annotations
 
 import ast
@@ -14,10 +15,23 @@ LONGER_FOR_NOW: dict[str, int] = {}
 
 # Per layer, what its modules may not import (a package and everything under it).
 FORBIDDEN = {
-    "messaging.core": ("channels", "daphne", "messaging.chat", "messaging.transport", "messaging.contrib",
-                       "messaging.reactions", "messaging.views"),
-    "messaging.chat": ("channels", "daphne", "messaging.transport", "messaging.contrib", "messaging.reactions",
-                       "messaging.views"),
+    "messaging.core": (
+        "channels",
+        "daphne",
+        "messaging.chat",
+        "messaging.transport",
+        "messaging.contrib",
+        "messaging.reactions",
+        "messaging.views",
+    ),
+    "messaging.chat": (
+        "channels",
+        "daphne",
+        "messaging.transport",
+        "messaging.contrib",
+        "messaging.reactions",
+        "messaging.views",
+    ),
     "messaging.ops": ("channels", "messaging.chat", "messaging.transport", "messaging.contrib"),
     "messaging.client": ("django", "channels", "messaging.core", "messaging.chat", "messaging.transport"),
 }
@@ -71,6 +85,9 @@ def test_relative_imports_are_resolved_to_the_modules_they_name():
 
 
 def test_no_module_of_the_app_is_longer_than_one_sitting():
-    long = {name: n for p in modules()
-            if (n := len(p.read_text().splitlines())) > LONGER_FOR_NOW.get(name := module_name(p), MODULE_LINES)}
+    long = {
+        name: n
+        for p in modules()
+        if (n := len(p.read_text().splitlines())) > LONGER_FOR_NOW.get(name := module_name(p), MODULE_LINES)
+    }
     assert long == {}

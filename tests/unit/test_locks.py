@@ -1,6 +1,7 @@
 """The lock files say what `make` installs: each pins, with hashes, every pin
 of its human-edited input at the same version, so an edit of a
 requirements*.txt without `make lock` fails here rather than going unnoticed."""
+
 from __future__ import annotations
 
 import re
@@ -40,12 +41,18 @@ def test_each_lock_pins_its_inputs_with_hashes(name):
     assert lock, f"{name}.lock pins nothing"
     assert {pkg: n for pkg, (_, n) in lock.items() if n == 0} == {}, "pins without a hash"
     wanted = pins_of_input(f"{name}.txt")
-    assert {pkg: (version, lock.get(pkg, ("missing",))[0]) for pkg, version in wanted.items()
-            if lock.get(pkg, ("missing",))[0] != version} == {}
+    assert {
+        pkg: (version, lock.get(pkg, ("missing",))[0])
+        for pkg, version in wanted.items()
+        if lock.get(pkg, ("missing",))[0] != version
+    } == {}
 
 
 def test_the_locks_agree_on_every_package_they_share():
     run, dev, bench = (locked(f"{n}.lock") for n in ("requirements", "requirements-dev", "requirements-bench"))
     for smaller, larger in ((run, dev), (dev, bench)):
-        assert {p: (v, larger.get(p, ("missing",))[0]) for p, (v, _) in smaller.items()
-                if larger.get(p, ("missing",))[0] != v} == {}
+        assert {
+            p: (v, larger.get(p, ("missing",))[0])
+            for p, (v, _) in smaller.items()
+            if larger.get(p, ("missing",))[0] != v
+        } == {}

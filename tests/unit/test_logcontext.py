@@ -1,4 +1,5 @@
 """Client text in log records: escaped, bounded, never str()-ed unless it is a string."""
+
 from __future__ import annotations
 
 import json
@@ -6,7 +7,14 @@ import logging
 
 import pytest
 
-from messaging.ops.logcontext import LOGGED_CHARS, NOT_A_STRING, CommandContextFilter, JsonFormatter, command_scope, loggable
+from messaging.ops.logcontext import (
+    LOGGED_CHARS,
+    NOT_A_STRING,
+    CommandContextFilter,
+    JsonFormatter,
+    command_scope,
+    loggable,
+)
 
 
 @pytest.mark.parametrize(

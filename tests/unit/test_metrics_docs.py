@@ -1,6 +1,7 @@
 """docs/OPERATIONS.md names the app's metrics as a scrape shows them: every
 metric is in its table, and every name its metrics section uses (the table,
 the alerts) exists."""
+
 from __future__ import annotations
 
 import re
@@ -21,7 +22,7 @@ def metrics_section() -> str:
     text = OPERATIONS.read_text()
     start = text.index("Metrics (all behind")
     alerts = text.index("```promql", start)
-    return text[start:text.index("```", alerts + len("```promql"))]
+    return text[start : text.index("```", alerts + len("```promql"))]
 
 
 def app_families() -> dict[str, str]:

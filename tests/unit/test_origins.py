@@ -1,4 +1,5 @@
 """The WebSocket Origin check: scheme, host and port, from CSRF_TRUSTED_ORIGINS or the handshake itself."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,20 +18,23 @@ def test_the_handshakes_own_origin_is_accepted(origin):
     assert own(origin)
 
 
-@pytest.mark.parametrize("origin, why", [
-    ("http://127.0.0.1:8001", "another port"),
-    ("http://127.0.0.1", "the default port is another port"),
-    ("https://127.0.0.1:8000", "another scheme"),
-    ("ws://127.0.0.1:8000", "no page has a ws: origin"),
-    ("http://evil.example:8000", "another host"),
-    ("http://127.0.0.1.evil.example:8000", "another host that starts alike"),
-    ("null", "an opaque origin (sandboxed frame, file:)"),
-    ("", "empty"),
-    (None, "missing"),
-    ("http://127.0.0.1:8000/chat", "a path is no origin"),
-    ("http://user@127.0.0.1:8000", "credentials are no origin"),
-    ("http://127.0.0.1:99999", "no such port"),
-])
+@pytest.mark.parametrize(
+    "origin, why",
+    [
+        ("http://127.0.0.1:8001", "another port"),
+        ("http://127.0.0.1", "the default port is another port"),
+        ("https://127.0.0.1:8000", "another scheme"),
+        ("ws://127.0.0.1:8000", "no page has a ws: origin"),
+        ("http://evil.example:8000", "another host"),
+        ("http://127.0.0.1.evil.example:8000", "another host that starts alike"),
+        ("null", "an opaque origin (sandboxed frame, file:)"),
+        ("", "empty"),
+        (None, "missing"),
+        ("http://127.0.0.1:8000/chat", "a path is no origin"),
+        ("http://user@127.0.0.1:8000", "credentials are no origin"),
+        ("http://127.0.0.1:99999", "no such port"),
+    ],
+)
 def test_anything_else_is_refused(origin, why):
     assert not own(origin), why
 

@@ -5,6 +5,7 @@ SECRET_KEY required without it, and with HTTPS=1 a configuration that
 Each case imports the settings in a process of its own, from an environment
 built here: the suite's own (DEBUG=1, tests/environment.py) must not leak in.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,9 +16,21 @@ import sys
 from tests.support.servers import ROOT
 
 # What these tests set themselves; anything else (PATH, the test database) is inherited.
-OWN = ("DEBUG", "SECRET_KEY", "HTTPS", "SECURE_SSL_REDIRECT", "SECURE_COOKIES", "HSTS_SECONDS",
-       "HSTS_INCLUDE_SUBDOMAINS", "HSTS_PRELOAD", "PROXY_SSL_HEADER", "ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS",
-       "TRUSTED_PROXIES", "MESSAGING_TRUSTED_PROXIES")
+OWN = (
+    "DEBUG",
+    "SECRET_KEY",
+    "HTTPS",
+    "SECURE_SSL_REDIRECT",
+    "SECURE_COOKIES",
+    "HSTS_SECONDS",
+    "HSTS_INCLUDE_SUBDOMAINS",
+    "HSTS_PRELOAD",
+    "PROXY_SSL_HEADER",
+    "ALLOWED_HOSTS",
+    "CSRF_TRUSTED_ORIGINS",
+    "TRUSTED_PROXIES",
+    "MESSAGING_TRUSTED_PROXIES",
+)
 STRONG_KEY = "k3y-" + "x8Yq2Lm0Zr7Tn4Wc9Vb1Pd6Hs5Jf3Gk8" * 2
 PRODUCTION = {"DEBUG": "0", "HTTPS": "1", "SECRET_KEY": STRONG_KEY, "ALLOWED_HOSTS": "chat.example.com"}
 
@@ -32,14 +45,16 @@ def settings_of(*names: str, **given: str) -> dict:
         "import json, django; from django.conf import settings; django.setup(); "
         f"print(json.dumps({{n: getattr(settings, n, None) for n in {list(names)!r}}}))"
     )
-    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=environment(**given),
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=environment(**given), capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout)
 
 
 def manage(*args: str, **given: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=environment(**given),
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=environment(**given), capture_output=True, text=True
+    )
 
 
 def test_debug_is_off_unless_set():
@@ -56,24 +71,52 @@ def test_without_debug_a_secret_key_is_required_and_the_error_names_it():
 
 
 def test_plain_http_by_default_so_the_suites_servers_and_the_demo_keep_working():
-    assert settings_of("SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "SECURE_HSTS_SECONDS",
-                       "SECURE_PROXY_SSL_HEADER", SECRET_KEY=STRONG_KEY) == {
-        "SECURE_SSL_REDIRECT": False, "SESSION_COOKIE_SECURE": False, "CSRF_COOKIE_SECURE": False,
-        "SECURE_HSTS_SECONDS": 0, "SECURE_PROXY_SSL_HEADER": None,
+    assert settings_of(
+        "SECURE_SSL_REDIRECT",
+        "SESSION_COOKIE_SECURE",
+        "CSRF_COOKIE_SECURE",
+        "SECURE_HSTS_SECONDS",
+        "SECURE_PROXY_SSL_HEADER",
+        SECRET_KEY=STRONG_KEY,
+    ) == {
+        "SECURE_SSL_REDIRECT": False,
+        "SESSION_COOKIE_SECURE": False,
+        "CSRF_COOKIE_SECURE": False,
+        "SECURE_HSTS_SECONDS": 0,
+        "SECURE_PROXY_SSL_HEADER": None,
     }
 
 
 def test_https_turns_on_redirect_secure_cookies_and_hsts_each_overridable():
-    names = ("SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "SECURE_HSTS_SECONDS",
-             "SECURE_HSTS_INCLUDE_SUBDOMAINS", "SECURE_HSTS_PRELOAD")
+    names = (
+        "SECURE_SSL_REDIRECT",
+        "SESSION_COOKIE_SECURE",
+        "CSRF_COOKIE_SECURE",
+        "SECURE_HSTS_SECONDS",
+        "SECURE_HSTS_INCLUDE_SUBDOMAINS",
+        "SECURE_HSTS_PRELOAD",
+    )
     assert settings_of(*names, **PRODUCTION) == {
-        "SECURE_SSL_REDIRECT": True, "SESSION_COOKIE_SECURE": True, "CSRF_COOKIE_SECURE": True,
-        "SECURE_HSTS_SECONDS": 31536000, "SECURE_HSTS_INCLUDE_SUBDOMAINS": True, "SECURE_HSTS_PRELOAD": True,
+        "SECURE_SSL_REDIRECT": True,
+        "SESSION_COOKIE_SECURE": True,
+        "CSRF_COOKIE_SECURE": True,
+        "SECURE_HSTS_SECONDS": 31536000,
+        "SECURE_HSTS_INCLUDE_SUBDOMAINS": True,
+        "SECURE_HSTS_PRELOAD": True,
     }
-    overridden = {"SECURE_SSL_REDIRECT": "0", "HSTS_SECONDS": "300", "HSTS_INCLUDE_SUBDOMAINS": "0", "HSTS_PRELOAD": "0"}
+    overridden = {
+        "SECURE_SSL_REDIRECT": "0",
+        "HSTS_SECONDS": "300",
+        "HSTS_INCLUDE_SUBDOMAINS": "0",
+        "HSTS_PRELOAD": "0",
+    }
     assert settings_of(*names, **PRODUCTION, **overridden) == {
-        "SECURE_SSL_REDIRECT": False, "SESSION_COOKIE_SECURE": True, "CSRF_COOKIE_SECURE": True,
-        "SECURE_HSTS_SECONDS": 300, "SECURE_HSTS_INCLUDE_SUBDOMAINS": False, "SECURE_HSTS_PRELOAD": False,
+        "SECURE_SSL_REDIRECT": False,
+        "SESSION_COOKIE_SECURE": True,
+        "CSRF_COOKIE_SECURE": True,
+        "SECURE_HSTS_SECONDS": 300,
+        "SECURE_HSTS_INCLUDE_SUBDOMAINS": False,
+        "SECURE_HSTS_PRELOAD": False,
     }
 
 

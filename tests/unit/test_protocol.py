@@ -1,4 +1,5 @@
 """Frame parsing and field validation: every bad input of PROTOCOL.md."""
+
 from __future__ import annotations
 
 import pytest
@@ -65,8 +66,10 @@ ESCAPED = "\\ud800"  # the six characters JSON.stringify writes for half an emoj
         ('{"id": "x", "t": "room.post", "d": {"body": "' + ESCAPED + '"}}', {"body": "\ud800"}),
         ('{"id": "x", "d": {"body": "ok \\ud83d\\ude00 \\udfff"}}', {"body": "ok \U0001f600 \udfff"}),
         ('{"id": "x", "d": {"' + ESCAPED + '": [1, -2, 1.5, true, null]}}', {"\ud800": [1, -2, 1.5, True, None]}),
-        ('{"id": "x", "d": {"n": 18446744073709551616, "m": -9223372036854775809, "s": "\\udc00"}}',
-         {"n": 2.0**64, "m": -(2.0**63), "s": "\udc00"}),
+        (
+            '{"id": "x", "d": {"n": 18446744073709551616, "m": -9223372036854775809, "s": "\\udc00"}}',
+            {"n": 2.0**64, "m": -(2.0**63), "s": "\udc00"},
+        ),
         ('{"id": "x", "d": {"n": 18446744073709551615, "s": "\\udc00"}}', {"n": 2**64 - 1, "s": "\udc00"}),
         ('\n {"id": "x", "d": {"s": "' + ESCAPED + '"}} \t', {"s": "\ud800"}),
     ],
@@ -83,7 +86,7 @@ def test_a_lone_surrogate_escaped_in_json_is_still_a_command(text, d):
         '{"id": "x", "d": {"s": "' + ESCAPED + '", "n": Infinity}}',
         '{"id": "x", "d": {"s": "' + ESCAPED + '", "n": -Infinity}}',
         '{"id": "x", "d": {"s": "' + ESCAPED + '", "n": 1e400}}',
-        '{"id": "x", "d": {"s": "' + ESCAPED + '", "n": ' + "9" * 5000 + '}}',
+        '{"id": "x", "d": {"s": "' + ESCAPED + '", "n": ' + "9" * 5000 + "}}",
         '{"id": "x", "d": {"s": "' + ESCAPED + '"}} trailing',
         '{"id": "x", "d": {"s": "' + ESCAPED + '\x01"}}',
         '{"id": "x", "d": {"s": "' + ESCAPED + '", }}',
@@ -120,7 +123,8 @@ def test_orjson_still_refuses_what_has_no_lone_surrogate():
 
 
 @pytest.mark.parametrize(
-    "d", [{"body": "\ud800"}, {"body": "ok", "junk": ["a", {"b": "x\udfff"}]}, {"\udc00": 1}, {"k": {"\ud800x": 1}}],
+    "d",
+    [{"body": "\ud800"}, {"body": "ok", "junk": ["a", {"b": "x\udfff"}]}, {"\udc00": 1}, {"k": {"\ud800x": 1}}],
 )
 def test_a_lone_surrogate_anywhere_in_d_is_invalid(d):
     with pytest.raises(Invalid, match="lone surrogate"):
@@ -176,8 +180,18 @@ def test_numbers_within_int64_are_fine(number):
     "number",
     # From 2^64 on orjson reads an integer as a float (and -2^63-1 as the float
     # -2^63); 1e300 too is an integer to a JavaScript client (Number.isInteger).
-    [INT_MAX + 1, INT_MIN - 1, 2**64, 2**64 - 1, 10**30, 2.0**63, -(2.0**63), 1.8446744073709552e19, -1e300,
-     float("inf")],
+    [
+        INT_MAX + 1,
+        INT_MIN - 1,
+        2**64,
+        2**64 - 1,
+        10**30,
+        2.0**63,
+        -(2.0**63),
+        1.8446744073709552e19,
+        -1e300,
+        float("inf"),
+    ],
 )
 def test_numbers_outside_int64_are_invalid_wherever_they_are(number):
     for data in ({"read": number}, {"junk": [[{"x": number}]]}):

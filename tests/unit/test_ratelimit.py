@@ -1,4 +1,5 @@
 """The rate limiters' arithmetic, on a clock the test moves."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Watermark arithmetic: forward only, read implies delivered, order does not matter."""
+
 from __future__ import annotations
 
 from functools import reduce

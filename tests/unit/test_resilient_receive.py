@@ -1,4 +1,5 @@
 """A consumer subclass that listens on the channel layer survives a layer outage."""
+
 from __future__ import annotations
 
 import redis

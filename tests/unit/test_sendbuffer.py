@@ -6,6 +6,7 @@ calls (`pauseProducing`, `resumeProducing`, `stopProducing`) are made as a
 transport makes them. tests/hostile runs the same against real daphne and
 uvicorn processes and clients that do not read.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -25,7 +26,10 @@ from messaging.transport.daphne_compat import allow_protocol_close_codes
 from messaging.transport.frames import frame_bytes
 from messaging.transport.servers.asgi import TRANSPORT_BUFFER, SendBuffer
 from messaging.transport.servers.daphne import (
-    HANDSHAKE_ATTRIBUTES, DaphneSendBuffer, register_producer, release_handshake,
+    HANDSHAKE_ATTRIBUTES,
+    DaphneSendBuffer,
+    register_producer,
+    release_handshake,
 )
 
 from ..support.rawws import client_frame, upgrade_request
@@ -206,8 +210,9 @@ class PullsNothing:
 
 def shaken_hands() -> tuple[Server, object, StringTransport]:
     """A daphne WebSocket connection through a real handshake and accept, on a transport that keeps what is written."""
-    server = Server(application=lambda scope, receive, send: asyncio.sleep(0),
-                    endpoints=["tcp:port=0:interface=127.0.0.1"])
+    server = Server(
+        application=lambda scope, receive, send: asyncio.sleep(0), endpoints=["tcp:port=0:interface=127.0.0.1"]
+    )
     server.connections = {}
     factory = WebSocketFactory(server, server="Daphne")
     factory.setProtocolOptions(openHandshakeTimeout=0, autoPingInterval=0)

@@ -1,9 +1,10 @@
 """What fits in one frame (messaging/chat/sizes.py): the cheap bounds are bounds, the count is exact,
 and settings under which one message cannot fit are refused."""
+
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import orjson
 import pytest
@@ -13,14 +14,19 @@ from django.core.exceptions import ImproperlyConfigured
 from messaging.chat.commands import member_entry
 from messaging.chat.messages import stored_msg_frame
 from messaging.chat.sizes import (
-    FULLEST_MEMBER, FULLEST_MESSAGE, check_one_message_fits, fitting, longest_page_of_one, member_bytes_at_most,
+    FULLEST_MEMBER,
+    FULLEST_MESSAGE,
+    check_one_message_fits,
+    fitting,
+    longest_page_of_one,
+    member_bytes_at_most,
     message_bytes_at_most,
 )
 from messaging.conf import MessagingSettings
 from messaging.core.protocol import ack_ok, encode
 from messaging.models import Membership, Message
 
-AT = datetime(2026, 11, 29, 18, 0, tzinfo=timezone.utc)
+AT = datetime(2026, 11, 29, 18, 0, tzinfo=UTC)
 # Each the costliest of its kind in JSON: a control character (6 bytes), a
 # quote and a backslash (2), a character of three bytes, one of four.
 TEXTS = {
@@ -29,7 +35,7 @@ TEXTS = {
     "escapes": '"\\' * 2000,
     "bmp": "€" * 4000,
     "astral": "😀" * 4000,
-    "mixed": "a\x1f\"\u2028😀\n" * 600,
+    "mixed": 'a\x1f"\u2028😀\n' * 600,
 }
 
 
@@ -38,8 +44,18 @@ def user(name: str, pk=7):
 
 
 def stored(body: str, sender, **fields) -> Message:
-    return Message(seq=2**63 - 1, client_msg_id="c" * 64, sender=sender, body=body, sent_at=AT, rev=2**63 - 1,
-                   posted_rev=1, version=2**31, state="delivered", **fields)
+    return Message(
+        seq=2**63 - 1,
+        client_msg_id="c" * 64,
+        sender=sender,
+        body=body,
+        sent_at=AT,
+        rev=2**63 - 1,
+        posted_rev=1,
+        version=2**31,
+        state="delivered",
+        **fields,
+    )
 
 
 def json_bytes(value) -> int:
@@ -52,7 +68,9 @@ def json_bytes(value) -> int:
 def test_a_stored_messages_bound_holds_its_bytes(kind, change, own):
     text = TEXTS[kind]
     sender = user(text[:150])
-    fields = {"edited_at": AT} if change == "edited" else {"deleted_at": AT, "edited_at": AT} if change == "deleted" else {}
+    fields = (
+        {"edited_at": AT} if change == "edited" else {"deleted_at": AT, "edited_at": AT} if change == "deleted" else {}
+    )
     d = stored_msg_frame(stored(text, sender, **fields), "r" * 64, sender if own else user("x", pk=8))["d"]
     assert set(d) <= set(FULLEST_MESSAGE), "a key the bound does not know"
     assert message_bytes_at_most(d) >= json_bytes(d)
@@ -66,8 +84,9 @@ def test_a_bound_holds_for_a_uuid_sender():
 
 @pytest.mark.parametrize("kind", sorted(TEXTS))
 def test_a_member_entrys_bound_holds_its_bytes_with_online(kind):
-    entry = member_entry(Membership(user=user(TEXTS[kind][:150]), delivered=2**63 - 1, read=2**63 - 1,
-                                    joined_seq=2**63 - 1))
+    entry = member_entry(
+        Membership(user=user(TEXTS[kind][:150]), delivered=2**63 - 1, read=2**63 - 1, joined_seq=2**63 - 1)
+    )
     assert set(entry) | {"online"} <= set(FULLEST_MEMBER), "a key the bound does not know"
     assert member_bytes_at_most(entry) >= json_bytes({**entry, "online": False})
 
@@ -100,8 +119,9 @@ def test_the_longest_page_of_one_message_is_a_bound_of_its_ack():
     assert len(orjson.dumps(ack)) > 24_000, "the worst message of the defaults: some 24 KB"
 
 
-@pytest.mark.parametrize("options", [{"BODY_MAX_CHARS": 200_000}, {"MAX_SEND_BUFFER": 20_000}],
-                         ids=["long-messages", "small-frames"])
+@pytest.mark.parametrize(
+    "options", [{"BODY_MAX_CHARS": 200_000}, {"MAX_SEND_BUFFER": 20_000}], ids=["long-messages", "small-frames"]
+)
 def test_settings_under_which_one_message_cannot_fit_are_refused(options):
     with pytest.raises(ImproperlyConfigured, match="BODY_MAX_CHARS.*MAX_SEND_BUFFER"):
         check_one_message_fits(MessagingSettings(**options))

@@ -1,4 +1,5 @@
 """messaging.testing's registry overrides: a type lives for its block, a replaced one comes back."""
+
 from __future__ import annotations
 
 import pytest

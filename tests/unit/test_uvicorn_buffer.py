@@ -1,6 +1,7 @@
 """The uvicorn adapter on uvicorn's own Sans-I/O protocol, in process: past a real handshake the
 connection lets go of what the handshake left behind and still writes, reads and closes.
 tests/hostile/test_uvicorn_adapter.py runs the adapter against real uvicorn processes."""
+
 from __future__ import annotations
 
 import asyncio

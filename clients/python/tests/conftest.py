@@ -7,6 +7,7 @@ fixtures from the repository (tests/conftest.py), as every e2e test does.
 This folder is no package: its modules import as `test_client`, not as a
 second `tests` beside the repository's.
 """
+
 from __future__ import annotations
 
 from tests.conftest import _close_worker_thread_connections, server_env, start_daphne, static_root  # noqa: F401

@@ -1,4 +1,5 @@
 """The client library against real daphne processes: one effect per action, every message once."""
+
 from __future__ import annotations
 
 import asyncio
@@ -156,7 +157,10 @@ async def test_the_example_bot_answers_each_message_once_across_its_own_restarts
     def start_bot() -> subprocess.Popen:
         return subprocess.Popen(
             [sys.executable, "examples/bot.py", server.url, "--room", "lobby", "--state", str(tmp_path / "bot")],
-            cwd=ROOT, env=os.environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=ROOT,
+            env=os.environ,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
 
     async def replies(count: int) -> list[str]:
@@ -178,8 +182,14 @@ async def test_the_example_bot_answers_each_message_once_across_its_own_restarts
         await ana.post("lobby", "!echo three")
         assert await asyncio.wait_for(replies(3), 60) == ["one", "two", "three"]
         await asyncio.sleep(1)  # time enough for a second answer to show, if there were one
-        assert [m["body"] for m in ana.messages("lobby")] == ["!echo one", "one", "!echo two", "two", "!echo three",
-                                                              "three"]
+        assert [m["body"] for m in ana.messages("lobby")] == [
+            "!echo one",
+            "one",
+            "!echo two",
+            "two",
+            "!echo three",
+            "three",
+        ]
     finally:
         bot.kill()
         bot.wait()

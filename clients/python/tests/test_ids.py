@@ -1,5 +1,6 @@
 """The client's outbox mints time-ordered ids (messaging_client/ids.py, a copy of the app's:
 tests/unit/test_ids.py runs one contract against both)."""
+
 from __future__ import annotations
 
 import uuid

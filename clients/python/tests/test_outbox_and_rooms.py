@@ -1,4 +1,5 @@
 """The client library's pure parts: the outbox's bookkeeping and a room's resume point."""
+
 from __future__ import annotations
 
 import json
@@ -160,6 +161,12 @@ def test_the_client_imports_nothing_of_the_app_nor_django():
     # Run from the repository's root, where `messaging` would import if anything asked for it.
     code = "import sys, messaging_client; print(sorted({m.split('.')[0] for m in sys.modules} & {'messaging', 'django', 'channels'}))"
     root = Path(__file__).resolve().parents[3]
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
-                            env={"PATH": "/usr/bin:/bin"}, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={"PATH": "/usr/bin:/bin"},
+        check=True,
+    )
     assert result.stdout.strip() == "[]"

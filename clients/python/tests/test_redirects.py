@@ -1,6 +1,7 @@
 """The client never carries a token across a redirect and takes one for a failed request (PROTOCOL 1.2,
 "Outbound requests"), against real local HTTP servers: one that redirects, one that would answer as if
 the command ran."""
+
 from __future__ import annotations
 
 import asyncio
@@ -9,7 +10,6 @@ import time
 import pytest
 
 from messaging_client import Client, Redirected, SignInFailed, http_command, sign_in
-
 from tests.support.http_servers import Recorder, redirector
 
 
@@ -26,8 +26,15 @@ def test_http_command_sends_no_token_across_a_redirect_and_fails(elsewhere, stat
     server = redirector(elsewhere.url, status)
     try:
         with pytest.raises(Redirected) as refused:
-            http_command(server.url.removesuffix("/hook"), "room.post", {"room": "lobby", "body": "hi"},
-                         id="c1", token="secret-token", retries=3, backoff_cap=0.01)
+            http_command(
+                server.url.removesuffix("/hook"),
+                "room.post",
+                {"room": "lobby", "body": "hi"},
+                id="c1",
+                token="secret-token",
+                retries=3,
+                backoff_cap=0.01,
+            )
         assert refused.value.status == status and refused.value.location == elsewhere.url
         assert elsewhere.requests == []
         # Asked once: a redirect is not a failure that a retry could mend.

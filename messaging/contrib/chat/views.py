@@ -4,6 +4,7 @@ Signing in is the host's: the page sends a visitor who is not signed in to
 `settings.LOGIN_URL` (the demo's guest form at `/login/`, `project/guests.py`),
 and so does its script when the session ends under it; sign-out goes there too.
 """
+
 from __future__ import annotations
 
 import base64
@@ -41,8 +42,13 @@ def sign_out(request: HttpRequest) -> HttpResponse:
 # sends those relative imports to the hashed files, so one deployment's
 # modules never mix with another's from a cache.
 CHAT_MODULES = (
-    "messaging/outbox.js", "messaging/store.js", "messaging/changes.js", "messaging/edits.js",
-    "messaging/history.js", "messaging/unread.js", "messaging/people.js",
+    "messaging/outbox.js",
+    "messaging/store.js",
+    "messaging/changes.js",
+    "messaging/edits.js",
+    "messaging/history.js",
+    "messaging/unread.js",
+    "messaging/people.js",
 )
 
 

@@ -24,9 +24,10 @@ Frames (an extension of protocol v1, docs/PROTOCOL.md):
   after it (`on_replay`), and after a `room.history` page, the page's counts
   (`on_page`).
 """
+
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from django.db import connection
 
@@ -126,8 +127,11 @@ on_join("reactions", join_replies, validate=reactions_from)
 def changed_counts(room: Room, since_rev: int, upto: int, limit: int) -> list[tuple[int, int, dict]]:
     """A `since_rev` replay's counts (messaging/chat/replay.py): each count
     changed in (since_rev, upto], one `reaction` frame at its latest change."""
-    counts = (ReactionCount.objects.filter(room=room, rev__gt=since_rev, rev__lte=upto).order_by("rev")
-              .values_list("message__seq", "count", "rev")[:limit])
+    counts = (
+        ReactionCount.objects.filter(room=room, rev__gt=since_rev, rev__lte=upto)
+        .order_by("rev")
+        .values_list("message__seq", "count", "rev")[:limit]
+    )
     return [(rev, rev, reaction_frame(room.slug, seq, count, rev)) for seq, count, rev in counts]
 
 

@@ -10,14 +10,16 @@ class ReactionCount(models.Model):
     `messaging.0010`), so databases made before keep their counts.
     """
 
-    message = models.OneToOneField("messaging.Message", on_delete=models.CASCADE, primary_key=True,
-                                   related_name="reactions")
+    message = models.OneToOneField(
+        "messaging.Message", on_delete=models.CASCADE, primary_key=True, related_name="reactions"
+    )
     count = models.PositiveBigIntegerField(default=0)
     # The room's rev of the latest change of this count, and the room
     # (the message's, kept here so a `since_rev` replay finds a room's
     # changed counts with one range scan). Null before revs.
-    room = models.ForeignKey("messaging.Room", on_delete=models.CASCADE, null=True, blank=True, related_name="+",
-                             db_index=False)
+    room = models.ForeignKey(
+        "messaging.Room", on_delete=models.CASCADE, null=True, blank=True, related_name="+", db_index=False
+    )
     rev = models.PositiveBigIntegerField(null=True, blank=True)
 
     class Meta:

@@ -1,4 +1,5 @@
 """`python manage.py messaging_consume HANDLER --group NAME`: one consumer of a group (messaging/events/consumers.py)."""
+
 from __future__ import annotations
 
 import signal
@@ -15,8 +16,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("handler", help="dotted path to a callable taking one argument, the event (a dict)")
         parser.add_argument("--group", required=True, help="the consumer group's name")
-        parser.add_argument("--claim-after", type=float, default=30.0,
-                            help="seconds after which entries left pending by a dead consumer are claimed again")
+        parser.add_argument(
+            "--claim-after",
+            type=float,
+            default=30.0,
+            help="seconds after which entries left pending by a dead consumer are claimed again",
+        )
         parser.add_argument("--name", default=None, help="this consumer's name in the group (default host-pid)")
 
     def handle(self, *args, handler: str, group: str, claim_after: float, name: str | None, **options) -> None:

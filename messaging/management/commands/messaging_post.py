@@ -6,6 +6,7 @@ retried, a deploy step run twice), and a rerun prints the original ack.
 The user joins the room first (a join is safe to repeat). Exit status: 0
 when the post is stored (or was already), 1 when it is refused.
 """
+
 from __future__ import annotations
 
 import sys
@@ -25,8 +26,13 @@ class Command(BaseCommand):
         parser.add_argument("text")
         parser.add_argument("--room", required=True)
         parser.add_argument("--as", dest="username", required=True, metavar="USERNAME")
-        parser.add_argument("--id", dest="command_id", required=True, metavar="ID",
-                            help="the post's id, 1-64 of A-Z a-z 0-9 _ -: the same id posts once")
+        parser.add_argument(
+            "--id",
+            dest="command_id",
+            required=True,
+            metavar="ID",
+            help="the post's id, 1-64 of A-Z a-z 0-9 _ -: the same id posts once",
+        )
 
     def handle(self, *args, text: str, room: str, username: str, command_id: str, **options) -> None:
         users = get_user_model()

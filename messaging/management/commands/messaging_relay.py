@@ -3,6 +3,7 @@
 Runs until SIGTERM or SIGINT, which finish the batch in flight. Start as many
 as you like; they share the outbox's partitions.
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -7,6 +7,7 @@ sockets are then closed. `--revoke PREFIX` instead revokes the user's active
 tokens that begin with PREFIX (as the admin shows them), or the one token
 given whole.
 """
+
 from __future__ import annotations
 
 import re
@@ -20,7 +21,6 @@ from django.utils.dateparse import parse_duration
 
 from messaging.models import ApiToken
 from messaging.transport.tokens import SHOWN, create_token, digest
-
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 # Far enough for any rotation schedule, and far from the dates' overflow.
@@ -47,12 +47,14 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("username")
         parser.add_argument("--name", default="", help="what the token is for, shown in the admin")
-        parser.add_argument("--expires-in", metavar="DURATION",
-                            help="the token signs nobody in after this long: 90d, 12h, 30m, 3600s, P30D")
+        parser.add_argument(
+            "--expires-in",
+            metavar="DURATION",
+            help="the token signs nobody in after this long: 90d, 12h, 30m, 3600s, P30D",
+        )
         parser.add_argument("--revoke", metavar="PREFIX", help="revoke the user's active tokens that begin with PREFIX")
 
-    def handle(self, *args, username: str, name: str, expires_in: str | None, revoke: str | None,
-               **options) -> None:
+    def handle(self, *args, username: str, name: str, expires_in: str | None, revoke: str | None, **options) -> None:
         expires_at = timezone.now() + duration(expires_in) if expires_in is not None else None
         users = get_user_model()
         try:
@@ -62,8 +64,11 @@ class Command(BaseCommand):
         if revoke is not None:
             active = ApiToken.objects.filter(user=user, revoked_at__isnull=True)
             # The whole token, or the first characters the admin shows.
-            tokens = list(active.filter(digest=digest(revoke)) if len(revoke) > SHOWN
-                          else active.filter(prefix__startswith=revoke))
+            tokens = list(
+                active.filter(digest=digest(revoke))
+                if len(revoke) > SHOWN
+                else active.filter(prefix__startswith=revoke)
+            )
             if not revoke or not tokens:
                 raise CommandError(f"no active token of {username!r} begins with {revoke!r}")
             for token in tokens:

@@ -2,6 +2,7 @@
 
 Runs until SIGTERM or SIGINT. Several may run: each leases its own deliveries.
 """
+
 from __future__ import annotations
 
 import signal

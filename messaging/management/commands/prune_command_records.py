@@ -9,12 +9,13 @@ applied again. Keep the retention longer than any client can go on retrying
 its unique (sender, client id) constraint would refuse a late retry's insert
 with no record left to answer it: that id would get `unavailable` forever.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
 
-from messaging.ops.retention import RetentionCommand, delete_in_batches
 from messaging.models import CommandRecord
+from messaging.ops.retention import RetentionCommand, delete_in_batches
 
 KEPT_TYPES = frozenset({"room.post"})
 
@@ -32,4 +33,6 @@ class Command(RetentionCommand):
             return
         deleted = delete_in_batches(old, batch)
         kept = ", ".join(sorted(KEPT_TYPES))
-        self.stdout.write(f"deleted {deleted} command records created before {cutoff.isoformat()} (never pruned: {kept})")
+        self.stdout.write(
+            f"deleted {deleted} command records created before {cutoff.isoformat()} (never pruned: {kept})"
+        )

@@ -5,6 +5,7 @@ old text goes. With the setting at 0 (the default: no history is kept) it
 clears every body kept while history was on. Deletes clear a message's
 history at once, without this command.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -13,8 +14,8 @@ from typing import Any
 from django.utils import timezone
 
 from messaging.conf import get_settings
-from messaging.ops.retention import RetentionCommand
 from messaging.models import MessageVersion
+from messaging.ops.retention import RetentionCommand
 
 
 class Command(RetentionCommand):

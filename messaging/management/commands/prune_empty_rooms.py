@@ -24,6 +24,7 @@ join committed by then keeps its room; one that comes later finds no room
 and is refused (`forbidden`, or `unavailable` for a join, whose retry makes
 the room again).
 """
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -37,31 +38,42 @@ from messaging.ops.retention import RetentionCommand
 
 def unused_empty_rooms(cutoff: datetime) -> QuerySet[Room]:
     """The rooms with no message ever, created before `cutoff`, that nobody joined or was invited to since."""
-    return (Room.objects.filter(last_seq=0, last_rev=0, created_at__lt=cutoff)
-            .filter(~Exists(Message.objects.filter(room=OuterRef("pk"))))
-            .filter(~Exists(Membership.objects.filter(room=OuterRef("pk"), joined_at__gte=cutoff)))
-            .filter(~Exists(Invitation.objects.filter(room=OuterRef("pk"), created_at__gte=cutoff))))
+    return (
+        Room.objects.filter(last_seq=0, last_rev=0, created_at__lt=cutoff)
+        .filter(~Exists(Message.objects.filter(room=OuterRef("pk"))))
+        .filter(~Exists(Membership.objects.filter(room=OuterRef("pk"), joined_at__gte=cutoff)))
+        .filter(~Exists(Invitation.objects.filter(room=OuterRef("pk"), created_at__gte=cutoff)))
+    )
 
 
 class Command(RetentionCommand):
-    help = ("Delete rooms that never had a message, made more than MESSAGING['EMPTY_ROOM_RETENTION'] ago "
-            "and joined by or invited nobody since.")
+    help = (
+        "Delete rooms that never had a message, made more than MESSAGING['EMPTY_ROOM_RETENTION'] ago "
+        "and joined by or invited nobody since."
+    )
     retention_setting = "EMPTY_ROOM_RETENTION"
     batch_default = 500
     batch_help = "rooms per transaction, so no lock is held long"
 
     def prune(self, cutoff: datetime, batch: int, dry_run: bool) -> None:
         if dry_run:
-            self.stdout.write(f"would delete {unused_empty_rooms(cutoff).count()} unused empty rooms "
-                              f"created before {cutoff.isoformat()}")
+            self.stdout.write(
+                f"would delete {unused_empty_rooms(cutoff).count()} unused empty rooms "
+                f"created before {cutoff.isoformat()}"
+            )
             return
         deleted, after = 0, 0
         # In key order, each batch after the last: one pass over the rooms, whatever is kept.
-        while ids := list(unused_empty_rooms(cutoff).filter(pk__gt=after).order_by("pk")
-                          .values_list("pk", flat=True)[:batch]):
+        while ids := list(
+            unused_empty_rooms(cutoff).filter(pk__gt=after).order_by("pk").values_list("pk", flat=True)[:batch]
+        ):
             after = ids[-1]
             with transaction.atomic():
-                locked = list(unused_empty_rooms(cutoff).filter(pk__in=ids).select_for_update(skip_locked=True)
-                              .values_list("pk", flat=True))
+                locked = list(
+                    unused_empty_rooms(cutoff)
+                    .filter(pk__in=ids)
+                    .select_for_update(skip_locked=True)
+                    .values_list("pk", flat=True)
+                )
                 deleted += Room.objects.filter(pk__in=locked).delete()[1].get(Room._meta.label, 0)
         self.stdout.write(f"deleted {deleted} unused empty rooms created before {cutoff.isoformat()}")

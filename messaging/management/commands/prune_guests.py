@@ -25,6 +25,7 @@ in a new statement: a post (membership, record) committed by then is seen and
 keeps its guest; one that commits later checks its foreign key against the
 locked, then deleted row and fails, so it is never deleted with the guest.
 """
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta
@@ -39,8 +40,8 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from messaging.ops.retention import RetentionCommand
 from messaging.models import CommandRecord, Membership, Message, WatermarkMove
+from messaging.ops.retention import RetentionCommand
 
 # How the demo's `project.guests.guest_login` names the accounts it makes.
 GUEST_USERNAME = r"^guest-[0-9a-f]{16}$"
@@ -58,8 +59,10 @@ class Command(RetentionCommand):
         kept = posted_guests(cutoff).count()
         if dry_run:
             count = sum(1 for pk in idle.values_list("pk", flat=True).iterator() if str(pk) not in live)
-            self.stdout.write(f"would delete {count} guest accounts idle since {cutoff.isoformat()}; "
-                              f"{kept} idle guests who posted are kept")
+            self.stdout.write(
+                f"would delete {count} guest accounts idle since {cutoff.isoformat()}; "
+                f"{kept} idle guests who posted are kept"
+            )
             return
         deleted = 0
         after = None
@@ -72,8 +75,9 @@ class Command(RetentionCommand):
                 break
             after = ids[-1]
             deleted += delete_if_still_idle([pk for pk in ids if str(pk) not in live], cutoff)
-        self.stdout.write(f"deleted {deleted} guest accounts idle since {cutoff.isoformat()}; "
-                          f"{kept} idle guests who posted are kept")
+        self.stdout.write(
+            f"deleted {deleted} guest accounts idle since {cutoff.isoformat()}; {kept} idle guests who posted are kept"
+        )
 
 
 def guests() -> QuerySet:

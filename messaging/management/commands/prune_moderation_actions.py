@@ -5,6 +5,7 @@ row, which outlives the room and the users it names: without this command
 the audit grows for as long as the rooms are moderated. Keep the retention
 as long as your policy keeps an audit (a year by default).
 """
+
 from __future__ import annotations
 
 from datetime import datetime

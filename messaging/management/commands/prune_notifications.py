@@ -5,6 +5,7 @@ e-mails; without this command they stay for as long as users mention each
 other. Read or not, e-mailed or not: past the retention a mention is old
 news (a digest waits an hour at most).
 """
+
 from __future__ import annotations
 
 from datetime import datetime

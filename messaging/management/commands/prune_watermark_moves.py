@@ -11,6 +11,7 @@ is not recorded, instead of dating them by the first move left, a later
 receipt. Each batch of memberships is pruned under their row locks, the lock
 a receipt takes before it writes a move.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -19,8 +20,8 @@ from django.db import transaction
 from django.db.models import F, Max, OuterRef, Subquery
 from django.db.models.functions import Coalesce, Greatest
 
-from messaging.ops.retention import RetentionCommand
 from messaging.models import Membership, WatermarkMove
+from messaging.ops.retention import RetentionCommand
 
 
 class Command(RetentionCommand):
@@ -53,8 +54,12 @@ def prune_memberships(old, ids: list[int]) -> int:
     with transaction.atomic():
         # Locked in (room, user) order, as a batch of receipts locks them
         # (migration 0016): the two cannot wait on each other in a cycle.
-        list(Membership.objects.select_for_update().filter(pk__in=having).order_by("room_id", "user_id")
-             .values_list("pk", flat=True))
+        list(
+            Membership.objects.select_for_update()
+            .filter(pk__in=having)
+            .order_by("room_id", "user_id")
+            .values_list("pk", flat=True)
+        )
         pruned = old.filter(membership__in=having)
 
         def newest(watermark: str) -> Greatest:
@@ -62,5 +67,7 @@ def prune_memberships(old, ids: list[int]) -> int:
             top = pruned.filter(membership=OuterRef("pk")).values("membership").annotate(top=Max(watermark))
             return Greatest(F(f"pruned_{watermark}"), Coalesce(Subquery(top.values("top")), 0))
 
-        Membership.objects.filter(pk__in=having).update(pruned_delivered=newest("delivered"), pruned_read=newest("read"))
+        Membership.objects.filter(pk__in=having).update(
+            pruned_delivered=newest("delivered"), pruned_read=newest("read")
+        )
         return pruned.delete()[0]

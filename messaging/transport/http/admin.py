@@ -8,6 +8,7 @@ only that it was shown. The token is never in a cookie, the messages
 framework, the session or any table (only its hash is kept). Revoking stamps
 `revoked_at`; a token is never edited or shown again.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -95,8 +96,13 @@ class ApiTokenAdmin(admin.ModelAdmin):
         if row is None:
             return HttpResponseRedirect(reverse("admin:messaging_apitoken_changelist"))
         token = reveal_token(pk) if request.method == "GET" else None
-        context = {**self.admin_site.each_context(request), "opts": self.opts, "row": row, "token": token,
-                   "title": "The new API token" if token else "API token already shown"}
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "row": row,
+            "token": token,
+            "title": "The new API token" if token else "API token already shown",
+        }
         response = TemplateResponse(request, "admin/messaging/apitoken/token.html", context)
         # Not kept by the browser, a proxy or the back button (the admin's
         # own `never_cache` says no-store too; this page must not depend on it).

@@ -11,6 +11,7 @@ and process (`USER_RATE_LIMIT`), and a bucket per credential, a token or a
 session, standing for a socket's own (`RATE_BURST`, `RATE_PER_SECOND`),
 kept in this process for at most `RATE_WINDOW_KEYS` credentials.
 """
+
 from __future__ import annotations
 
 import math

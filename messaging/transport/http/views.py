@@ -8,6 +8,7 @@ PROTOCOL.md 1.1 ("Commands over HTTP"). What is not a command at all (no
 credentials, no valid key, a body that is not JSON) is answered with an
 error frame like the socket's `bad_frame`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -79,7 +80,7 @@ def ack_response(ack: dict) -> HttpResponse:
 async def commands(request: HttpRequest) -> HttpResponse:
     """`POST /api/commands`: one command, its ack."""
     if request.method != "POST":
-        response = error_response(405, "method_not_allowed", "POST a command: {\"t\": ..., \"d\": ...}")
+        response = error_response(405, "method_not_allowed", 'POST a command: {"t": ..., "d": ...}')
         response["Allow"] = "POST"
         return response
     try:
@@ -110,10 +111,11 @@ async def commands(request: HttpRequest) -> HttpResponse:
     except BadFrame as exc:
         return error_response(400, "bad_frame", exc.message)
     if not isinstance(envelope, dict):
-        return error_response(400, "bad_frame", "the body must be a JSON object: {\"t\": ..., \"d\": ...}")
+        return error_response(400, "bad_frame", 'the body must be a JSON object: {"t": ..., "d": ...}')
     try:
-        ack = await asubmit(who.user, envelope.get("t"), envelope.get("d"), id=key,
-                            client_address=client_of_request(request))
+        ack = await asubmit(
+            who.user, envelope.get("t"), envelope.get("d"), id=key, client_address=client_of_request(request)
+        )
     except BadFrame as exc:
         return error_response(400, "bad_frame", f"Idempotency-Key: {exc.message}")
     return ack_response(ack)

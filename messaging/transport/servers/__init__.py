@@ -32,6 +32,7 @@ clients send) can never be sent within the limit: `send` refuses it, and the
 owner sends a small error frame in its place. The app's answers that hold
 lists are sized to fit it (`largest_frame`, messaging/chat/sizes.py).
 """
+
 from __future__ import annotations
 
 from ...ops import metrics

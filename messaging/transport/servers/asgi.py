@@ -11,12 +11,13 @@ queue, the frame being sent included. The adapters (`daphne.py`,
 need no task; the limit, overflow and close semantics are this class's
 (messaging/transport/servers/__init__.py).
 """
+
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections import deque
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from ...ops import metrics
 

@@ -32,12 +32,14 @@ here while it is. What waits is counted as the queue plus the transport's
 closed only when more than `limit` truly waits, and the process holds at
 most about `limit` plus two frames for it.
 """
+
 from __future__ import annotations
 
 import functools
 import logging
 import sys
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from ..frames import encoded
 from .asgi import TRANSPORT_BUFFER, OnOverflow, Send, WritingSendBuffer, server_send
@@ -57,7 +59,12 @@ class FrameWriter:
         """Write `text` as one frame; False (nothing written) where the ASGI path must send it."""
         protocol = self.protocol
         # Daphne sends no frame for an empty text.
-        if not text or protocol.state != protocol.STATE_OPEN or protocol.send_queue or protocol._perMessageCompress is not None:
+        if (
+            not text
+            or protocol.state != protocol.STATE_OPEN
+            or protocol.send_queue
+            or protocol._perMessageCompress is not None
+        ):
             return False
         protocol.transport.write(encoded(text)[0])
         return True
@@ -82,8 +89,13 @@ def daphne_connection(send: Callable[[dict], Awaitable[None]]) -> Any | None:
 
 def writes_plainly(protocol: Any) -> bool:
     """Whether autobahn writes this connection's text frames as `frame_bytes` does (no masking, fragmenting or logging)."""
-    return not (protocol.maskServerFrames or protocol.autoFragmentSize or protocol.logOctets or protocol.logFrames
-                or not protocol.factory.isServer)
+    return not (
+        protocol.maskServerFrames
+        or protocol.autoFragmentSize
+        or protocol.logOctets
+        or protocol.logFrames
+        or not protocol.factory.isServer
+    )
 
 
 def frame_writer(send: Callable[[dict], Awaitable[None]]) -> FrameWriter | None:
@@ -192,8 +204,11 @@ def register_producer(producer: Any, transport: Any) -> Any | None:
         return None
     channel = getattr(transport, "producer", None)
     # Only a channel whose connection the upgrade took, and that lends its slot to nothing.
-    if not isinstance(channel, HTTPChannel) or getattr(transport, "protocol", None) is channel \
-            or getattr(channel, "_requestProducer", None) is not None:
+    if (
+        not isinstance(channel, HTTPChannel)
+        or getattr(transport, "protocol", None) is channel
+        or getattr(channel, "_requestProducer", None) is not None
+    ):
         return None
     transport.unregisterProducer()
     transport.registerProducer(producer, True)
@@ -214,8 +229,10 @@ def daphne_send_buffer(protocol: Any, send: Send, limit: int, on_overflow: OnOve
         # here can tell what waits, and nothing is closed for it.
         if not _warned_unbuffered:
             _warned_unbuffered = True
-            log.warning("daphne connection on %r takes no push producer: slow clients are not limited",
-                        type(protocol.transport).__name__)
+            log.warning(
+                "daphne connection on %r takes no push producer: slow clients are not limited",
+                type(protocol.transport).__name__,
+            )
     return buffer
 
 
@@ -224,9 +241,22 @@ def daphne_send_buffer(protocol: Any, send: Send, limit: int, on_overflow: OnOve
 # negotiated, the origin policy copied from the factory), checked on autobahn
 # 26.10, and daphne's `protocol_to_accept`, which nothing reads.
 HANDSHAKE_ATTRIBUTES = (
-    "http_request_data", "http_response_data", "http_status_line", "http_request_uri", "http_request_path",
-    "http_request_params", "http_request_host", "http_headers", "_wskey", "websocket_origin", "websocket_protocols",
-    "websocket_extensions", "versions", "flashSocketPolicy", "allowedOrigins", "allowedOriginsPatterns",
+    "http_request_data",
+    "http_response_data",
+    "http_status_line",
+    "http_request_uri",
+    "http_request_path",
+    "http_request_params",
+    "http_request_host",
+    "http_headers",
+    "_wskey",
+    "websocket_origin",
+    "websocket_protocols",
+    "websocket_extensions",
+    "versions",
+    "flashSocketPolicy",
+    "allowedOrigins",
+    "allowedOriginsPatterns",
     "protocol_to_accept",
 )
 CHECKED_AUTOBAHN = "26."

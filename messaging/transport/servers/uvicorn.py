@@ -28,6 +28,7 @@ place, which still set uvicorn's `writable` event, so uvicorn's own sends
 is not paused and queued here while it is. What waits is counted exactly:
 the queue plus the transport's `get_write_buffer_size()`.
 """
+
 from __future__ import annotations
 
 import sys
@@ -37,8 +38,15 @@ from ..frames import encoded
 from .asgi import OnOverflow, Send, WritingSendBuffer, server_send
 
 SANS_IO = "uvicorn.protocols.websockets.websockets_sansio_impl"
-KNOWN_ATTRIBUTES = ("conn", "transport", "writable", "handshake_complete", "initial_response", "close_sent",
-                    "disconnected")
+KNOWN_ATTRIBUTES = (
+    "conn",
+    "transport",
+    "writable",
+    "handshake_complete",
+    "initial_response",
+    "close_sent",
+    "disconnected",
+)
 
 
 def uvicorn_connection(send: Send) -> Any | None:
@@ -128,4 +136,3 @@ class UvicornSendBuffer(WritingSendBuffer):
     def resume_writing(self) -> None:
         type(self.protocol).resume_writing(self.protocol)
         self.resumed()
-

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
 """A minimal host project that installs `messaging` from its wheel (tests/package/test_wheel.py)."""
+
 import os
 import sys
 

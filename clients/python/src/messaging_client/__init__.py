@@ -19,6 +19,7 @@ command over HTTP with one. No request of the client follows a redirect: a
 3xx is a failure (`Redirected`, `SignInFailed`, a failed handshake), and
 the token stays where it was sent.
 """
+
 from __future__ import annotations
 
 from .auth import SignInFailed, asign_in, sign_in
@@ -32,6 +33,18 @@ from .rooms import RoomView
 __version__ = "0.3.0"
 
 __all__ = [
-    "Client", "FileStore", "MemoryStore", "Outbox", "OutboxFull", "Redirected", "Refused", "RoomView",
-    "SignInFailed", "Unauthorized", "ahttp_command", "asign_in", "http_command", "sign_in",
+    "Client",
+    "FileStore",
+    "MemoryStore",
+    "Outbox",
+    "OutboxFull",
+    "Redirected",
+    "Refused",
+    "RoomView",
+    "SignInFailed",
+    "Unauthorized",
+    "ahttp_command",
+    "asign_in",
+    "http_command",
+    "sign_in",
 ]

@@ -1,4 +1,5 @@
 """Signing a client in: the demo's guest form, or a session cookie or API token the caller has."""
+
 from __future__ import annotations
 
 import asyncio
@@ -37,8 +38,10 @@ def sign_in(base_url: str, name: str, *, timeout: float = 10) -> str:
         raise SignInFailed("the sign-in form set no CSRF cookie")
     form = urllib.parse.urlencode({"name": name, "csrfmiddlewaretoken": csrf}).encode()
     try:
-        browser.open(urllib.request.Request(base_url + "/login/", form, headers={"Referer": base_url + "/login/"}),
-                     timeout=timeout).read()
+        browser.open(
+            urllib.request.Request(base_url + "/login/", form, headers={"Referer": base_url + "/login/"}),
+            timeout=timeout,
+        ).read()
     except urllib.error.HTTPError as exc:
         if exc.code not in (302, 303):
             raise SignInFailed(f"the sign-in form answered {exc.code}") from None
@@ -53,8 +56,9 @@ async def asign_in(base_url: str, name: str, *, timeout: float = 10) -> str:
     return await asyncio.to_thread(sign_in, base_url, name, timeout=timeout)
 
 
-def handshake_headers(base_url: str, *, session: str | None = None, token: str | None = None,
-                      origin: str | None = None) -> dict[str, str]:
+def handshake_headers(
+    base_url: str, *, session: str | None = None, token: str | None = None, origin: str | None = None
+) -> dict[str, str]:
     """The headers of a WebSocket handshake signed in as the caller says.
 
     The `Origin` is the server's own by default: the server refuses a

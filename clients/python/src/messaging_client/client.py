@@ -18,6 +18,7 @@ the project's own tests) needs so that pressing "send" once means one effect:
 
 A close with 4401 (no signed-in user) stops the client: retrying cannot help.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -27,7 +28,8 @@ import random
 import time
 import uuid
 from collections import Counter
-from typing import Any, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 from .connection import Connection
 from .outbox import MemoryStore, Outbox, backoff_delay, final
@@ -36,8 +38,9 @@ from .rooms import RoomView
 log = logging.getLogger(__name__)
 
 # Commands whose effect is idempotent by nature: they are asked, never kept in the outbox.
-REQUEST_TYPES = frozenset({"room.join", "receipt", "room.history", "room.members", "rooms.list", "typing",
-                           "room.invite", "dm.open"})
+REQUEST_TYPES = frozenset(
+    {"room.join", "receipt", "room.history", "room.members", "rooms.list", "typing", "room.invite", "dm.open"}
+)
 
 
 class Refused(Exception):
@@ -93,8 +96,14 @@ class Client(Connection):
         self.keep = keep
         self.rand = rand
         self.on_event = on_event
-        self.outbox = Outbox(store, limit=outbox_limit, ack_timeout=ack_timeout, backoff_base=backoff_base,
-                             backoff_cap=backoff_cap, rand=rand)
+        self.outbox = Outbox(
+            store,
+            limit=outbox_limit,
+            ack_timeout=ack_timeout,
+            backoff_base=backoff_base,
+            backoff_cap=backoff_cap,
+            rand=rand,
+        )
         self.rooms: dict[str, RoomView] = {}
         self.state = "connecting"
         # What happened to the connection: connects, handshake failures, close codes; for tests and logs.
@@ -113,7 +122,7 @@ class Client(Connection):
 
     # -- lifecycle ---------------------------------------------------------------
 
-    async def start(self, *, wait: bool = True, timeout: float = 30.0) -> "Client":
+    async def start(self, *, wait: bool = True, timeout: float = 30.0) -> Client:
         """Start connecting; with `wait`, return once the first socket is open and its rooms joined."""
         self._wake, self._opened = asyncio.Event(), asyncio.Event()
         self._task = asyncio.create_task(self._run(), name="messaging-client")
@@ -134,7 +143,7 @@ class Client(Connection):
             if not future.done():
                 future.cancel()
 
-    async def __aenter__(self) -> "Client":
+    async def __aenter__(self) -> Client:
         return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:
@@ -242,7 +251,7 @@ class Client(Connection):
     async def _answer(self, id: str, future: asyncio.Future, timeout: float | None) -> dict:
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout)
-        except (asyncio.TimeoutError, asyncio.CancelledError):
+        except (TimeoutError, asyncio.CancelledError):
             self._requests.pop(id, None)  # given up on: not sent again
             raise
 
@@ -295,8 +304,9 @@ class Client(Connection):
                         view.joining = None
             else:
                 retry_after = (ack.get("error") or {}).get("retry_after") or 0.0
-                pause = backoff_delay(request.attempts - 1, base=self.backoff_base, cap=self.backoff_cap,
-                                      rand=self.rand)
+                pause = backoff_delay(
+                    request.attempts - 1, base=self.backoff_base, cap=self.backoff_cap, rand=self.rand
+                )
                 request.sent, request.due = False, time.monotonic() + max(pause, retry_after)
             self._kick()
             return
@@ -335,4 +345,3 @@ class Client(Connection):
                 await result
         if self._events is not None:
             await self._events.put(event)
-

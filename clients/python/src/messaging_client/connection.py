@@ -6,6 +6,7 @@ life (one socket at a time, reconnecting to the next server after a failure);
 means. It runs on the client's state (its servers, outbox, requests and
 rooms) and hands every frame it reads to `Client._handle`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -55,18 +56,24 @@ class Connection:
             self.state = "connecting"
             try:
                 ws = await connect_refusing_redirects(
-                    url, additional_headers=handshake_headers(base, session=self.session, token=self.token,
-                                                              origin=self.origin),
-                    open_timeout=self.open_timeout, max_size=None, compression=None, ping_interval=20,
+                    url,
+                    additional_headers=handshake_headers(
+                        base, session=self.session, token=self.token, origin=self.origin
+                    ),
+                    open_timeout=self.open_timeout,
+                    max_size=None,
+                    compression=None,
+                    ping_interval=20,
                 )
-            except (OSError, InvalidHandshake, asyncio.TimeoutError) as exc:
+            except (TimeoutError, OSError, InvalidHandshake) as exc:
                 self.stats["handshake_failures"] += 1
                 if isinstance(exc, InvalidStatus):
                     self.stats[f"handshake_status:{exc.response.status_code}"] += 1
                 log.debug("connecting to %s failed: %s", url, exc)
                 self._server += 1  # that one failed: the next one
-                await asyncio.sleep(backoff_delay(failures, base=self.backoff_base, cap=self.backoff_cap,
-                                                  rand=self.rand))
+                await asyncio.sleep(
+                    backoff_delay(failures, base=self.backoff_base, cap=self.backoff_cap, rand=self.rand)
+                )
                 failures += 1
                 continue
             self._ws, failures = ws, 0
@@ -100,8 +107,11 @@ class Connection:
             await asyncio.gather(reader, sender, return_exceptions=True)
             ws.transport.abort()
         for task in (reader, sender):
-            if not task.cancelled() and isinstance(task.exception(), Exception) and not isinstance(
-                    task.exception(), ConnectionClosed):
+            if (
+                not task.cancelled()
+                and isinstance(task.exception(), Exception)
+                and not isinstance(task.exception(), ConnectionClosed)
+            ):
                 log.warning("client socket task failed", exc_info=task.exception())
         received = ws.protocol.close_rcvd
         return received.code if received is not None else None
@@ -132,7 +142,7 @@ class Connection:
             timeout = None if wakeup is None else max(0.0, wakeup - time.monotonic())
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     def _frames_due(self, *, joins_only: bool = False) -> list[str]:

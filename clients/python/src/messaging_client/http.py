@@ -11,6 +11,7 @@ unchanged, after a connection failure, a timeout, `409`, `429` or `503`
 effect once. A redirect is never followed (the token would go with it, and
 urllib would turn the POST into a GET that runs nothing): it raises `Redirected`. The standard library only.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -19,7 +20,8 @@ import random
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .ids import time_ordered_id
 from .redirects import Redirected, not_following
@@ -27,9 +29,19 @@ from .redirects import Redirected, not_following
 RETRIED = frozenset({409, 429, 502, 503, 504})
 
 
-def http_command(base_url: str, t: str, d: Any, *, id: str | None = None, token: str | None = None,
-                 retries: int = 5, timeout: float = 10.0, backoff_base: float = 0.5, backoff_cap: float = 10.0,
-                 rand: Callable[[], float] = random.random) -> tuple[int, dict]:
+def http_command(
+    base_url: str,
+    t: str,
+    d: Any,
+    *,
+    id: str | None = None,
+    token: str | None = None,
+    retries: int = 5,
+    timeout: float = 10.0,
+    backoff_base: float = 0.5,
+    backoff_cap: float = 10.0,
+    rand: Callable[[], float] = random.random,
+) -> tuple[int, dict]:
     """POST one command; its final status and body (the ack, or an error frame).
 
     Raises `Redirected` if the server answers with a redirect: nothing is sent
@@ -60,7 +72,7 @@ def http_command(base_url: str, t: str, d: Any, *, id: str | None = None, token:
             if attempt >= retries:
                 raise
         attempt += 1
-        time.sleep(wait if wait is not None else rand() * min(backoff_cap, backoff_base * 2 ** attempt))
+        time.sleep(wait if wait is not None else rand() * min(backoff_cap, backoff_base * 2**attempt))
 
 
 async def ahttp_command(base_url: str, t: str, d: Any, **kwargs: Any) -> tuple[int, dict]:

@@ -15,6 +15,7 @@ shared module would be a third distribution to release and keep in step:
 the two never need to agree on anything, since the server accepts any id of
 the protocol's rules and the layout is fixed by the RFC.
 """
+
 from __future__ import annotations
 
 import os

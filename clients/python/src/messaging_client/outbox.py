@@ -12,6 +12,7 @@ room go one at a time, in order, so that a post stuck on `in_progress` cannot
 let a later one take an earlier seq; every other command has no lane and goes
 at once.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,9 +20,9 @@ import os
 import random
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
 
 from .ids import time_ordered_id
 
@@ -122,9 +123,17 @@ class OutboxFull(Exception):
 class Outbox:
     """Pending actions in the order they were made, and which of them are due to be sent."""
 
-    def __init__(self, store: MemoryStore | None = None, *, limit: int = 1000, ack_timeout: float = 5.0,
-                 backoff_base: float = 0.5, backoff_cap: float = 30.0, clock: Callable[[], float] = time.monotonic,
-                 rand: Callable[[], float] = random.random) -> None:
+    def __init__(
+        self,
+        store: MemoryStore | None = None,
+        *,
+        limit: int = 1000,
+        ack_timeout: float = 5.0,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
         self.store = store if store is not None else MemoryStore()
         self.limit = limit
         self.ack_timeout = ack_timeout

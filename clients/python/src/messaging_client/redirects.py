@@ -6,6 +6,7 @@ it follows with a GET, so the answer of a request that never ran looks like
 success. Here a 3xx is what it is: an `HTTPError`, which the callers turn
 into a failure.
 """
+
 from __future__ import annotations
 
 import urllib.request
@@ -15,8 +16,10 @@ class Redirected(Exception):
     """The server answered with a redirect, which the client does not follow."""
 
     def __init__(self, status: int, location: str | None) -> None:
-        super().__init__(f"the server answered {status}, a redirect to {location!r}: not followed "
-                         "(is the server's URL right, https and all?)")
+        super().__init__(
+            f"the server answered {status}, a redirect to {location!r}: not followed "
+            "(is the server's URL right, https and all?)"
+        )
         self.status = status
         self.location = location
 

@@ -8,6 +8,7 @@ than the server's replay limit was missed) is followed by another from where
 it stopped. No I/O here: `messaging_client.Client` sends the joins this says
 are needed.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict

@@ -1,4 +1,5 @@
 """`ReactionCount`, moved from `messaging` (its table, made by `messaging.0003`, stays as it is)."""
+
 import django.db.models.deletion
 from django.db import migrations, models
 
@@ -16,9 +17,16 @@ class Migration(migrations.Migration):
                 migrations.CreateModel(
                     name="ReactionCount",
                     fields=[
-                        ("message", models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True,
-                                                         related_name="reactions", serialize=False,
-                                                         to="messaging.message")),
+                        (
+                            "message",
+                            models.OneToOneField(
+                                on_delete=django.db.models.deletion.CASCADE,
+                                primary_key=True,
+                                related_name="reactions",
+                                serialize=False,
+                                to="messaging.message",
+                            ),
+                        ),
                         ("count", models.PositiveBigIntegerField(default=0)),
                     ],
                     options={"db_table": "messaging_reactioncount"},

@@ -1,6 +1,7 @@
 """Reaction counts get their room and the room's rev of their latest change
 (issue 24). Counts stored before revs take the next revs of their room after
 `messaging.0014` gave the room's messages theirs, in seq order."""
+
 import django.db.models.deletion
 from django.db import migrations, models
 
@@ -21,7 +22,6 @@ def revs_for_what_exists(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("messaging_reactions", "0001_initial"),
         ("messaging", "0015_message_versions_and_revs"),
@@ -36,9 +36,14 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="reactioncount",
             name="room",
-            field=models.ForeignKey(blank=True, db_index=False, null=True,
-                                    on_delete=django.db.models.deletion.CASCADE, related_name="+",
-                                    to="messaging.room"),
+            field=models.ForeignKey(
+                blank=True,
+                db_index=False,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="+",
+                to="messaging.room",
+            ),
         ),
         migrations.AddIndex(
             model_name="reactioncount",

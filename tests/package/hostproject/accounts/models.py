@@ -1,4 +1,5 @@
 """A user model keyed by UUID, as many projects have: the app must not assume integer user ids."""
+
 import uuid
 
 from django.contrib.auth.models import AbstractUser

@@ -4,6 +4,7 @@ Reads `HOST_DATABASE` (an SQLite file) and `REDIS_URL` from the environment;
 `HOST_DATABASE_URL` (postgres://user@host:port/name) puts it on PostgreSQL
 instead, and `HOST_UUID_USERS=1` gives it a user model keyed by UUID.
 """
+
 import os
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -40,7 +41,12 @@ TEMPLATES = [
         "BACKEND": "django.template.backends.django.DjangoTemplates",
         "DIRS": [BASE_DIR / "templates"],  # the host's own (its sign-in form)
         "APP_DIRS": True,
-        "OPTIONS": {"context_processors": ["django.template.context_processors.request", "django.contrib.auth.context_processors.auth"]},
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+            ]
+        },
     }
 ]
 
@@ -55,8 +61,12 @@ DATABASES = {
 if os.environ.get("HOST_DATABASE_URL"):
     url = urlsplit(os.environ["HOST_DATABASE_URL"])
     DATABASES["default"] = {
-        "ENGINE": "django.db.backends.postgresql", "NAME": url.path.lstrip("/"), "USER": url.username or "",
-        "PASSWORD": url.password or "", "HOST": url.hostname or "", "PORT": url.port or "",
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": url.path.lstrip("/"),
+        "USER": url.username or "",
+        "PASSWORD": url.password or "",
+        "HOST": url.hostname or "",
+        "PORT": url.port or "",
     }
 
 if os.environ.get("HOST_UUID_USERS") == "1":

@@ -1,5 +1,6 @@
 """The host's own sign-in, as any project has one: here a form that makes an account
 for a name (the app makes no accounts; it reads the session's user)."""
+
 import uuid
 
 from django.contrib.auth import get_user_model, login

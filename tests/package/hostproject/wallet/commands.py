@@ -1,4 +1,5 @@
 """The host's own command type: crediting a wallet twice credits twice, so it runs exactly once."""
+
 from django.db.models import F
 
 import messaging

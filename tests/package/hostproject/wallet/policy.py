@@ -4,13 +4,14 @@ The example of docs/INTEGRATION.md: only the group's members join and post
 in its room, and the members of `<group>-leads` moderate it besides the
 default's owner and staff. Every other room follows the default policy.
 """
+
 from messaging import RoomPolicy
 
 PREFIX = "team-"
 
 
 def group_of(room) -> str | None:
-    return room.slug[len(PREFIX):] if room.slug.startswith(PREFIX) else None
+    return room.slug[len(PREFIX) :] if room.slug.startswith(PREFIX) else None
 
 
 def in_group(user, name: str) -> bool:
