@@ -13,6 +13,9 @@ class MessagingConfig(AppConfig):
         # Settings that cannot work stop the process as it starts, not at the first frame.
         from .chat.sizes import check_one_message_fits
         from .conf import get_settings
+
+        # An upload's row that goes takes its file with it (a post_delete receiver).
+        from .files import storage  # noqa: F401
         from .ops import checks  # noqa: F401
 
         # Typing, and presence, which tells the chat's member lists who is online.

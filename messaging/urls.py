@@ -5,6 +5,7 @@ from django.urls import path
 
 from .events import views as events_views
 from .ops import health
+from .transport.http import downloads, uploads
 from .transport.http import views as api
 
 urlpatterns = [
@@ -14,4 +15,7 @@ urlpatterns = [
     path("mentions/read", events_views.mentions_read, name="messaging-mentions-read"),
     path("api/commands", api.commands, name="messaging-api-commands"),
     path("api/openapi.json", api.openapi, name="messaging-api-openapi"),
+    # Files (PROTOCOL.md 1.2): POST a file; GET it at the url it was answered with.
+    path("api/uploads", uploads.uploads, name="messaging-api-uploads"),
+    path("api/uploads/<uuid:upload>", downloads.download, name="messaging-api-upload"),
 ]

@@ -33,6 +33,8 @@ FORBIDDEN = {
         "messaging.views",
     ),
     "messaging.ops": ("channels", "messaging.chat", "messaging.transport", "messaging.contrib"),
+    # The uploads' rows, bytes and rules: used by the chat and the transport, like the events' outbox.
+    "messaging.files": ("channels", "messaging.chat", "messaging.transport", "messaging.contrib"),
     "messaging.client": ("django", "channels", "messaging.core", "messaging.chat", "messaging.transport"),
 }
 
