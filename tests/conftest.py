@@ -44,7 +44,7 @@ def static_root(tmp_path_factory):
 
 
 @pytest.fixture
-def server_env(transactional_db, static_root):
+def server_env(transactional_db, static_root, tmp_path):
     """The environment of a deployed server process, pointed at the test database."""
     db = connection.settings_dict
     database_url = (
@@ -59,6 +59,8 @@ def server_env(transactional_db, static_root):
         "SECRET_KEY": "e2e-secret",
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "STATIC_ROOT": str(static_root),
+        # Uploaded files: the test's own folder, shared by the processes it starts.
+        "MEDIA_ROOT": str(tmp_path / "media"),
         "LOG_LEVEL": "WARNING",
         # Every test client is 127.0.0.1: the per-address throttles are off,
         # as for load tests, except where a test sets them.

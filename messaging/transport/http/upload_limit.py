@@ -15,10 +15,12 @@ HTTP application, does it for `POST /api/uploads` (found by its URL's name,
 
 Every other request passes untouched. The server must stream the body to
 the application for the first to save any reading: uvicorn (and gunicorn
-with its workers), hypercorn do; daphne, through Twisted, reads the whole
-body before it calls the application, so in front of daphne the proxy's
-limit is what keeps it out (nginx's `client_max_body_size`,
-deploy/nginx/messaging.conf; docs/OPERATIONS.md).
+with its workers) and hypercorn do. Daphne, through Twisted, reads the
+whole body before it calls the application; made under daphne, the layer
+has Twisted refuse such a request as soon as its headers are in
+(messaging/transport/daphne_uploads.py). In front of any server, the
+proxy's own limit keeps out what no upload may be (nginx's
+`client_max_body_size`, deploy/nginx/messaging.conf; docs/OPERATIONS.md).
 
     application = ProtocolTypeRouter({"http": UploadLimit(get_asgi_application()), ...})
 """
@@ -33,6 +35,7 @@ from django.urls import Resolver404, resolve
 
 from ...conf import get_settings
 from ...core.protocol import encode
+from ..daphne_uploads import refuse_large_uploads_early
 
 UPLOADS = "messaging-api-uploads"
 
@@ -88,6 +91,8 @@ class UploadLimit:
 
     def __init__(self, app: Any) -> None:
         self.app = app
+        # Daphne reads a body before the application sees it: it is told to refuse one that says it is too large.
+        refuse_large_uploads_early()
 
     async def __call__(self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
         if scope["type"] != "http" or scope["method"] != "POST" or not is_uploads(path_info(scope)):
