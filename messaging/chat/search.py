@@ -24,6 +24,13 @@ databases:
 
 Other databases have no index for it: the command is refused there.
 
+**Cost.** With `room`, newest first is by seq: PostgreSQL walks the room's
+(room, seq) index back from the newest message for a word in many messages
+(a page in a millisecond), and reads a rarer word's messages from the
+index (docs/PERFORMANCE.md, "Search"). Without it, across the user's rooms,
+every message of theirs that holds the words is read and the newest kept:
+a word in half of a million messages takes a good part of a second.
+
 **Pages.** Newest first by `at`; the next page is asked with `before`: the
 `at` of the last result. Messages posted together share an `at` (one batch
 statement stamps all its posts with one time), so a page never ends inside
@@ -137,15 +144,14 @@ def matching(user: Any, search: Search) -> QuerySet[Message]:
         found = Message.objects.filter(id__in=RawSQL(SQLITE_MATCHES, [quoted]))
     else:
         raise Invalid(f"room.search needs PostgreSQL or SQLite, not {connection.vendor}")
-    if search.room is not None:
-        found = found.filter(room_id=joined_room_id(user, search.room))
-    else:
-        found = found.filter(room__memberships__user=user)
     if search.before is not None:
         found = found.filter(sent_at__lt=search.before)
-    return (
-        found.filter(deleted_at__isnull=True).select_related("room", "sender").order_by("-sent_at", "-room_id", "-seq")
-    )
+    found = found.filter(deleted_at__isnull=True).select_related("room", "sender")
+    if search.room is not None:
+        # In one room `at` follows seq (a post takes both under the room's lock): by seq, the
+        # (room, seq) index walks back from the newest, which a common word stops soon.
+        return found.filter(room_id=joined_room_id(user, search.room)).order_by("-seq")
+    return found.filter(room__memberships__user=user).order_by("-sent_at", "-room_id", "-seq")
 
 
 def whole_groups(found: QuerySet[Message], page: list[Message], more: bool, next_at: Any) -> tuple[list[Message], bool]:
