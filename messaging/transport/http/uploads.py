@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from typing import Any
 
 from django.db import DatabaseError
@@ -45,7 +46,7 @@ from ...files.uploads import OverBounds, check_bounds, find, record, shown
 from ...ids import uuid7
 from ..submitting import ID_RULE
 from .credentials import Unauthenticated, caller, check_rate
-from .views import ack_response, error_response
+from .views import error_response
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,9 @@ async def uploads(request: HttpRequest) -> HttpResponse:
     try:
         await check_rate(who)
     except CommandError as exc:
-        return ack_response({"t": "ack", "id": key, "ok": False, "error": exc.as_error()})
+        wait = exc.extra.get("retry_after")
+        seconds = str(max(1, math.ceil(wait))) if isinstance(wait, (int, float)) else "1"
+        return error_response(429, exc.code, exc.message, Retry_After=seconds)
     try:
         name = upload_filename(request.headers.get("Upload-Filename"))
         kinds.check_allowed(kind, kinds.allowed_types(conf.UPLOAD_TYPES))
