@@ -61,6 +61,7 @@ def main(blocks: int = 6, batches: int = 150, size: int = 16) -> dict:
                 f"CREATE INDEX messaging_message_search ON messaging_message USING gin"
                 f" ({DOCUMENT.replace('BODY', 'body')}) WITH (fastupdate = {fastupdate})"
             )
+            execute("ALTER INDEX messaging_message_search ALTER COLUMN 1 SET STATISTICS 1000")
 
     def wal() -> int:
         with connection.cursor() as cursor:

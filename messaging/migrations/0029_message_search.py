@@ -6,7 +6,13 @@ of letters and digits as SQLite's tokenizer makes them (messaging/chat/search.py
 queries the same expression, or the index would not serve it). An
 expression index needs no trigger: an edit's or delete's new row version
 gets its entries as any index's. Built CONCURRENTLY (a migration that is
-not atomic): a deployment's posts go on while it is built.
+not atomic): a deployment's posts go on while it is built. Its statistics
+target is 1,000 (ANALYZE then tracks the 10,000 commonest words, not 1,000):
+with `room`, the planner picks between walking the room back from its
+newest message (a common word) and reading the word's messages from the
+index (a rarer one) by how common it thinks the word is, and a word it
+took for common by a small sample sent it walking a million messages (6 s
+instead of 20 ms, docs/PERFORMANCE.md).
 
 SQLite: an FTS5 table over the messages' bodies (external content: the
 words only, not a copy of the text), kept current by triggers on insert,
@@ -53,6 +59,7 @@ def create(apps, schema_editor):
             f"CREATE INDEX CONCURRENTLY IF NOT EXISTS messaging_message_search ON {table} USING gin ({DOCUMENT})",
             None,
         )
+        schema_editor.execute("ALTER INDEX messaging_message_search ALTER COLUMN 1 SET STATISTICS 1000", None)
     elif schema_editor.connection.vendor == "sqlite":
         for sql in SQLITE:
             schema_editor.execute(sql, None)
