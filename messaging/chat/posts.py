@@ -25,7 +25,16 @@ from ..core.sql import statement
 from ..events.outbox import emit, event_table, posted_event_id_sql, posted_events_sql
 from ..files.models import Upload
 from ..models import CommandRecord, Membership, Message, MessageState, Room
-from .attachments import attach, hold, kept, shown, statement_files, validate_attachments, with_files
+from .attachments import (
+    attach,
+    hold,
+    kept,
+    shown,
+    statement_files,
+    validate_attachments,
+    with_files,
+    with_or_without_files,
+)
 from .messages import display_name, msg_frame
 from .policy import get_policy, overrides
 from .rooms import joined_room_id
@@ -131,7 +140,7 @@ def posts_statement(entries: list[tuple[CommandContext, Post, str]], attachments
         for ctx, post, fingerprint in entries
     ]
     sql = POSTS_AND_RECORDS.replace("{events}", posted_events_sql()).replace("{event_id}", posted_event_id_sql())
-    return with_tables(sql), {
+    return with_tables(with_or_without_files(sql, attachments != "[]")), {
         "items": orjson.dumps(items).decode(),
         "attachments": attachments,
         "state": MessageState.SENT,
