@@ -17,5 +17,6 @@ urlpatterns = [
     path("api/openapi.json", api.openapi, name="messaging-api-openapi"),
     # Files (PROTOCOL.md 1.2): POST a file; GET it at the url it was answered with.
     path("api/uploads", uploads.uploads, name="messaging-api-uploads"),
-    path("api/uploads/<uuid:upload>", downloads.download, name="messaging-api-upload"),
+    # Any text: what is no upload's id is answered as any file the caller may not have (404, JSON).
+    path("api/uploads/<str:upload>", downloads.download, name="messaging-api-upload"),
 ]

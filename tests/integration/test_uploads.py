@@ -265,6 +265,8 @@ async def test_a_pending_upload_is_its_uploaders_alone(uploader, media):
     assert (await bob.get(body["url"]))[0] == 404
     assert (await Uploader(None, None).get(body["url"]))[0] == 404
     assert (await ana.get(f"/api/uploads/{uuid.uuid4()}"))[0] == 404
+    status, body, response = await ana.get("/api/uploads/null,null")
+    assert status == 404 and response["Content-Type"] == "application/json"
 
 
 async def test_a_range_a_revalidation_and_a_head(uploader, media):

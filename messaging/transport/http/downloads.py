@@ -90,13 +90,14 @@ def headers_of(upload: Upload, response: R) -> R:
 
 
 @require_safe
-async def download(request: HttpRequest, upload: UUID) -> HttpResponseBase:
+async def download(request: HttpRequest, upload: str) -> HttpResponseBase:
     """The bytes of the upload `upload`, or 404."""
     try:
         who = await caller(request)
-    except (Unauthenticated, CommandError):
+        upload_id = UUID(upload)
+    except (Unauthenticated, CommandError, ValueError):
         return not_found()
-    found = await runtime().gateway.run(fetchable, who.user, upload)
+    found = await runtime().gateway.run(fetchable, who.user, upload_id)
     if found is None:
         return not_found()
     if request.headers.get("If-None-Match") == f'"{found.digest}"':

@@ -156,7 +156,8 @@ UPLOADED_FILE = {
     "get": {
         "operationId": "download",
         "summary": "An upload's bytes, to the members of the room it was posted in (before, to its uploader)",
-        "security": [{"bearer": []}, {"session": []}],
+        "description": "Anyone else, signed in or not, gets 404, as for an id that never was.",
+        "security": [{"bearer": []}, {"session": []}, {}],
         "parameters": [
             {"name": "upload", "in": "path", "required": True, "schema": {"type": "string", "format": "uuid"}},
             {"name": "Range", "in": "header", "required": False, "schema": {"type": "string"}},
