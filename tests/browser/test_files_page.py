@@ -84,7 +84,9 @@ def test_a_reload_after_a_lost_answer_sends_the_same_key_and_posts_the_file_once
     # Reloaded before any retry got through: the file is still the browser's, with its key.
     ana.unroute("**/api/uploads")
     sent = []
-    ana.route("**/api/uploads", lambda route: (sent.append(route.request.headers["idempotency-key"]), route.continue_()))
+    ana.route(
+        "**/api/uploads", lambda route: (sent.append(route.request.headers["idempotency-key"]), route.continue_())
+    )
     ana.reload()
     expect(attachment(ana, "cat.png").locator("img")).to_be_visible()
     assert set(sent) <= {keys[0]} and sent, "the reload sent the file again with its key"
