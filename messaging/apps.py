@@ -13,6 +13,7 @@ class MessagingConfig(AppConfig):
         # Settings that cannot work stop the process as it starts, not at the first frame.
         from .chat.sizes import check_one_message_fits
         from .conf import get_settings
+        from .federation import checks as federation_checks  # noqa: F401
         from .ops import checks  # noqa: F401
 
         # Typing, and presence, which tells the chat's member lists who is online.
