@@ -20,3 +20,11 @@ class MessagingConfig(AppConfig):
         from .transport import presence, typing  # noqa: F401
 
         check_one_message_fits(get_settings())
+
+        # Federation (docs/FEDERATION.md): `slug@node` in commands, and commands on a peer's room sent there.
+        from .core.pipeline import route_with
+        from .federation.addresses import install
+        from .federation.routing import Router
+
+        install()
+        route_with(Router())

@@ -11,6 +11,7 @@ from django.db import models
 
 from ..core.exceptions import Invalid
 from .messages import display_name
+from .nodes import with_node
 
 UUID_TEXT = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 INT64 = range(-(2**63), 2**63)
@@ -57,4 +58,4 @@ def target_user(user_id: Any) -> Any:
 
 def person(user: Any) -> dict:
     """A user as frames show them to others: never the account name (`display_name`)."""
-    return {"id": user.pk, "name": display_name(user)}
+    return with_node({"id": user.pk, "name": display_name(user)}, user)
