@@ -15,6 +15,8 @@ from django.db import connection, connections
 from messaging.core.gateway import close_database_threads
 from messaging.core.runtime import close_all_runtimes
 
+from .support import databases
+from .support.deployments import Pair, template
 from .support.servers import ROOT, Daphne, Uvicorn
 
 
@@ -95,3 +97,31 @@ def start_daphne(server_env, tmp_path):
 def start_uvicorn(server_env, tmp_path):
     """`start_uvicorn(args=(...), **env)`: the same as `start_daphne`, served by uvicorn."""
     yield from servers_of(Uvicorn, server_env, tmp_path)
+
+
+# Two federated deployments (tests/support/deployments.py): their databases are copies of one template.
+
+
+@pytest.fixture(scope="session")
+def peer_template():
+    name = template(os.environ["DATABASE_URL"])
+    yield name
+    databases.drop(os.environ["DATABASE_URL"], name)
+
+
+@pytest.fixture
+def start_pair(peer_template, static_root, tmp_path):
+    """`start_pair(servers=1, seed=0, **env)`: deployments a and b, stopped and dropped at the end."""
+    pairs: list[Pair] = []
+
+    def start(servers: int = 1, seed: int = 0, **env: str) -> Pair:
+        pair = Pair(
+            os.environ["DATABASE_URL"], peer_template, tmp_path, static_root, servers=servers, seed=seed, env=env
+        )
+        pairs.append(pair)
+        return pair.start()
+
+    yield start
+    for pair in pairs:
+        pair.stop()
+        pair.drop()

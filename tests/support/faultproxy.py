@@ -72,7 +72,7 @@ class FaultProxy:
 
     def stop(self) -> None:
         if self.loop is not None:
-            asyncio.run_coroutine_threadsafe(self._close_all(), self.loop).result(10)
+            asyncio.run_coroutine_threadsafe(self._end(), self.loop).result(10)
             self.loop.call_soon_threadsafe(self.loop.stop)
         if self.thread is not None:
             self.thread.join(10)
@@ -110,6 +110,14 @@ class FaultProxy:
             self.server = None
         for writer in list(self.writers):
             writer.transport.abort()
+
+    async def _end(self) -> None:
+        """Everything closed, and every connection's task ended, before the loop stops."""
+        await self._close_all()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _refuse(self, seconds: float) -> None:
         await self._close_all()
