@@ -9,9 +9,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import models
 
-from ..core.exceptions import Invalid
+from ..core.exceptions import Forbidden, Invalid
 from .messages import display_name
-from .nodes import with_node
+from .nodes import remote_identity, with_node
 
 UUID_TEXT = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 INT64 = range(-(2**63), 2**63)
@@ -53,6 +53,15 @@ def target_user(user_id: Any) -> Any:
     target = get_user_model().objects.filter(pk=user_id, is_active=True).first()
     if target is None:
         raise Invalid("no such user")
+    return target
+
+
+def local_target(user_id: Any) -> Any:
+    """`target_user`, one of this deployment's own: a user of another (messaging/chat/nodes.py)
+    is `Forbidden` a private room's invitation, which only public rooms are shared to answer."""
+    target = target_user(user_id)
+    if remote_identity(target) is not None:
+        raise Forbidden("this user is of another deployment: only public rooms are shared between deployments")
     return target
 
 

@@ -115,12 +115,24 @@ def user_identities(datas: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
 
 
 class Replica:
-    """One room's replica in one transaction: changes applied, frames gathered."""
+    """One room's replica in one transaction: changes applied, frames gathered.
+
+    The messages a batch names are read in one query (`load`), new ones are
+    written together at the end (`flush`): a push or a page of hundreds of
+    changes is a few statements, not several per change.
+    """
 
     def __init__(self, room: Room, users: dict[tuple[str, str], Any], frames: Frames) -> None:
         self.room = room
         self.users = users
         self.frames = frames
+        self.known: dict[int, Message] = {}
+        # Made in this transaction, written by `flush`.
+        self.new: dict[int, Message] = {}
+
+    def load(self, seqs: list[Any]) -> None:
+        wanted = [seq for seq in seqs if isinstance(seq, int)]
+        self.known.update({m.seq: m for m in Message.objects.filter(room=self.room, seq__in=wanted)})
 
     def user(self, value: Any) -> Any | None:
         identity = identity_of(value)
@@ -132,7 +144,14 @@ class Replica:
         return None if user is None or identity is None else {"id": user.pk, "name": identity[2], "node": identity[0]}
 
     def message(self, seq: Any) -> Message | None:
-        return Message.objects.filter(room=self.room, seq=seq).first() if isinstance(seq, int) else None
+        """The replica's message `seq`, as this transaction left it (`load` read the batch's first)."""
+        if not isinstance(seq, int):
+            return None
+        return self.new.get(seq) or self.known.get(seq)
+
+    def save(self, message: Message, fields: list[str]) -> None:
+        if message.seq not in self.new:
+            message.save(update_fields=fields)
 
     # -- with a rev ---------------------------------------------------------------
 
@@ -150,27 +169,44 @@ class Replica:
         d = {**data, "room": self.room.slug, "sender": person}
         self.frames.room(self.room.slug, {"t": "msg", "d": d}, seq)
 
-    def store(self, sender: Any, seq: int, data: dict[str, Any], at: datetime) -> None:
-        fields = {
-            "room": self.room,
-            "seq": seq,
-            "sender": sender,
-            "body": data.get("body") or "",
-            "sent_at": at,
-            "version": data.get("version") or 1,
-            "posted_rev": data.get("rev"),
-            "rev": data.get("rev"),
-        }
-        client_id = str(data.get("id") or "")[:64]
+    def store(self, sender: Any, seq: int, data: dict[str, Any], at: datetime) -> Message:
+        """A new message of the replica, written by `flush`."""
+        message = Message(
+            room=self.room,
+            seq=seq,
+            sender=sender,
+            client_msg_id=str(data.get("id") or "")[:64],
+            body=data.get("body") or "",
+            sent_at=at,
+            version=data.get("version") or 1,
+            posted_rev=data.get("rev"),
+            rev=data.get("rev"),
+        )
+        self.new[seq] = message
+        return message
+
+    def flush(self) -> None:
+        """The new messages, in one statement; one by one where that fails."""
+        messages, self.new = list(self.new.values()), {}
+        if not messages:
+            return
         try:
             with transaction.atomic():
-                Message.objects.create(client_msg_id=client_id, **fields)
+                Message.objects.bulk_create(messages)
+            return
         except IntegrityError:
-            # The sender used this id for a message of another room (a client
-            # that reuses ids): the copy keeps the seq, under an id of its own,
-            # rather than stop the room's replication.
-            log.error("%s#%s: its sender's id %s is taken here; kept under another", self.room.slug, seq, client_id)
-            Message.objects.create(client_msg_id=f"{client_id[:40]}~{self.room.pk}~{seq}", **fields)
+            pass
+        for message in messages:
+            try:
+                with transaction.atomic():
+                    message.save(force_insert=True)
+            except IntegrityError:
+                # The sender used this id for a message of another room (a client
+                # that reuses ids): the copy keeps the seq, under an id of its own,
+                # rather than stop the room's replication.
+                log.error("%s#%s: its sender's id is taken here; kept under another", self.room.slug, message.seq)
+                message.pk, message.client_msg_id = None, f"{message.client_msg_id[:40]}~{self.room.pk}~{message.seq}"
+                message.save(force_insert=True)
 
     def changed(self, data: dict[str, Any], kind: str) -> None:
         message = self.message(data.get("seq"))
@@ -180,10 +216,10 @@ class Replica:
         message.version, message.rev = version, data.get("rev")
         if kind == "message.edited":
             message.body, message.edited_at = data.get("body") or "", parse_time(data.get("edited_at"))
-            message.save(update_fields=["body", "version", "rev", "edited_at"])
+            self.save(message, ["body", "version", "rev", "edited_at"])
         else:
             message.body, message.deleted_at = "", parse_time(data.get("deleted_at"))
-            message.save(update_fields=["body", "version", "rev", "deleted_at"])
+            self.save(message, ["body", "version", "rev", "deleted_at"])
         frame = "msg.edit" if kind == "message.edited" else "msg.delete"
         self.frames.room(self.room.slug, {"t": frame, "d": {**data, "room": self.room.slug}})
 
@@ -201,7 +237,7 @@ class Replica:
             message.delivered_at = at
         else:
             message.read_at, message.delivered_at = at, message.delivered_at or at
-        message.save(update_fields=["state", "delivered_at", "read_at"])
+        self.save(message, ["state", "delivered_at", "read_at"])
         self.frames.user(message.sender_id, self.room.slug, {"t": "state", "d": {**data, "room": self.room.slug}})
 
     def watermarks(self, data: dict[str, Any]) -> None:
@@ -232,6 +268,7 @@ class Replica:
         elif kind == "member.watermarks":
             self.watermarks(data)
         elif kind in _appliers:
+            self.flush()  # an app's applier reads the messages from the database
             _appliers[kind](self.room, {**data, "room": self.room.slug}, self.frames)
 
 
@@ -251,9 +288,14 @@ def take_room(home: str, entry: dict[str, Any], users: dict[tuple[str, str], Any
     slug, changes = entry["room"], entry["changes"]
     position: int | None = None
     gap = False
+    if not Room.objects.filter(slug=replica_name(slug, home)).exists():
+        # No user here joined it (or not yet): nothing to keep. A first join fetches it whole.
+        last = changes[-1].get("position") if changes else None
+        return Taken(slug, last if isinstance(last, int) else None, 0, False)
     with transaction.atomic():
         room = replica_room(slug, home, lock=True)
         replica = Replica(room, users, frames)
+        replica.load([c["data"].get("seq") for c in changes if isinstance(c.get("data"), dict)])
         for change in changes:
             kind, data = change.get("type"), change.get("data")
             if not isinstance(data, dict) or not isinstance(change.get("position"), int):
@@ -271,6 +313,7 @@ def take_room(home: str, entry: dict[str, Any], users: dict[tuple[str, str], Any
             else:
                 replica.apply(kind, data)
             position = change["position"]
+        replica.flush()
         room.save(update_fields=["last_rev", "last_seq"])
     last_rev = entry.get("last_rev")
     behind = gap or (entry.get("complete") is True and isinstance(last_rev, int) and room.last_rev < last_rev)

@@ -160,8 +160,10 @@ def apply_page(home: str, given: dict[str, Any]) -> tuple[Frames, int, bool]:
     with transaction.atomic():
         room = replica_room(slug, home, lock=True)
         replica = Replica(room, users, frames)
+        replica.load([entry.get("seq") for entry in messages])
         for entry in messages:
             upsert(replica, entry)
+        replica.flush()
         for frame in frames_given:
             kind = frame_events.get(frame.get("t"))
             if kind in _appliers and isinstance(frame.get("d"), dict):
@@ -188,18 +190,16 @@ def upsert(replica: Replica, entry: dict[str, Any]) -> None:
         return
     message = replica.message(seq)
     if message is None:
-        replica.store(sender, seq, {**entry, "rev": entry.get("posted_rev")}, at)
-        message = replica.message(seq)
+        message = replica.store(sender, seq, {**entry, "rev": entry.get("posted_rev")}, at)
     elif version <= message.version and STATES.index(entry.get("state", "sent")) <= STATES.index(message.state):
         room.last_seq = max(room.last_seq, seq)
         return
-    assert message is not None
     message.body, message.version, message.rev = entry.get("body") or "", version, entry.get("rev")
     message.edited_at, message.deleted_at = parse_time(entry.get("edited_at")), parse_time(entry.get("deleted_at"))
     if entry.get("state") in STATES and STATES.index(entry["state"]) > STATES.index(message.state):
         message.state = entry["state"]
         message.delivered_at, message.read_at = parse_time(entry.get("delivered_at")), parse_time(entry.get("read_at"))
-    message.save()
+    replica.save(message, ["body", "version", "rev", "edited_at", "deleted_at", "state", "delivered_at", "read_at"])
     room.last_seq = max(room.last_seq, seq)
     d = {
         "room": room.slug,

@@ -29,6 +29,7 @@ from typing import Any
 from django.db import IntegrityError
 
 from ..chat.messages import display_name
+from ..chat.private import left_frame
 from ..core import exceptions
 from ..core.claims import Stored
 from ..core.exceptions import CommandError, Forbidden, Unavailable
@@ -38,6 +39,7 @@ from ..core.records import replay_or_refuse
 from ..core.runtime import runtime
 from ..models import CommandRecord, Membership
 from .addresses import home_of, replica_name
+from .applying import replica_room
 from .carried import CARRIED
 from .config import federation
 from .identities import identity_of, local_users
@@ -89,6 +91,12 @@ class Router:
             for i, answer in (await gateway.run(_recorded, deliveries)).items():
                 results[i] = answer
         todo = [i for i, result in enumerate(results) if result is None]
+        if handler.type == "room.join":
+            # Before the home makes the membership: from then on it pushes the room's
+            # changes here, and a replica takes changes only of the rooms it has.
+            for i in todo:
+                slug, _ = home_of(room_of(deliveries[i].data))  # type: ignore[misc]
+                await gateway.run(replica_room, slug, home)
         if todo:
             done = await carry(home, [deliveries[i] for i in todo], gateway)
             for i, result in zip(todo, done):
@@ -170,6 +178,8 @@ async def answered(delivery: Delivery, ack: Any, home: str, own: str, gateway: G
         return await joined(delivery, outcome, home, gateway)
     if kind == "room.leave":
         await gateway.run(_left, delivery.user, data["room"])
+        # The user's sockets here stop hearing the room, as after a leave of one of ours.
+        outcome.to_users.append((delivery.user.pk, None, left_frame(data["room"], delivery.user, None)))
     if delivery.handler.exactly_once:
         await gateway.run(_record, delivery, data)
     return outcome

@@ -91,6 +91,20 @@ async def test_a_remote_private_room_is_forbidden(start_pair):
         assert not made["ok"] and made["error"]["code"] == "forbidden", made
         unknown = await bo.call("room.join", {"room": "lobby@z"})
         assert not unknown["ok"] and unknown["error"]["code"] == "invalid", unknown
+        # bo, as a seen from a's lobby, is no one a private room can be shared with.
+        await bo.join("lobby@a")
+        members = (await ana.join("lobby"))["d"]["members"]
+        [bo_at_a] = [m["user"] for m in members if m["node"] == "b"]
+        for t, d in (("dm.open", {"user": bo_at_a}), ("room.invite", {"room": "den", "user": bo_at_a})):
+            refused = await ana.call(t, d)
+            assert not refused["ok"] and refused["error"]["code"] == "forbidden", refused
+        # bo leaves: a's room has one member less, b's socket stops hearing it, bo may not post there.
+        left = await bo.call("room.leave", {"room": "lobby@a"})
+        assert left["ok"] and left["d"] == {"room": "lobby@a"}, left
+        [gone] = await bo.frames("room.left", 1)
+        assert gone["d"]["room"] == "lobby@a"
+        after = await bo.call("room.post", {"room": "lobby@a", "body": "still here?"})
+        assert not after["ok"] and after["error"]["code"] == "forbidden", after
     finally:
         await ana.close()
         await bo.close()

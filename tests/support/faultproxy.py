@@ -170,6 +170,8 @@ class FaultProxy:
                 conn.start_next_cycle()
         except (ConnectionError, h11.ProtocolError, asyncio.IncompleteReadError):
             return
+        except asyncio.CancelledError:
+            return  # the proxy stops (asyncio's streams would log the cancellation as an error)
         finally:
             self.writers.discard(writer)
             writer.transport.abort()
