@@ -81,8 +81,11 @@ lock: install
 
 # Known vulnerabilities in every locked package (`.ci/run` runs it); fails on one.
 # AUDIT_ARGS=--strict also fails on a package the vulnerability service could not look up.
+# Each lock on its own: the docs site's has a venv of its own, and its pins may differ from the others'.
 audit: install
-	$(BIN)/pip-audit --progress-spinner off --require-hashes --disable-pip $(AUDIT_ARGS) $(addprefix -r ,$(LOCKS))
+	for lock in $(LOCKS); do \
+		$(BIN)/pip-audit --progress-spinner off --require-hashes --disable-pip $(AUDIT_ARGS) -r $$lock || exit 1; \
+	done
 
 # The chaos run (docs/RELIABILITY.md): outbox clients under a seeded nemesis, then the
 # history checker; exit status 1 on a violation. Its own databases (named after the

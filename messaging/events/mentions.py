@@ -98,7 +98,10 @@ def notify(event: dict) -> None:
             ignore_conflicts=True,
         )
     # Pending: new. Sending: its e-mail was decided and maybe sent when a consumer crashed (sent again, same Message-ID).
+    # By its message first: (room, seq) is indexed, the event's id alone is not.
     for notification in Notification.objects.filter(
+        room=event["room"],
+        seq=data["seq"],
         event_id=event["event_id"],
         email__in=[Notification.Email.PENDING, Notification.Email.SENDING],
         digest__isnull=True,

@@ -95,7 +95,12 @@ def test_the_admin_shows_a_new_token_once_on_its_own_page_and_in_no_cookie(djang
     assert added.status_code == 302 and added["Location"] == page_url
     assert row.digest is None, "no token exists before its page shows it"
 
-    page = client.get(page_url)
+    # A GET (another site's link, a prefetch) shows the button and makes nothing.
+    landing = client.get(page_url)
+    assert landing.status_code == 200 and "Show the token" in landing.content.decode()
+    row.refresh_from_db()
+    assert row.digest is None
+    page = client.post(page_url)
     assert page.status_code == 200 and "no-store" in page["Cache-Control"]
     token = re.search(r"msg_[A-Za-z0-9_-]{40,}", page.content.decode()).group(0)
     row.refresh_from_db()
@@ -106,7 +111,7 @@ def test_the_admin_shows_a_new_token_once_on_its_own_page_and_in_no_cookie(djang
     assert token not in client.get("/admin/messaging/apitoken/").content.decode()
 
     # The page cannot be shown again: a reload says it was shown, and the token stays the one shown.
-    again = client.get(page_url)
+    again = client.post(page_url)
     assert again.status_code == 200 and "no-store" in again["Cache-Control"]
     assert token not in again.content.decode() and "shown already" in again.content.decode()
     assert not re.search(r"msg_[A-Za-z0-9_-]{40,}", again.content.decode())
@@ -125,7 +130,7 @@ def test_the_admin_revokes_a_token(django_user_model):
     client.post("/admin/messaging/apitoken/add/", {"user": bot.pk, "name": "never shown"})
     pending = ApiToken.objects.get(name="never shown")
     client.post("/admin/messaging/apitoken/", {"action": "revoke", "_selected_action": [pending.pk]})
-    assert "shown already" in client.get(f"/admin/messaging/apitoken/{pending.pk}/token/").content.decode()
+    assert "shown already" in client.post(f"/admin/messaging/apitoken/{pending.pk}/token/").content.decode()
     pending.refresh_from_db()
     assert pending.digest is None
 
@@ -144,7 +149,7 @@ def test_the_admin_sets_an_expiry_and_lists_last_use_and_expiry(django_user_mode
         },
     )
     assert added.status_code == 302
-    token = re.search(r"msg_[A-Za-z0-9_-]{40,}", client.get(added["Location"]).content.decode()).group(0)
+    token = re.search(r"msg_[A-Za-z0-9_-]{40,}", client.post(added["Location"]).content.decode()).group(0)
     row = ApiToken.objects.get(digest=digest(token))
     assert abs(row.expires_at - until) < timedelta(seconds=1)
     assert user_of_token(token) == bot

@@ -1,8 +1,8 @@
-// The page's rev cursor (changes.js): `node --test tests/js/`.
+// The page's rev cursor (model/changes.js): `node --test tests/js/`.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { AHEAD_LIMIT, newer, RevCursor } from "../../messaging/contrib/chat/static/messaging/changes.js";
+import { AHEAD_LIMIT, newer, RevCursor } from "../../messaging/contrib/chat/static/messaging/model/changes.js";
 
 test("a first join starts the cursor at rev_upto once its backlog is in", () => {
   const cursor = new RevCursor();

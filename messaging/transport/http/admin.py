@@ -2,9 +2,10 @@
 
 Unlike the rest of the admin (read-only history), tokens are credentials an
 operator manages: adding one saves it without a token and leads to its
-page, which makes the token as it shows it (`reveal_token`), with
-`Cache-Control: no-store`; that page shows it this once, and a reload shows
-only that it was shown. The token is never in a cookie, the messages
+page, whose button (a POST, with Django's CSRF check) makes the token as it
+shows it (`reveal_token`), with `Cache-Control: no-store`; it is shown this
+once, and another request shows only that it was shown. A GET changes
+nothing, so another site cannot use a token up before the operator sees it. The token is never in a cookie, the messages
 framework, the session or any table (only its hash is kept). Revoking stamps
 `revoked_at`; a token is never edited or shown again.
 """
@@ -89,19 +90,22 @@ class ApiTokenAdmin(admin.ModelAdmin):
         return [token, *super().get_urls()]
 
     def token_view(self, request: HttpRequest, pk: int) -> HttpResponse:
-        """The new token, made as this page shows it the first time; afterwards, that it was shown."""
+        """GET: the token's page, with the button that shows it (or that it was shown). POST: the new
+        token, made as it is shown, this once; afterwards, that it was shown."""
         if not self.has_add_permission(request):
             raise PermissionDenied
         row = ApiToken.objects.select_related("user").filter(pk=pk).first()
         if row is None:
             return HttpResponseRedirect(reverse("admin:messaging_apitoken_changelist"))
-        token = reveal_token(pk) if request.method == "GET" else None
+        pending = row.digest is None and row.revoked_at is None
+        token = reveal_token(pk) if request.method == "POST" else None
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "row": row,
             "token": token,
-            "title": "The new API token" if token else "API token already shown",
+            "pending": pending and request.method != "POST",
+            "title": "The new API token" if token or pending else "API token already shown",
         }
         response = TemplateResponse(request, "admin/messaging/apitoken/token.html", context)
         # Not kept by the browser, a proxy or the back button (the admin's
