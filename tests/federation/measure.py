@@ -129,14 +129,14 @@ async def measure(pair: Pair) -> None:
 def main() -> int:
     base_url = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/messaging"
     directory = Path(tempfile.mkdtemp(prefix="measure-"))
-    name = template(base_url)
+    name = template(base_url, "measure")
     # A measurement, not a test of the limits: one socket posts as fast as its acks come back.
     limits = {
         "MESSAGING_RATE_PER_SECOND": "10000",
         "MESSAGING_RATE_BURST": "10000",
         "MESSAGING_USER_RATE_LIMIT": "1000000",
     }
-    pair = Pair(base_url, name, directory, collect_static(directory), env=limits).start()
+    pair = Pair(base_url, name, directory, collect_static(directory), env=limits, kind="measure").start()
     try:
         asyncio.run(measure(pair))
     finally:

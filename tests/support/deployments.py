@@ -7,7 +7,7 @@
 
 The databases are named after the base database (databases.py): a template
 migrated once (`<base>_peer_template`), copied for each pair
-(`<base>_peer_a`, `<base>_peer_b`). Each deployment names the other as its
+(`<base>_peer_a`, `<base>_peer_b`; `kind` names them otherwise than `peer`). Each deployment names the other as its
 peer at the other's inbound proxy, so every request between them, both
 ways, crosses a `FaultProxy`.
 """
@@ -31,9 +31,9 @@ LINK_SETTINGS = {
 }
 
 
-def template(base_url: str) -> str:
-    """The name of the pairs' template database, migrated now."""
-    name = f"{databases.database_name(base_url)}_peer_template"
+def template(base_url: str, kind: str = "peer") -> str:
+    """The name of the pairs' template database, migrated now (`kind`: the prefix of a run's own databases)."""
+    name = f"{databases.database_name(base_url)}_{kind}_template"
     databases.migrated(base_url, name)
     return name
 
@@ -86,6 +86,7 @@ class Pair:
         seed: int = 0,
         env: dict[str, str] | None = None,
         app: str = "project.asgi:application",
+        kind: str = "peer",
     ) -> None:
         self.base_url = base_url
         self.template = template_name
@@ -95,7 +96,8 @@ class Pair:
         self.extra = dict(env or {})
         self.app = app
         base = databases.database_name(base_url)
-        self.names = {node: f"{base}_peer_{node}" for node in ("a", "b")}
+        # `kind` keeps the databases of a run (the suite's, `make chaos`'s, a measurement's) apart from another's.
+        self.names = {node: f"{base}_{kind}_{node}" for node in ("a", "b")}
         deployments = []
         for n, node in enumerate(("a", "b")):
             port = free_port()

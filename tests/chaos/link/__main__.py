@@ -2,8 +2,8 @@
 
 Settings from the environment: `CHAOS_SECONDS` (300), `CHAOS_SEED` (random,
 printed), `CHAOS_LINK_CLIENTS` (3 per side), and `DATABASE_URL`, after whose
-database the run's are named (`<name>_peer_template`, `<name>_peer_a`,
-`<name>_peer_b`). The report and the servers' logs go to
+database the run's are named (`<name>_link_template`, `<name>_link_a`,
+`<name>_link_b`). The report and the servers' logs go to
 `artifacts/chaos/link-seed-<seed>/`. Exit status 1 on a violation.
 """
 
@@ -48,8 +48,8 @@ def main() -> int:
         f"link chaos: seed {seed}, {config.seconds:g} s, {config.clients} clients a side; files in {directory}",
         flush=True,
     )
-    name = template(base_url)
-    pair = Pair(base_url, name, directory, collect_static(directory), seed=seed).start()
+    name = template(base_url, "link")
+    pair = Pair(base_url, name, directory, collect_static(directory), seed=seed, kind="link").start()
     try:
         report = asyncio.run(run(config, pair, directory))
     finally:
