@@ -11,15 +11,17 @@ cannot be reached, or will not say.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import orjson
 
 from ..conf import get_settings
 from ..core.runtime import runtime
 from .config import federation
 from .signing import signed_headers
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,9 @@ class PeerUnavailable(Exception):
 
 
 def _client() -> httpx.AsyncClient:
+    # httpx is the `federation` extra's: loaded once federation is on, by its first request.
+    import httpx
+
     return runtime().part(
         "federation client",
         # Proxies of the environment are not used: peers are named by their base URLs.
@@ -39,6 +44,8 @@ def _client() -> httpx.AsyncClient:
 
 async def call(peer_name: str, path: str, payload: dict[str, Any]) -> dict[str, Any]:
     """POST `payload` to the peer's `path`; its answer, a JSON object, or `PeerUnavailable`."""
+    import httpx
+
     found = federation()
     if found is None or peer_name not in found.peers:
         raise PeerUnavailable(f"no peer {peer_name!r}")
@@ -70,6 +77,8 @@ async def call(peer_name: str, path: str, payload: dict[str, Any]) -> dict[str, 
 async def _read(response: httpx.Response, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
+    import httpx
+
     async for chunk in response.aiter_bytes():
         size += len(chunk)
         if size > limit:

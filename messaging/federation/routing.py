@@ -32,7 +32,7 @@ from ..chat.messages import display_name
 from ..chat.private import left_frame
 from ..core import exceptions
 from ..core.claims import Stored
-from ..core.exceptions import CommandError, Forbidden, Unavailable
+from ..core.exceptions import CommandError, Forbidden, Invalid, Unavailable
 from ..core.gateway import Gateway
 from ..core.outcomes import Delivery, Outcome
 from ..core.records import replay_or_refuse
@@ -85,6 +85,11 @@ class Router:
         handler = deliveries[0].handler
         if handler.type not in CARRIED:
             return [Forbidden(f"{handler.type} is not carried to a room's home deployment") for _ in deliveries]
+        if handler.type == "room.members" and getattr(deliveries[0].data, "after", None) is not None:
+            # The home orders its members by its own ids, which this deployment does not know for all of them.
+            return [
+                Invalid("room.members of a room of another deployment answers its first page only") for _ in deliveries
+            ]
         gateway = runtime().gateway
         results: list[Outcome | Exception | None] = [None] * len(deliveries)
         if handler.exactly_once:
