@@ -17,7 +17,7 @@ from messaging.core.runtime import close_all_runtimes
 
 from .support import databases
 from .support.deployments import Pair, template
-from .support.servers import ROOT, Daphne, Uvicorn
+from .support.servers import ROOT, Daphne, Uvicorn, deployed_env
 
 
 @pytest.fixture(autouse=True)
@@ -54,20 +54,7 @@ def server_env(transactional_db, static_root):
     )
     client = redis.Redis.from_url(os.environ["REDIS_URL"])
     client.flushdb()
-    yield {
-        "DATABASE_URL": database_url,
-        "REDIS_URL": os.environ["REDIS_URL"],
-        "DEBUG": "0",
-        "SECRET_KEY": "e2e-secret",
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "STATIC_ROOT": str(static_root),
-        "LOG_LEVEL": "WARNING",
-        # Every test client is 127.0.0.1: the per-address throttles are off,
-        # as for load tests, except where a test sets them.
-        "CONNECT_RATE": "0",
-        "SIGNIN_RATE": "0",
-        "MESSAGING_ROOMS_CREATED_PER_ADDRESS_PER_HOUR": "0",
-    }
+    yield deployed_env(database_url, os.environ["REDIS_URL"], static_root)
     client.flushdb()
     client.close()
 

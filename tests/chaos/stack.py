@@ -9,10 +9,6 @@ on a free port, so killing, pausing and flushing it touches nothing else.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +17,7 @@ import psycopg
 
 from ..support import databases
 from ..support.databases import connect, connect_params, database_name, database_url
-from ..support.servers import ROOT, Daphne, RedisServer
+from ..support.servers import Daphne, RedisServer, collected_static
 from .hooks import WALLET_SCHEMA
 
 __all__ = ["Stack", "connect", "connect_params", "database_name", "database_url"]
@@ -90,14 +86,7 @@ class Stack:
         self.drop(self.template)
 
     def collect_static(self) -> Path:
-        root = Path(tempfile.mkdtemp(prefix="static-", dir=self.directory))
-        subprocess.run(
-            [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
-            cwd=ROOT,
-            check=True,
-            env={**os.environ, "DEBUG": "0", "SECRET_KEY": "chaos", "STATIC_ROOT": str(root)},
-        )
-        return root
+        return collected_static(self.directory)
 
     # -- the servers ---------------------------------------------------------------
 

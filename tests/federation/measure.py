@@ -22,9 +22,9 @@ from pathlib import Path
 from messaging.testing import SocketClient
 from messaging_client import sign_in
 
-from ..chaos.link.__main__ import collect_static
 from ..support import databases
 from ..support.deployments import Pair, template
+from ..support.servers import collected_static
 
 POSTS = int(os.environ.get("MEASURE_POSTS") or 200)
 CUT = float(os.environ.get("MEASURE_CUT") or 60)
@@ -136,7 +136,7 @@ def main() -> int:
         "MESSAGING_RATE_BURST": "10000",
         "MESSAGING_USER_RATE_LIMIT": "1000000",
     }
-    pair = Pair(base_url, name, directory, collect_static(directory), env=limits, kind="measure").start()
+    pair = Pair(base_url, name, directory, collected_static(directory), env=limits, kind="measure").start()
     try:
         asyncio.run(measure(pair))
     finally:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import databases
 from .faultproxy import FaultProxy
-from .servers import Daphne, RedisServer, free_port
+from .servers import Daphne, RedisServer, deployed_env, free_port
 
 SECRET = "a-secret-the-two-deployments-share"
 # Short enough that a test of an outage waits seconds, not minutes.
@@ -54,16 +54,7 @@ class Deployment:
 
     def env(self, peer: Deployment, static_root: Path, extra: dict[str, str]) -> dict[str, str]:
         return {
-            "DATABASE_URL": self.database_url,
-            "REDIS_URL": self.redis.url,
-            "DEBUG": "0",
-            "SECRET_KEY": f"secret-of-{self.node}",
-            "ALLOWED_HOSTS": "127.0.0.1,localhost",
-            "STATIC_ROOT": str(static_root),
-            "LOG_LEVEL": "WARNING",
-            "CONNECT_RATE": "0",
-            "SIGNIN_RATE": "0",
-            "MESSAGING_ROOMS_CREATED_PER_ADDRESS_PER_HOUR": "0",
+            **deployed_env(self.database_url, self.redis.url, static_root, secret=f"secret-of-{self.node}"),
             "MESSAGING_NODE": self.node,
             "MESSAGING_PEERS": f"{peer.node}={peer.inbound.url}",
             "MESSAGING_PEER_SECRETS": f"{peer.node}={SECRET}",

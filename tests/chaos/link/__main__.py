@@ -13,24 +13,12 @@ import asyncio
 import os
 import random
 import shutil
-import subprocess
 import sys
 
 from ...support import databases
 from ...support.deployments import Pair, template
-from ...support.servers import ROOT
+from ...support.servers import ROOT, collected_static
 from .run import Config, run
-
-
-def collect_static(directory) -> str:
-    root = directory / "static"
-    subprocess.run(
-        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
-        cwd=ROOT,
-        check=True,
-        env={**os.environ, "DEBUG": "0", "SECRET_KEY": "chaos", "STATIC_ROOT": str(root)},
-    )
-    return root
 
 
 def main() -> int:
@@ -49,7 +37,7 @@ def main() -> int:
         flush=True,
     )
     name = template(base_url, "link")
-    pair = Pair(base_url, name, directory, collect_static(directory), seed=seed, kind="link").start()
+    pair = Pair(base_url, name, directory, collected_static(directory), seed=seed, kind="link").start()
     try:
         report = asyncio.run(run(config, pair, directory))
     finally:
