@@ -13,9 +13,18 @@ class MessagingConfig(AppConfig):
         # Settings that cannot work stop the process as it starts, not at the first frame.
         from .chat.sizes import check_one_message_fits
         from .conf import get_settings
+        from .federation import checks as federation_checks  # noqa: F401
         from .ops import checks  # noqa: F401
 
         # Typing, and presence, which tells the chat's member lists who is online.
         from .transport import presence, typing  # noqa: F401
 
         check_one_message_fits(get_settings())
+
+        # Federation (docs/FEDERATION.md): `slug@node` in commands, and commands on a peer's room sent there.
+        from .core.pipeline import route_with
+        from .federation.addresses import install
+        from .federation.routing import Router
+
+        install()
+        route_with(Router())

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..core.protocol import format_time
 from ..models import Message
+from .nodes import with_node
 
 
 def display_name(user: Any) -> str:
@@ -28,7 +29,7 @@ def msg_frame(room: str, seq: int, id: str, sender: Any, body: str, at: str, rev
             "room": room,
             "seq": seq,
             "id": id,
-            "sender": {"id": sender.pk, "name": display_name(sender)},
+            "sender": with_node({"id": sender.pk, "name": display_name(sender)}, sender),
             "body": body,
             "at": at,
             "version": 1,

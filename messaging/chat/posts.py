@@ -25,6 +25,7 @@ from ..core.sql import statement
 from ..events.outbox import emit, event_table, posted_event_id_sql, posted_events_sql
 from ..models import CommandRecord, Membership, Message, MessageState, Room
 from .messages import display_name, msg_frame
+from .nodes import node_of
 from .policy import get_policy, overrides
 from .rooms import joined_room_id
 
@@ -108,14 +109,14 @@ def with_tables(sql: str) -> str:
 # adapted five Python lists of 16 posts in 364 us, orjson this in 10 us.
 # The statement also writes each post's event (messaging/events/outbox.py,
 # at its `{events}`), so the outbox commits with the messages; the sender's
-# name comes sixth.
+# name comes sixth, its home deployment seventh (null with federation off).
 POSTS_AND_RECORDS = statement(__package__, "posts_and_records")
 
 
 def posts_statement(entries: list[tuple[CommandContext, Post, str]]) -> tuple[str, dict]:
     """The batch statement of `entries` and its parameters."""
     items = [
-        [post.room, ctx.user.pk, ctx.command_id, post.body, fingerprint, display_name(ctx.user)]
+        [post.room, ctx.user.pk, ctx.command_id, post.body, fingerprint, display_name(ctx.user), node_of(ctx.user)]
         for ctx, post, fingerprint in entries
     ]
     sql = POSTS_AND_RECORDS.replace("{events}", posted_events_sql()).replace("{event_id}", posted_event_id_sql())
