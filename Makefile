@@ -91,10 +91,19 @@ audit: install
 # history checker; exit status 1 on a violation. Its own databases (named after the
 # test database) and redis-server; files in artifacts/chaos/seed-<seed>/.
 # CHAOS_SEED unset: a random seed, printed. CHAOS_PLANT: a planted bug (tests/chaos/hooks.py).
+# Then the link nemesis (tests/chaos/link): two federated deployments, faults on the link between
+# them, CHAOS_LINK_CLIENTS outbox clients a side, the same seed and length; files in
+# artifacts/chaos/link-seed-<seed>/. CHAOS_LINK=0 skips it, CHAOS_LINK=only runs it alone.
 CHAOS_SECONDS ?= 300
 CHAOS_CLIENTS ?= 30
+CHAOS_LINK_CLIENTS ?= 3
 CHAOS_SEED ?=
 CHAOS_PLANT ?=
+CHAOS_LINK ?= 1
 chaos: install
-	DATABASE_URL="$${DATABASE_URL:-$(TEST_DATABASE_URL)}" CHAOS_SECONDS="$(CHAOS_SECONDS)" CHAOS_CLIENTS="$(CHAOS_CLIENTS)" \
-		CHAOS_SEED="$(CHAOS_SEED)" CHAOS_PLANT="$(CHAOS_PLANT)" $(BIN)/python -m tests.chaos
+	if [ "$(CHAOS_LINK)" != only ]; then \
+		DATABASE_URL="$${DATABASE_URL:-$(TEST_DATABASE_URL)}" CHAOS_SECONDS="$(CHAOS_SECONDS)" CHAOS_CLIENTS="$(CHAOS_CLIENTS)" \
+		CHAOS_SEED="$(CHAOS_SEED)" CHAOS_PLANT="$(CHAOS_PLANT)" $(BIN)/python -m tests.chaos || exit 1; fi
+	if [ "$(CHAOS_LINK)" != 0 ]; then \
+		DATABASE_URL="$${DATABASE_URL:-$(TEST_DATABASE_URL)}" CHAOS_SECONDS="$(CHAOS_SECONDS)" \
+		CHAOS_LINK_CLIENTS="$(CHAOS_LINK_CLIENTS)" CHAOS_SEED="$(CHAOS_SEED)" $(BIN)/python -m tests.chaos.link; fi

@@ -85,7 +85,7 @@ def seed_room(database: str, messages: int) -> None:
         finally:
             conn.execute("SET maintenance_work_mem = '256MB'")
             conn.execute(definition)
-            # As migration 0029 sets it (the index's definition does not carry it).
+            # As migration 0031 sets it (the index's definition does not carry it).
             conn.execute(f"ALTER INDEX {DOCUMENT_INDEX} ALTER COLUMN 1 SET STATISTICS 1000")
         conn.execute("ANALYZE messaging_message")
 
@@ -104,7 +104,7 @@ def queries(kind: str, rand: random.Random) -> dict:
 def holding(database: str, kinds: list[str], rand: random.Random) -> dict:
     """How many messages hold the words of each band (a few drawn from it, the median)."""
     # The index's expression as its migration writes it (this process has no Django set up).
-    document = import_module("messaging.migrations.0029_message_search").DOCUMENT.replace("%", "%%")
+    document = import_module("messaging.migrations.0031_message_search").DOCUMENT.replace("%", "%%")
     counts = {}
     with psycopg.connect(database, autocommit=True) as conn:
         for kind in kinds:

@@ -2,7 +2,7 @@
 
 The posts' statement (`posts_statement`) in batches of 16 posts of a usual
 length, in one process, with no sockets, in alternating blocks: without the
-index, with it as migration 0029 makes it (GIN, `fastupdate` on: new entries
+index, with it as migration 0031 makes it (GIN, `fastupdate` on: new entries
 wait in a pending list that a later insert or VACUUM merges), and with
 `fastupdate` off (each post's entries go straight into the tree). Per mode:
 the statement's median and p99 time per batch and the WAL it writes per

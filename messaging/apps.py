@@ -13,6 +13,7 @@ class MessagingConfig(AppConfig):
         # Settings that cannot work stop the process as it starts, not at the first frame.
         from .chat.sizes import check_one_message_fits
         from .conf import get_settings
+        from .federation import checks as federation_checks  # noqa: F401
 
         # An upload's row that goes takes its file with it (a post_delete receiver).
         from .files import storage  # noqa: F401
@@ -22,3 +23,11 @@ class MessagingConfig(AppConfig):
         from .transport import presence, typing  # noqa: F401
 
         check_one_message_fits(get_settings())
+
+        # Federation (docs/FEDERATION.md): `slug@node` in commands, and commands on a peer's room sent there.
+        from .core.pipeline import route_with
+        from .federation.addresses import install
+        from .federation.routing import Router
+
+        install()
+        route_with(Router())

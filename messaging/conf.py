@@ -80,6 +80,17 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `UPLOAD_RETENTION` | 86400 | seconds (a day) an upload may wait to be posted before `prune_uploads` removes it, row and file |
 | `UPLOAD_STORAGE` | `"default"` | the alias in Django's `STORAGES` that keeps uploaded files (under `messaging/uploads/`) |
 | `LOOP_DATABASE` | True | on PostgreSQL with psycopg 3, a batch's statement (`room.post`'s) and a receipt's run on the event loop's own connections (`messaging/core/gateway.py`), one per statement running at once and at most `max(2, DB_THREADS)`, instead of on a database thread; False: on a thread |
+| `NODE` | None | this deployment's name among federated ones (`^[a-z][a-z0-9]{0,15}$`, docs/FEDERATION.md); None: federation off |
+| `PEERS` | `""` | the peers: `name=base_url` entries, comma-separated, or a dict of name to base URL |
+| `PEER_SECRETS` | `""` | one shared secret per peer: `name=secret` entries, comma-separated, or a dict |
+| `FEDERATION_TIMEOUT` | 5.0 | seconds one request to a peer may take; a command on its room is then `unavailable` |
+| `FEDERATION_BATCH` | 200 | most changes one push to a peer carries (and at most half of `FEDERATION_MAX_BODY` bytes) |
+| `FEDERATION_MAX_BODY` | 2097152 | most bytes of a request a peer may send under `/federation/` (413 past it) |
+| `FEDERATION_PEER_RATE` | 200.0 | requests per second one peer may keep up at one process, with a burst of twice that (429 past it) |
+| `FEDERATION_POLL_INTERVAL` | 0.05 | seconds an idle pusher waits before it looks for new changes of shared rooms |
+| `FEDERATION_FETCH_LIMIT` | 500 | most messages (and as many reaction counts and watermarks) one catch-up page holds |
+| `FEDERATION_JOIN_WAIT` | 10.0 | seconds a first `room.join` of a remote room waits for its replica to reach the home's `rev` |
+| `FEDERATION_BACKOFF_CAP` | 5.0 | most seconds between two attempts to push to a peer that fails (full jitter beneath it) |
 | `EARLY_STATEMENT` | True | a batch's statement of posts (an `early_batch` type's, on PostgreSQL) goes to the database beside the batch's claims' Redis call instead of after it, unless the loop's last batch was mostly duplicates Redis knew (`messaging/core/pipeline.py`); False: after the claims
 
 A host project may also give each option in the environment as
@@ -181,6 +192,17 @@ class MessagingSettings:
     UPLOADS_PENDING_BYTES_PER_USER: int = 100 * 1024 * 1024
     UPLOAD_RETENTION: int = 24 * 3600
     UPLOAD_STORAGE: str = "default"
+    NODE: str | None = None
+    PEERS: Any = ""
+    PEER_SECRETS: Any = ""
+    FEDERATION_TIMEOUT: float = 5.0
+    FEDERATION_BATCH: int = 200
+    FEDERATION_MAX_BODY: int = 2 * 1024 * 1024
+    FEDERATION_PEER_RATE: float = 200.0
+    FEDERATION_POLL_INTERVAL: float = 0.05
+    FEDERATION_FETCH_LIMIT: int = 500
+    FEDERATION_JOIN_WAIT: float = 10.0
+    FEDERATION_BACKOFF_CAP: float = 5.0
 
     @property
     def largest_frame(self) -> int:
@@ -220,6 +242,14 @@ class MessagingSettings:
             "UPLOADS_PENDING_PER_USER",
             "UPLOADS_PENDING_BYTES_PER_USER",
             "UPLOAD_RETENTION",
+            "FEDERATION_TIMEOUT",
+            "FEDERATION_BATCH",
+            "FEDERATION_MAX_BODY",
+            "FEDERATION_PEER_RATE",
+            "FEDERATION_POLL_INTERVAL",
+            "FEDERATION_FETCH_LIMIT",
+            "FEDERATION_JOIN_WAIT",
+            "FEDERATION_BACKOFF_CAP",
         ):
             if getattr(self, name) <= 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be positive")

@@ -9,7 +9,9 @@ from django.utils import timezone
 
 
 class Room(models.Model):
-    slug = models.CharField(max_length=64, unique=True)
+    # A room's slug (64 characters), or a replica's address of a room whose home is
+    # another deployment: `slug@node` (messaging/federation, PROTOCOL.md 1.2).
+    slug = models.CharField(max_length=81, unique=True)
     # The last seq handed out. Incremented under the room's row lock in the
     # transaction that stores the message, so seqs are gapless: a rollback
     # takes its number back with it.
@@ -383,6 +385,9 @@ from .events.models import (  # noqa: E402, F401
     WebhookDelivery,
     WebhookEndpoint,
 )
+
+# Federation's table (messaging/federation/models.py).
+from .federation.models import PeerRoom  # noqa: E402, F401
 
 # And the uploads' (messaging/files/models.py).
 from .files.models import Upload  # noqa: E402, F401

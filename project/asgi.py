@@ -13,6 +13,7 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from messaging.federation import start as start_federation  # noqa: E402
 from messaging.transport.daphne_compat import allow_protocol_close_codes, defer_autobahn_log_formatting  # noqa: E402
 from messaging.transport.gate import SocketGate  # noqa: E402
 from messaging.transport.http.upload_limit import UploadLimit  # noqa: E402
@@ -33,6 +34,9 @@ application = ProtocolTypeRouter(
         "websocket": SocketGate(URLRouter(websocket_urlpatterns)),
     }
 )
+
+# With MESSAGING_NODE set, this process pushes shared rooms' changes to its peers (docs/FEDERATION.md).
+start_federation()
 
 # What exists now (Django, the apps, the routing) lives as long as the
 # process: frozen, the collector's full passes skip it and scan only what the

@@ -15,7 +15,9 @@ from django.db import connection, connections
 from messaging.core.gateway import close_database_threads
 from messaging.core.runtime import close_all_runtimes
 
-from .support.servers import ROOT, Daphne, Uvicorn
+from .support import databases
+from .support.deployments import Pair, template
+from .support.servers import ROOT, Daphne, Uvicorn, deployed_env
 
 
 @pytest.fixture(autouse=True)
@@ -52,22 +54,8 @@ def server_env(transactional_db, static_root, tmp_path):
     )
     client = redis.Redis.from_url(os.environ["REDIS_URL"])
     client.flushdb()
-    yield {
-        "DATABASE_URL": database_url,
-        "REDIS_URL": os.environ["REDIS_URL"],
-        "DEBUG": "0",
-        "SECRET_KEY": "e2e-secret",
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "STATIC_ROOT": str(static_root),
-        # Uploaded files: the test's own folder, shared by the processes it starts.
-        "MEDIA_ROOT": str(tmp_path / "media"),
-        "LOG_LEVEL": "WARNING",
-        # Every test client is 127.0.0.1: the per-address throttles are off,
-        # as for load tests, except where a test sets them.
-        "CONNECT_RATE": "0",
-        "SIGNIN_RATE": "0",
-        "MESSAGING_ROOMS_CREATED_PER_ADDRESS_PER_HOUR": "0",
-    }
+    # Uploaded files: the test's own folder, shared by the processes it starts.
+    yield {**deployed_env(database_url, os.environ["REDIS_URL"], static_root), "MEDIA_ROOT": str(tmp_path / "media")}
     client.flushdb()
     client.close()
 
@@ -97,3 +85,31 @@ def start_daphne(server_env, tmp_path):
 def start_uvicorn(server_env, tmp_path):
     """`start_uvicorn(args=(...), **env)`: the same as `start_daphne`, served by uvicorn."""
     yield from servers_of(Uvicorn, server_env, tmp_path)
+
+
+# Two federated deployments (tests/support/deployments.py): their databases are copies of one template.
+
+
+@pytest.fixture(scope="session")
+def peer_template():
+    name = template(os.environ["DATABASE_URL"])
+    yield name
+    databases.drop(os.environ["DATABASE_URL"], name)
+
+
+@pytest.fixture
+def start_pair(peer_template, static_root, tmp_path):
+    """`start_pair(servers=1, seed=0, **env)`: deployments a and b, stopped and dropped at the end."""
+    pairs: list[Pair] = []
+
+    def start(servers: int = 1, seed: int = 0, **env: str) -> Pair:
+        pair = Pair(
+            os.environ["DATABASE_URL"], peer_template, tmp_path, static_root, servers=servers, seed=seed, env=env
+        )
+        pairs.append(pair)
+        return pair.start()
+
+    yield start
+    for pair in pairs:
+        pair.stop()
+        pair.drop()

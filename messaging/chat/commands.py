@@ -17,6 +17,7 @@ from ..models import Membership, Message, Room
 from .hooks import join_hooks
 from .invitations import may_accept
 from .messages import display_name, stored_msg_frame
+from .nodes import node_of
 from .policy import get_policy
 from .receipts import Asked, Move, move_watermarks_by_function, move_watermarks_portably
 from .replay import changes_since
@@ -41,13 +42,17 @@ def members_in_order(room_id: int) -> QuerySet[Membership]:
 def member_entry(membership: Membership) -> dict:
     # `joined_seq` (an extension) lets a client tell a message's recipients,
     # and so show the states the server records.
-    return {
+    entry = {
         "user": membership.user_id,
         "name": display_name(membership.user),
         "delivered": membership.delivered,
         "read": membership.read,
         "joined_seq": membership.joined_seq,
     }
+    node = node_of(membership.user)
+    if node is not None:
+        entry["node"] = node
+    return entry
 
 
 def members_on_join(room: Room, user: Any) -> tuple[list[dict], int]:

@@ -27,7 +27,7 @@ from ..core.handlers import CommandContext, command
 from ..models import DirectRoom, Room
 from .invitations import invite, invited_frame
 from .rooms import add_member, check_creation
-from .users import person, required_user, target_user
+from .users import local_target, person, required_user
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def open_direct(ctx: CommandContext, open: Open) -> dict:
     other user is invited when the room is made, and hears `invited`."""
     if open.user == ctx.user.pk:
         raise Invalid("a direct conversation needs another user")
-    other = target_user(open.user)
+    other = local_target(open.user)
     room, made = direct_room(ctx.user, other, ctx.client_address)
     add_member(room, ctx.user)
     if made and invite(room, other, ctx.user):

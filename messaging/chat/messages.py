@@ -9,6 +9,7 @@ from typing import Any
 from ..core.protocol import format_time
 from ..models import Message
 from .attachments import message_files, with_files
+from .nodes import with_node
 
 
 def display_name(user: Any) -> str:
@@ -29,7 +30,7 @@ def msg_frame(room: str, seq: int, id: str, sender: Any, body: str, at: str, rev
             "room": room,
             "seq": seq,
             "id": id,
-            "sender": {"id": sender.pk, "name": display_name(sender)},
+            "sender": with_node({"id": sender.pk, "name": display_name(sender)}, sender),
             "body": body,
             "at": at,
             "version": 1,

@@ -36,6 +36,7 @@ from .attachments import (
     with_or_without_files,
 )
 from .messages import display_name, msg_frame
+from .nodes import node_of
 from .policy import get_policy, overrides
 from .rooms import joined_room_id
 
@@ -128,15 +129,16 @@ def with_tables(sql: str) -> str:
 # adapted five Python lists of 16 posts in 364 us, orjson this in 10 us.
 # The statement also writes each post's event (messaging/events/outbox.py,
 # at its `{events}`), so the outbox commits with the messages; the sender's
-# name comes sixth. The posts' files come apart, as `attachments`
-# (messaging/chat/attachments.py): "[]" for a batch without any.
+# name comes sixth, its home deployment seventh (null with federation off). The
+# posts' files come apart, as `attachments` (messaging/chat/attachments.py):
+# "[]" for a batch without any.
 POSTS_AND_RECORDS = statement(__package__, "posts_and_records")
 
 
 def posts_statement(entries: list[tuple[CommandContext, Post, str]], attachments: str = "[]") -> tuple[str, dict]:
     """The batch statement of `entries` and its parameters."""
     items = [
-        [post.room, ctx.user.pk, ctx.command_id, post.body, fingerprint, display_name(ctx.user)]
+        [post.room, ctx.user.pk, ctx.command_id, post.body, fingerprint, display_name(ctx.user), node_of(ctx.user)]
         for ctx, post, fingerprint in entries
     ]
     sql = POSTS_AND_RECORDS.replace("{events}", posted_events_sql()).replace("{event_id}", posted_event_id_sql())

@@ -30,7 +30,7 @@ from .invitations import check_reinvite, declined, invited_frame, is_invited, wi
 from .invitations import invite as send_invitation
 from .policy import get_policy
 from .rooms import check_creation
-from .users import person, required_user, target_user
+from .users import local_target, person, required_user
 
 # The span `INVITES_PER_HOUR` counts over: any hour.
 INVITE_SPAN = timedelta(hours=1)
@@ -166,7 +166,7 @@ def invite(ctx: CommandContext, invite: RoomAndUser) -> dict:
         raise Forbidden("only the room's owner or a moderator invites")
     if invite.user == ctx.user.pk:
         raise Forbidden("you cannot invite yourself")
-    target = target_user(invite.user)
+    target = local_target(invite.user)
     done = {"room": room.slug, "user": target.pk}
     if Membership.objects.filter(room=room, user=target).exists() or check_reinvite(room, target):
         return done

@@ -13,7 +13,9 @@ message has reached a state is read from the room's two lowest *effective*
 watermarks, greatest(watermark, joined_seq), by an index (migration 0016):
 the cost of a move does not grow with the room. On PostgreSQL the receipts
 that arrive together, from any senders, are one call of the function
-`messaging_move_watermarks_v4`, one transaction (`move_watermarks_by_function`,
+`messaging_move_watermarks_v4` (migrations 0016 and 0029: a
+`member.watermarks` event too in a room shared with another deployment),
+one transaction (`move_watermarks_by_function`,
 `receipt`'s batch form there, a `gathered` type: messaging/core/pipeline.py);
 elsewhere the ORM's statements of `move_watermarks_portably`, the type's
 `apply`, make the same move with the same test.
@@ -42,7 +44,7 @@ from ..core.gateway import Gateway
 from ..core.protocol import format_time
 from ..core.sql import statement
 from ..events.outbox import emit_many
-from ..models import Membership, Message, MessageState, Room, WatermarkMove
+from ..models import Membership, Message, MessageState, PeerRoom, Room, WatermarkMove
 
 # The first key of PostgreSQL's two-key advisory locks taken here ("rcpt"),
 # so they cannot collide with another app's one-key locks on room ids.
@@ -208,16 +210,21 @@ def move_watermarks_portably(
         )
     if new.read > old.read:
         messages += advance_states(membership, max(old.read, floor), new.read, MessageState.READ, now, events)
+    conf = get_settings()
+    members = Membership.objects.filter(room_id=membership.room_id)[: conf.MEMBERS_ON_JOIN + 1].count()
     # Last, as the room's row is an effect's last lock (messaging/events/outbox.py).
     at = format_time(now)
+    cause = SimpleNamespace(command_id=command_id, user=user)
     emit_many(
-        SimpleNamespace(command_id=command_id, user=user),
+        cause,
         "message.state",
         room_slug,
         [{"room": room_slug, "seq": seq, "state": state.value, "at": at} for seq, state in events],
     )
-    conf = get_settings()
-    members = Membership.objects.filter(room_id=membership.room_id)[: conf.MEMBERS_ON_JOIN + 1].count()
+    if PeerRoom.objects.filter(room_id=membership.room_id).exists():
+        # A room shared with another deployment: the move is a change its replicas hear of (as migration 0029's).
+        moved = {"room": room_slug, "user": user.pk, "delivered": new.delivered, "read": new.read, "members": members}
+        emit_many(cause, "member.watermarks", room_slug, [moved])
     return Move(new, moved=True, members=members, at=now, messages=tuple(messages))
 
 

@@ -44,30 +44,35 @@ from .messages import stored_msg_frame
 def changes_since(room: Room, since_rev: int, viewer: Any, *, limit: int) -> tuple[list[dict], int]:
     """The frames that bring a client at `since_rev` to the room's state at
     `room.last_rev`, at most `limit`, and the rev they bring it to: the cut
-    (see the module's docstring)."""
+    (see the module's docstring). A replay hook returns its entries in place
+    order, at most the `limit` it is given."""
     upto = room.last_rev
     if since_rev >= upto:
         return [], upto
     messages = Message.objects.filter(room=room).select_related("sender")
-    # (place, rev of the state shown, frame)
-    placed: list[tuple[int, int, dict]] = []
-    for message in messages.filter(posted_rev__gt=since_rev, posted_rev__lte=upto).order_by("posted_rev")[:limit]:
-        placed.append((message.posted_rev, message.rev, stored_msg_frame(message, room.slug, viewer)))
+    # Each source is read one row past the limit: one that has more left than
+    # the limit is known only up to its `limit`-th place (its horizon), and
+    # nothing of any source is sent past the nearest horizon.
+    posts = messages.filter(posted_rev__gt=since_rev, posted_rev__lte=upto).order_by("posted_rev")[: limit + 1]
     # rev > posted_rev follows from the other bounds; said, so that the partial index serves it.
     changed = (
         messages.filter(posted_rev__lte=since_rev, rev__gt=since_rev, rev__lte=upto)
         .filter(rev__gt=F("posted_rev"))
-        .order_by("rev")[:limit]
+        .order_by("rev")[: limit + 1]
     )
-    for message in changed:
-        if message.deleted_at is not None:
-            placed.append((message.rev, message.rev, delete_frame(room.slug, message)))
-        elif message.edited_at is not None:
-            placed.append((message.rev, message.rev, edit_frame(room.slug, message)))
-    for changes in replay_hooks():
-        placed.extend(changes(room, since_rev, upto, limit))
-    placed.sort(key=lambda entry: entry[0])
-    cut = placed[limit - 1][0] if len(placed) > limit else upto
+    # Per source, (place, rev of the state shown, frame), in place order.
+    sources: list[list[tuple[int, int, dict]]] = [
+        [(m.posted_rev, m.rev, stored_msg_frame(m, room.slug, viewer)) for m in posts],
+        [
+            (m.rev, m.rev, delete_frame(room.slug, m) if m.deleted_at is not None else edit_frame(room.slug, m))
+            for m in changed
+            if m.deleted_at is not None or m.edited_at is not None
+        ],
+        *(changes(room, since_rev, upto, limit + 1) for changes in replay_hooks()),
+    ]
+    horizon = min([source[limit - 1][0] for source in sources if len(source) > limit], default=upto)
+    placed = sorted((entry for source in sources for entry in source if entry[0] <= horizon), key=lambda e: e[0])
+    cut = placed[limit - 1][0] if len(placed) > limit else horizon
     frames = []
     for place, shown, frame in placed[:limit]:
         frame["d"]["rev"] = shown if shown <= cut else place

@@ -13,13 +13,13 @@ itself: not a prefix (`hel` does not find `hello`), not another form
 (`cafe` does not find `café`, nor `run` `running`). The same on both
 databases:
 
-- PostgreSQL: the GIN index of migration 0029 over `to_tsvector('simple',
+- PostgreSQL: the GIN index of migration 0031 over `to_tsvector('simple',
   ...)` of the body with ASCII punctuation turned into spaces (`DOCUMENT`,
   the very expression of the index, or it would not serve the query);
   'simple' folds case and does not stem. `q`'s words ANDed with
   `plainto_tsquery('simple', ...)`. Case folding of letters beyond ASCII
   needs a UTF-8 `LC_CTYPE` (C.UTF-8, en_US.UTF-8), as PostgreSQL's `lower`.
-- SQLite: the FTS5 table of migration 0029 (tokenizer `unicode61`,
+- SQLite: the FTS5 table of migration 0031 (tokenizer `unicode61`,
   diacritics kept), each word of `q` quoted (no operators, no prefixes).
 
 Other databases have no index for it: the command is refused there.
@@ -68,7 +68,7 @@ SEARCH_MAX = 50
 # `at` in groups of at most one batch (64).
 TIED_MAX = 500
 
-# Migration 0029's index expression, to the character.
+# Migration 0031's index expression, to the character.
 PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
 DOCUMENT = "to_tsvector('simple'::regconfig, translate(BODY, '{}', '{}'))".format(
     PUNCTUATION.replace("'", "''"), " " * len(PUNCTUATION)

@@ -42,7 +42,10 @@ ESCAPED = 6
 NAME_CHARS = 301
 # The longest command id and room slug (PROTOCOL.md), and what `check_one_message_fits` allows a user id's text.
 ID_CHARS = 64
-SLUG_CHARS = 64
+# A room's slug, or a federated room's address: its slug, `@` and its home's name (PROTOCOL 1.2).
+SLUG_CHARS = 64 + 1 + 16
+# The longest deployment's name a user reference's `node` holds (ASCII, a byte a character).
+NODE = "x" * 16
 LONGEST_STATE = "delivered"
 A_TIME = "2026-11-29T18:00:00.000000Z"
 # Every key a stored message's `msg` d may hold (messaging/chat/messages.py),
@@ -52,7 +55,7 @@ FULLEST_MESSAGE = {
     "room": "",
     "seq": INT_MAX,
     "id": "",
-    "sender": {"id": "", "name": ""},
+    "sender": {"id": "", "name": "", "node": NODE},
     "body": "",
     "at": A_TIME,
     "version": INT_MAX,
@@ -72,7 +75,15 @@ MOST_FILES = 10
 FILE_TEXT_CHARS = 36 + 255 + 100
 URL_CHARS = 300
 # Every key of a member list's entry (messaging/chat/commands.py), `online` as the transport adds it.
-FULLEST_MEMBER = {"user": "", "name": "", "delivered": INT_MAX, "read": INT_MAX, "joined_seq": INT_MAX, "online": False}
+FULLEST_MEMBER = {
+    "user": "",
+    "name": "",
+    "delivered": INT_MAX,
+    "read": INT_MAX,
+    "joined_seq": INT_MAX,
+    "node": NODE,
+    "online": False,
+}
 MESSAGE_FIXED = encoded_bytes(FULLEST_MESSAGE)
 MEMBER_FIXED = encoded_bytes(FULLEST_MEMBER)
 # What the transport adds to each member entry (messaging/transport/presence.py's `add_online`).

@@ -9,8 +9,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import models
 
-from ..core.exceptions import Invalid
+from ..core.exceptions import Forbidden, Invalid
 from .messages import display_name
+from .nodes import remote_identity, with_node
 
 UUID_TEXT = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 INT64 = range(-(2**63), 2**63)
@@ -55,6 +56,15 @@ def target_user(user_id: Any) -> Any:
     return target
 
 
+def local_target(user_id: Any) -> Any:
+    """`target_user`, one of this deployment's own: a user of another (messaging/chat/nodes.py)
+    is `Forbidden` a private room's invitation, which only public rooms are shared to answer."""
+    target = target_user(user_id)
+    if remote_identity(target) is not None:
+        raise Forbidden("this user is of another deployment: only public rooms are shared between deployments")
+    return target
+
+
 def person(user: Any) -> dict:
     """A user as frames show them to others: never the account name (`display_name`)."""
-    return {"id": user.pk, "name": display_name(user)}
+    return with_node({"id": user.pk, "name": display_name(user)}, user)

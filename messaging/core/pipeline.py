@@ -23,6 +23,11 @@ its command's first attempt still running polls for its result (`_poll`).
 
 Sync callers (tests, a management command) wrap these coroutines in
 `asgiref.sync.async_to_sync`: there is no second, synchronous pipeline.
+
+One seam leads out: a `Router` (`route_with`) takes the deliveries it
+`routes` (commands on a room of another deployment: messaging/federation)
+and runs them its own way, instead of claims and applies here; `run` hands
+them over and keeps each delivery's place in the answers.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import contextvars
 import time
 import uuid
 from collections.abc import Awaitable, Iterable, Iterator
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ..conf import get_settings
 from ..ops import metrics
@@ -106,8 +111,50 @@ def runs(items: Iterable[T]) -> Iterator[list[T]]:
     yield from order.end()
 
 
+class Router(Protocol):
+    """Where the deliveries it `routes` run instead of here (messaging/federation/routing.py)."""
+
+    def routes(self, delivery: Delivery) -> bool: ...
+
+    async def run(self, deliveries: list[Delivery]) -> list[Outcome | Exception]:
+        """Per delivery of one sender's group (one type, in order), its `Outcome` or its refusal."""
+        ...
+
+
+_router: Router | None = None
+
+
+def route_with(router: Router | None) -> None:
+    """Send the deliveries `router` routes to it from now on (None: none)."""
+    global _router
+    _router = router
+
+
 async def run(deliveries: list[Delivery]) -> list[Outcome | Exception]:
     """One group of `runs`: per delivery, in order, its `Outcome` or the exception for its caller."""
+    router = _router
+    if router is not None:
+        routed = [router.routes(delivery) for delivery in deliveries]
+        if any(routed):
+            return await _run_routed(deliveries, routed, router)
+    return await _run_here(deliveries)
+
+
+async def _run_routed(deliveries: list[Delivery], routed: list[bool], router: Router) -> list[Outcome | Exception]:
+    """A group part of which the router takes: the rest here first (other rooms: their order
+    does not matter against the routed ones'), then the router's, each answer in its place."""
+    results: list[Outcome | Exception | None] = [None] * len(deliveries)
+    here = [i for i, r in enumerate(routed) if not r]
+    away = [i for i, r in enumerate(routed) if r]
+    if here:
+        for i, result in zip(here, await _run_here([deliveries[i] for i in here])):
+            results[i] = result
+    for i, result in zip(away, await router.run([deliveries[i] for i in away])):
+        results[i] = result
+    return results  # type: ignore[return-value]
+
+
+async def _run_here(deliveries: list[Delivery]) -> list[Outcome | Exception]:
     first = deliveries[0]
     if not first.handler.exactly_once:
         gateway = runtime().gateway

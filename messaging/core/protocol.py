@@ -10,6 +10,7 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, NotRequired, TypedDict
@@ -20,6 +21,8 @@ from .exceptions import BadFrame, Invalid
 
 COMMAND_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 ROOM_SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+# A room of a federated deployment (PROTOCOL 1.2, "Two deployments"): `slug@node`.
+ROOM_ADDRESS = re.compile(r"([a-z0-9][a-z0-9-]{0,63})@([a-z][a-z0-9]{0,15})")
 
 # What any command's `d` may hold (PROTOCOL 1.1, "Safety limits"): nesting,
 # numbers and strings every part of the server can write (orjson writes 254
@@ -284,11 +287,28 @@ def has_lone_surrogate(text: str) -> bool:
     return False
 
 
+# Reads `slug@node` (the room's slug and its home's name) into the room as the
+# handlers name it, or raises `Invalid`: set by messaging/federation while
+# federation is on (`read_room_addresses`); None, an address is `invalid`.
+RoomAddresses = Callable[[str, str], str]
+_room_addresses: RoomAddresses | None = None
+
+
+def read_room_addresses(reader: RoomAddresses | None) -> None:
+    """Have `room_slug` read `slug@node` with `reader` (None: refuse it)."""
+    global _room_addresses
+    _room_addresses = reader
+
+
 def room_slug(data: dict) -> str:
     room = data.get("room")
-    if not isinstance(room, str) or not ROOM_SLUG.fullmatch(room):
-        raise Invalid("room must match ^[a-z0-9][a-z0-9-]{0,63}$")
-    return room
+    if isinstance(room, str):
+        if ROOM_SLUG.fullmatch(room):
+            return room
+        address = ROOM_ADDRESS.fullmatch(room) if _room_addresses is not None else None
+        if address is not None and _room_addresses is not None:
+            return _room_addresses(address.group(1), address.group(2))
+    raise Invalid("room must match ^[a-z0-9][a-z0-9-]{0,63}$")
 
 
 def optional_seq(data: dict, key: str) -> int | None:

@@ -96,6 +96,7 @@ EVENT_ID_SQL = (
 
 # The `room.post` statement's part (messaging/chat/sql/posts_and_records.sql, at `{events}`): per stored post its
 # `message.posted` event, the `msg` frame's `d` plus the command's id and user.
+# The sender's `node` is there with federation on (messaging/chat/nodes.py).
 # Its id is minted with the post's seq (at `{event_id}`), so the message keeps
 # it too (`posted_event_id`). Its position follows the room's event counter as
 # its seq follows last_seq: both were bumped by the same count in the same
@@ -106,7 +107,9 @@ POSTED_EVENTS = """, event AS (
     INSERT INTO {event} (event_id, type, room_id, room, position, data, created_at)
     SELECT p.event_id, 'message.posted', p.room_id, i.room, t.events_before + (p.seq - t.before),
            jsonb_build_object('room', i.room, 'seq', p.seq, 'id', i.command_id,
-                              'sender', jsonb_build_object('id', i.user_json, 'name', i.name),
+                              'sender', jsonb_build_object('id', i.user_json, 'name', i.name)
+                                        || CASE WHEN i.node IS NULL THEN jsonb_build_object()
+                                           ELSE jsonb_build_object('node', i.node) END,
                               'body', i.body, 'at', s.at_text, 'version', 1, 'rev', p.rev,
                               'command_id', i.command_id, 'user', i.user_json){files_shown},
            s.at

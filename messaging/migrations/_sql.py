@@ -5,7 +5,7 @@ history, so a file here is never edited once released: a new version of a
 function is a new file, named after the migration that loads it (the way
 procrastinate keeps its schema in SQL files). The files hold the app's table
 names and the host's user id type as `{membership}`, `{room}`, `{message}`,
-`{move}`, `{event}`, `{user_id}`, and the receipts' advisory lock's first key
+`{move}`, `{event}`, `{peerroom}`, `{user_id}`, and the receipts' advisory lock's first key
 as `{lock}`; `define` fills them in from the migration's historical models.
 
 Django's migration loader skips modules whose name starts with an underscore,
@@ -42,6 +42,7 @@ def define(apps: Any, schema_editor: Any, name: str) -> None:
         "message": "Message",
         "move": "WatermarkMove",
         "event": "Event",
+        "peerroom": "PeerRoom",
     }
     names = {}
     for key, model in tables.items():

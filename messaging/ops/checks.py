@@ -9,6 +9,7 @@ Each has a stable id (`messaging.E…` errors stop `manage.py check` and
 | `messaging.E001` | `settings.MESSAGING` has unknown keys or a value it refuses (a malformed `TRUSTED_PROXIES` entry, a limit out of range) |
 | `messaging.E002` | the Redis channel layer's socket timeout can fire during its blocking poll |
 | `messaging.E003` | `PROMETHEUS_MULTIPROC_DIR` is not a writable directory |
+| `messaging.E004`-`E007`, `messaging.W004` | federation's configuration (`MESSAGING_NODE`, the peers, their secrets): messaging/federation/checks.py |
 | `messaging.W001` | no `MESSAGING['REDIS_URL']` with `DEBUG` off: live frames stay in their process |
 | `messaging.W002` | a cache that swallows Redis errors (`IGNORE_EXCEPTIONS`) |
 | `messaging.W003` | `CONN_MAX_AGE = 0` on a server database |

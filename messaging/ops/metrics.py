@@ -174,6 +174,31 @@ EVENTS_PUBLISH_LAG = Gauge(
 )
 
 
+# Federation (messaging/federation/pushing.py): each process's pushers, per peer.
+FEDERATION_PUSHED = Counter(
+    "messaging_federation_pushed_changes",
+    "Changes of shared rooms pushed to a peer (at least once: a change pushed again counts again).",
+    ["peer"],
+)
+FEDERATION_PUSH_FAILURES = Counter(
+    "messaging_federation_push_failures",
+    "Pushes to a peer that failed (the peer away, the database), each retried after a backoff.",
+    ["peer"],
+)
+FEDERATION_PUSHERS = Gauge(
+    "messaging_federation_pushers",
+    "Whether this process pushes to the peer (holds its lock): 1 in one process of a deployment per peer.",
+    ["peer"],
+    multiprocess_mode="livesum",
+)
+FEDERATION_LAG = Gauge(
+    "messaging_federation_lag_seconds",
+    "Age of the oldest change of the last push to a peer when it was sent; 0 when nothing waits.",
+    ["peer"],
+    multiprocess_mode="livemax",
+)
+
+
 class OutboxCollector:
     """`messaging_events_unpublished` and `messaging_events_lag_seconds`, read from the outbox at scrape time."""
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-ROOM_TAG = re.compile(rb"[a-z0-9][a-z0-9-]{0,63}")
+# A room's slug, or a federated room's address, `slug@node` (PROTOCOL.md 1.2).
+ROOM_TAG = re.compile(rb"[a-z0-9][a-z0-9-]{0,63}(?:@[a-z][a-z0-9]{0,15})?")
 
 
 def pack_tagged(frames: list[tuple[bytes, str]]) -> bytes:

@@ -278,7 +278,9 @@ def get_presence() -> Presence:
 
 
 async def add_online(entries: list[dict]) -> None:
-    """Member entries (with their `user` ids) with `online` added: one Redis round trip for the lot."""
+    """Member entries (with their `user` ids) with `online` added: one Redis round trip for the lot.
+    An entry that has it already (a member of another deployment, as its room's home said) keeps it."""
+    entries = [entry for entry in entries or () if "online" not in entry]
     if not entries:
         return
     online = await get_presence().online([entry["user"] for entry in entries])

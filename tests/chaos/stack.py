@@ -9,19 +9,18 @@ on a free port, so killing, pausing and flushing it touches nothing else.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from ..support.servers import ROOT, Daphne, RedisServer
+from ..support import databases
+from ..support.databases import connect, connect_params, database_name, database_url
+from ..support.servers import Daphne, RedisServer, collected_static
 from .hooks import WALLET_SCHEMA
+
+__all__ = ["Stack", "connect", "connect_params", "database_name", "database_url"]
 
 # The server settings of a run: short enough that a dead process's claims
 # and a paused Redis cost seconds, as in the fault suite; the dedup window
@@ -32,30 +31,6 @@ SERVER_SETTINGS = {
     "MESSAGING_IN_PROGRESS_WAIT": "0.5",
     "MESSAGING_DEDUP_WINDOW": "20",
 }
-
-
-def database_url(base_url: str, name: str) -> str:
-    parts = urlsplit(base_url)
-    return urlunsplit(parts._replace(path="/" + name))
-
-
-def database_name(url: str) -> str:
-    return urlsplit(url).path.lstrip("/")
-
-
-def connect_params(url: str) -> dict:
-    parts = urlsplit(url)
-    return {
-        "host": parts.hostname or "127.0.0.1",
-        "port": parts.port or 5432,
-        "user": parts.username or "postgres",
-        "password": parts.password,
-        "dbname": database_name(url),
-    }
-
-
-def connect(url: str, **kwargs) -> psycopg.Connection:
-    return psycopg.connect(**connect_params(url), **kwargs)
 
 
 @dataclass
@@ -93,47 +68,25 @@ class Stack:
 
     def admin(self) -> psycopg.Connection:
         """A connection to the maintenance database, to create and drop the harness's own."""
-        return connect(database_url(self.base_url, "postgres"), autocommit=True)
+        return databases.admin(self.base_url)
 
     def drop(self, name: str) -> None:
-        with self.admin() as db:
-            db.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        databases.drop(self.base_url, name)
 
     def migrate_template(self) -> None:
         """A database with the app's schema and the test command type's table, to copy for each run."""
-        self.drop(self.template)
-        with self.admin() as db:
-            db.execute(f'CREATE DATABASE "{self.template}"')
-        url = database_url(self.base_url, self.template)
-        subprocess.run(
-            [sys.executable, "manage.py", "migrate", "--noinput", "-v0", "--skip-checks"],
-            cwd=ROOT,
-            check=True,
-            env={**os.environ, "DATABASE_URL": url, "REDIS_URL": "", "DEBUG": "0", "SECRET_KEY": "chaos"},
-        )
-        with connect(url, autocommit=True) as db:
-            db.execute(WALLET_SCHEMA)
+        databases.migrated(self.base_url, self.template, WALLET_SCHEMA)
 
     def fresh_database(self) -> str:
         """The run's database, a new copy of the template; returns its URL."""
-        self.drop(self.run_database)
-        with self.admin() as db:
-            db.execute(f'CREATE DATABASE "{self.run_database}" TEMPLATE "{self.template}"')
-        return self.run_url
+        return databases.copied(self.base_url, self.template, self.run_database)
 
     def drop_databases(self) -> None:
         self.drop(self.run_database)
         self.drop(self.template)
 
     def collect_static(self) -> Path:
-        root = Path(tempfile.mkdtemp(prefix="static-", dir=self.directory))
-        subprocess.run(
-            [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
-            cwd=ROOT,
-            check=True,
-            env={**os.environ, "DEBUG": "0", "SECRET_KEY": "chaos", "STATIC_ROOT": str(root)},
-        )
-        return root
+        return collected_static(self.directory)
 
     # -- the servers ---------------------------------------------------------------
 

@@ -230,3 +230,24 @@ async def test_since_and_since_rev_together_are_invalid(make_user, open_clients)
     assert ack["error"]["code"] == "invalid"
     for bad in (-1, 1.0, "3", True):
         assert (await ana.call("room.join", {"room": "lobby", "since_rev": bad}))["error"]["code"] == "invalid"
+
+
+@pytest.mark.parametrize("posts", [3, 4])
+async def test_a_replay_of_exactly_replay_limit_posts_with_more_after_says_where_it_stopped(
+    make_user, open_clients, settings, posts
+):
+    # Posts only: one source of the replay fills the limit exactly, and more follow it.
+    settings.MESSAGING = {**settings.MESSAGING, "REPLAY_LIMIT": 3}
+    ana = await open_clients(await make_user("ana"))
+    await ana.join("lobby")
+    for n in range(posts + 2):
+        assert (await ana.call("room.post", {"room": "lobby", "body": f"p{n}"}))["ok"]
+    bob = await open_clients(await make_user("bob"))
+    ack = await bob.join("lobby", since_rev=0)
+    frames = await drain(bob)
+    assert [f["d"]["seq"] for f in frames] == [1, 2, 3]
+    # Not caught up: the cut is the last frame's rev, from which the client joins again.
+    assert ack["d"]["rev_upto"] == 3 < ack["d"]["last_rev"]
+    ack = await bob.join("lobby", since_rev=ack["d"]["rev_upto"])
+    frames = await drain(bob)
+    assert [f["d"]["seq"] for f in frames] == list(range(4, min(posts + 3, 7)))

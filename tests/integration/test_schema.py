@@ -204,7 +204,7 @@ def test_the_database_holds_only_what_the_current_code_uses():
             cursor.execute("SET LOCAL search_path TO public")
             cursor.execute("DROP SCHEMA fresh CASCADE")
     # The one index no model can declare: room.search's GIN index on an expression,
-    # PostgreSQL's alone (migration 0029), on the very expression the search queries.
+    # PostgreSQL's alone (migration 0031), on the very expression the search queries.
     searched = {definition for definition in migrated if " messaging_message_search " in definition}
     assert [d for d in searched if "gin (to_tsvector('simple'::regconfig, translate(body" in d] == list(searched)
     assert len(searched) == 1

@@ -155,7 +155,7 @@ async def test_a_page_fits_in_one_frame(people, settings):
 
 
 def test_the_query_is_the_index_expression_and_the_index_serves_it(db):
-    migration = import_module("messaging.migrations.0029_message_search")
+    migration = import_module("messaging.migrations.0031_message_search")
     assert migration.DOCUMENT == DOCUMENT.replace("BODY", "body")
     with connection.cursor() as cursor:
         cursor.execute("SET enable_seqscan = off")

@@ -83,3 +83,19 @@ test("the invitations are exactly those rooms.list lists, each answered once at 
   assert.equal(invitationText({ room: "club" }), "# club");
   assert.equal(invitationText({ room: "dm-1-2", with: { name: "ana" } }), "ana wants to message you");
 });
+
+test("members of another deployment keep their node (federation); ours have none to show", () => {
+  const people = new People(ME);
+  people.joined("lobby@a", {
+    private: false,
+    members: [
+      { user: 2, name: "ana", node: "a", online: true },
+      { user: ME, name: "me", node: "b", online: true },
+      { user: 4, name: "cy", online: false },
+    ],
+  });
+  const members = people.get("lobby@a").members;
+  assert.deepEqual([members.get(2).node, members.get(ME).node, members.get(4).node], ["a", "b", null]);
+  people.membersPage("lobby@a", [{ user: 5, name: "dee", node: "a", online: false }]);
+  assert.equal(people.get("lobby@a").members.get(5).node, "a");
+});

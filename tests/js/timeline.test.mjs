@@ -112,3 +112,16 @@ test("a failed message retried or discarded is gone, and the oldest seq is the l
   timeline.forget(message);
   assert.equal(timeline.own({ id: "c-9", t: "room.post", d: { room: "lobby", body: "no" } }, ME).made, true);
 });
+
+test("a message of a user of another deployment keeps its sender's node (federation)", () => {
+  const timeline = new Timeline("lobby@a");
+  feed(timeline, [msg(1), msg(2)]);
+  const d = msg(3, { sender: 7 });
+  d.sender.node = "a";
+  feed(timeline, [d]);
+  const [first, second, third] = timeline.messages();
+  assert.equal(third.senderNode, "a");
+  assert.equal(third.senderName, "user 7");
+  assert.equal(first.senderNode, null);
+  assert.equal(second.senderNode, null);
+});

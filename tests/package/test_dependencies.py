@@ -39,6 +39,7 @@ OPTIONAL = {
     "django-environ",
     "whitenoise",
     "django-redis",
+    "httpx",
 }
 
 HOST_URLS = """from django.contrib import admin

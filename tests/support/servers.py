@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,7 +15,17 @@ import redis
 
 from messaging.testing.servers import ServerProcess, free_port
 
-__all__ = ["ROOT", "Daphne", "Gunicorn", "RedisServer", "Uvicorn", "free_port", "wait_until"]
+__all__ = [
+    "ROOT",
+    "Daphne",
+    "Gunicorn",
+    "RedisServer",
+    "Uvicorn",
+    "collected_static",
+    "deployed_env",
+    "free_port",
+    "wait_until",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,6 +40,36 @@ def wait_until(check, timeout: float, what: str) -> None:
             pass
         time.sleep(0.05)
     raise RuntimeError(f"{what} did not come up within {timeout}s")
+
+
+def deployed_env(database_url: str, redis_url: str, static_root: Path, secret: str = "e2e-secret") -> dict[str, str]:
+    """The environment of a deployed server process of the demo project (DEBUG off), on these database and Redis."""
+    return {
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "DEBUG": "0",
+        "SECRET_KEY": secret,
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "STATIC_ROOT": str(static_root),
+        "LOG_LEVEL": "WARNING",
+        # Every test client is 127.0.0.1: the per-address throttles are off,
+        # as for load tests, except where a test sets them.
+        "CONNECT_RATE": "0",
+        "SIGNIN_RATE": "0",
+        "MESSAGING_ROOMS_CREATED_PER_ADDRESS_PER_HOUR": "0",
+    }
+
+
+def collected_static(directory: Path) -> Path:
+    """What a deployment serves with DEBUG off: `collectstatic` into a new folder of `directory`."""
+    root = Path(tempfile.mkdtemp(prefix="static-", dir=directory))
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"],
+        cwd=ROOT,
+        check=True,
+        env={**os.environ, "DEBUG": "0", "SECRET_KEY": "static", "STATIC_ROOT": str(root)},
+    )
+    return root
 
 
 class RedisServer:

@@ -20,6 +20,7 @@ FORBIDDEN = {
         "daphne",
         "messaging.chat",
         "messaging.transport",
+        "messaging.federation",
         "messaging.contrib",
         "messaging.reactions",
         "messaging.views",
@@ -28,13 +29,23 @@ FORBIDDEN = {
         "channels",
         "daphne",
         "messaging.transport",
+        "messaging.federation",
         "messaging.contrib",
         "messaging.reactions",
         "messaging.views",
     ),
-    "messaging.ops": ("channels", "messaging.chat", "messaging.transport", "messaging.contrib"),
+    "messaging.ops": ("channels", "messaging.chat", "messaging.transport", "messaging.contrib", "messaging.federation"),
+    # Above the transport (it publishes to its hub), below the contrib apps.
+    "messaging.transport": ("messaging.federation", "messaging.contrib"),
+    "messaging.federation": ("messaging.contrib",),
     # The uploads' rows, bytes and rules: used by the chat and the transport, like the events' outbox.
-    "messaging.files": ("channels", "messaging.chat", "messaging.transport", "messaging.contrib"),
+    "messaging.files": (
+        "channels",
+        "messaging.chat",
+        "messaging.transport",
+        "messaging.federation",
+        "messaging.contrib",
+    ),
     "messaging.client": ("django", "channels", "messaging.core", "messaging.chat", "messaging.transport"),
 }
 

@@ -1,6 +1,6 @@
 WITH item AS (
     SELECT e.n, e.v->>0 AS room, (e.v->>1)::{user_id} AS user_id, e.v->>2 AS command_id, e.v->>3 AS body,
-           e.v->>4 AS fingerprint, e.v->1 AS user_json, e.v->>5 AS name
+           e.v->>4 AS fingerprint, e.v->1 AS user_json, e.v->>5 AS name, e.v->>6 AS node
     FROM jsonb_array_elements(%(items)s::jsonb) WITH ORDINALITY AS e(v, n)
     -- count is the array's length, so every post is kept. The LIMIT is for
     -- the planner: its generic plan then takes a batch for a tenth of the 100

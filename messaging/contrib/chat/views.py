@@ -19,6 +19,8 @@ from django.templatetags.static import static
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
+from ...conf import get_settings
+
 try:
     from csp.decorators import csp_update
 except ImportError:  # django-csp is optional: the `csp` extra
@@ -122,6 +124,7 @@ def chat(request: HttpRequest) -> HttpResponse:
     if not request.user.is_authenticated:
         return redirect(settings.LOGIN_URL)
     script = import_map()
-    context = {"import_map": mark_safe(script), "login_url": login_url(request)}
+    # `node`: this deployment's name with federation on (the page names users of other deployments by theirs).
+    context = {"import_map": mark_safe(script), "login_url": login_url(request), "node": get_settings().NODE or ""}
     response = render(request, "messaging/chat.html", context)
     return allow_inline_script(request, response, script)

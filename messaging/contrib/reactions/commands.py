@@ -41,6 +41,7 @@ from ...core.handlers import CommandContext, command
 from ...core.protocol import optional_seq
 from ...core.sql import statement
 from ...events.outbox import emit
+from ...federation.applying import Frames, on_replicated
 from ...models import Message, Room
 from .models import ReactionCount
 
@@ -137,3 +138,24 @@ def changed_counts(room: Room, since_rev: int, upto: int, limit: int) -> list[tu
 
 on_replay("reactions", changed_counts)
 on_page("reactions", backlog_reactions)
+
+
+def replicated(room: Room, d: dict, frames: Frames) -> None:
+    """A count of a room of another deployment, as its home sends it (messaging/federation):
+    kept with its rev where it is newer than the replica's, and told to the room."""
+    seq, count, rev = d.get("seq"), d.get("count"), d.get("rev")
+    message_id = Message.objects.filter(room=room, seq=seq).values_list("pk", flat=True).first()
+    if message_id is None or not isinstance(count, int) or not isinstance(rev, int):
+        return
+    kept, created = ReactionCount.objects.select_for_update().get_or_create(
+        message_id=message_id, defaults={"count": count, "room": room, "rev": rev}
+    )
+    if not created:
+        if kept.rev is not None and kept.rev >= rev:
+            return
+        kept.count, kept.room, kept.rev = count, room, rev
+        kept.save(update_fields=["count", "room", "rev"])
+    frames.room(room.slug, reaction_frame(room.slug, seq, count, rev))
+
+
+on_replicated("reaction.changed", replicated, frame="reaction")

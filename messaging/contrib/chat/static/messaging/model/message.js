@@ -16,8 +16,9 @@ import { isRanked, later, rankOf } from "./states.js";
 
 export class Message {
   /** `room`: its room's slug; `command`: an own message's outbox command (`t`, `d`), for a retry. */
-  constructor({ key, room, id, own, senderId, senderName = "", body = "", command = null }) {
-    Object.assign(this, { key, room, id, own, senderId, senderName, command });
+  /** `senderNode`: the sender's deployment, where federation is on (null elsewhere). */
+  constructor({ key, room, id, own, senderId, senderName = "", senderNode = null, body = "", command = null }) {
+    Object.assign(this, { key, room, id, own, senderId, senderName, senderNode, command });
     this.seq = null; // null until the server stored it
     this.at = null; // when it was stored (ISO 8601), from the server
     this.state = null;

@@ -7,7 +7,7 @@ export const TYPING_LAPSE_MS = 6000; // ...and it lapses after 6 s: the page's o
 
 export class RoomPeople {
   constructor() {
-    this.members = new Map(); // user id -> {name, online}
+    this.members = new Map(); // user id -> {name, node, online}; `node`: the user's deployment (federation)
     this.private = false;
     this.owner = null;
     this.with = null; // a direct room: the other person ({id, name})
@@ -55,13 +55,15 @@ export class People {
     const room = this.room(slug);
     if (typeof d.private === "boolean") room.private = d.private;
     room.owner = d.owner ?? null;
-    for (const m of d.members) room.members.set(m.user, { name: m.name, online: m.online === true });
+    for (const m of d.members) room.members.set(m.user, { name: m.name, node: m.node ?? null, online: m.online === true });
   }
 
   /** The first page of `room.members`: the members as the panel lists them. */
   membersPage(slug, members) {
     const room = this.get(slug);
-    if (room) room.members = new Map(members.map((m) => [m.user, { name: m.name, online: m.online === true }]));
+    if (room) {
+      room.members = new Map(members.map((m) => [m.user, { name: m.name, node: m.node ?? null, online: m.online === true }]));
+    }
   }
 
   /** A `presence` frame's `d`: "changed", "unknown" (a member the panel does not list: ask again), or null. */

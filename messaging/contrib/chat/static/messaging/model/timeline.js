@@ -65,7 +65,7 @@ export class Timeline {
     const key = own ? d.id : `#${d.seq}`;
     let message = this.byKey.get(key);
     if (!message) {
-      const sender = { senderId: d.sender.id, senderName: d.sender.name };
+      const sender = { senderId: d.sender.id, senderName: d.sender.name, senderNode: d.sender.node ?? null };
       message = new Message({ key, room: this.slug, id: d.id, own, ...sender, body: d.body });
       this.byKey.set(key, message);
     }

@@ -4,7 +4,8 @@
 //
 // The composer's file input and a search box (PROTOCOL.md "Page hooks
 // (1.2)") are views of their own beside this one.
-const ROOM_SLUG = /^[a-z0-9][a-z0-9-]{0,63}$/;
+// A room of this deployment, or `slug@node` of another (PROTOCOL 1.2).
+const ROOM_SLUG = /^[a-z0-9][a-z0-9-]{0,63}(@[a-z][a-z0-9]{0,15})?$/;
 // The composer grows with its text up to this height (px).
 const COMPOSER_MAX = 160;
 

@@ -9,7 +9,7 @@
 // views/files.js) under the body. A thread's reply button and count go in
 // the foot, drawn here from the model like the reactions. User text only
 // ever goes through textContent.
-import { el } from "./dom.js";
+import { el, shownName } from "./dom.js";
 import { editControls, editedMark, editor } from "./edits.js";
 import { FilesView } from "./files.js";
 import { icon, STATE_LABEL } from "./icons.js";
@@ -29,7 +29,7 @@ export class MessageView {
     this.node = el("li", message.own ? "msg own" : "msg");
     this.node.dataset.msgId = message.id;
     const meta = el("div", "meta");
-    meta.append(el("span", "sender", message.own ? "You" : message.senderName));
+    meta.append(el("span", "sender", message.own ? "You" : shownName(message.senderName, message.senderNode)));
     this.time = el("time");
     meta.append(this.time);
     this.body = el("p", "body", message.body);

@@ -4,7 +4,7 @@
 // button), the typing line under the messages (`[data-testid=typing]`) and
 // a private room's invite control (`[data-testid=invite-form]`).
 // User text only ever goes through textContent.
-import { button, el } from "./dom.js";
+import { button, el, local, shownName } from "./dom.js";
 
 export class PeopleView {
   /** `message(userId)`: "Message" on a member; `invite(text)`: the invite form sent. */
@@ -37,9 +37,9 @@ export class PeopleView {
       item.dataset.online = String(m.online);
       const dot = el("span", "presence");
       dot.setAttribute("aria-hidden", "true");
-      const name = el("span", "member-name", id === this.me ? `${m.name} (you)` : m.name);
+      const name = el("span", "member-name", id === this.me ? `${m.name} (you)` : shownName(m.name, m.node));
       item.append(dot, name, el("span", "visually-hidden", m.online ? ", online" : ", offline"));
-      if (id !== this.me && !room.with) {
+      if (id !== this.me && !room.with && local(m.node)) {
         const dm = button("dm", "Message", "dm");
         dm.setAttribute("aria-label", `Message ${m.name}`);
         dm.addEventListener("click", () => this.message(id));

@@ -9,7 +9,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("messaging", "0027_deleted_means_gone"),
+        ("messaging", "0029_member_watermarks_events"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

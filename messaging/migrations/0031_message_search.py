@@ -78,7 +78,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("messaging", "0028_uploads"),
+        ("messaging", "0030_uploads"),
     ]
 
     operations = [migrations.RunPython(create, drop, atomic=False)]
