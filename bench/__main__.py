@@ -137,6 +137,12 @@ def main() -> None:
         (out / "idle.json").write_text(json.dumps(idle, indent=2))
         print(json.dumps(idle, indent=2))
         return
+    if args.search:
+        from .search import search_bench
+
+        found = search_bench(args, start, base, out)
+        print(json.dumps(found, indent=2))
+        return
     if args.events:
         from .events import events_bench
 
@@ -248,6 +254,11 @@ def main() -> None:
         from .events import events_bench
 
         events = events_bench(args, start, run_load, sessions, reference, out, base)
+    search = None
+    if not (args.no_search or args.peak_only or args.rate):
+        from .search import search_bench
+
+        search = search_bench(args, start, base, out)
     report = {
         "machine": {"cpus": os.cpu_count(), "load_avg_at_end": os.getloadavg(), "shared": True},
         "reference": reference.__dict__,
@@ -264,6 +275,7 @@ def main() -> None:
         "big_rooms": bigs,
         "cpu_per_ack": cpu_per_ack(peak, args.server),
         "events": events,
+        "search": search,
         "targets": {} if args.rate else targets(peak, curves, idle, big, server=args.server),
     }
     (out / "results.json").write_text(json.dumps(report, indent=2))

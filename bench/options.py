@@ -105,6 +105,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="only the events downstream: acks/s with and without the outbox, the relay's events/s and lag",
     )
     p.add_argument("--no-events", action="store_true", help="skip the events downstream's part of a full run")
+    p.add_argument(
+        "--search",
+        action="store_true",
+        help="only room.search's latency on a room of --search-messages, and 1 MiB uploads (bench/search.py)",
+    )
+    p.add_argument("--no-search", action="store_true", help="skip the search and uploads part of a full run")
+    p.add_argument("--search-messages", type=int, default=1_000_000, help="messages of the searched room")
+    p.add_argument("--search-queries", type=int, default=30, help="searches of each kind")
+    p.add_argument("--uploads", type=int, default=60, help="uploads of 1 MiB")
     p.add_argument("--out", default=str(ROOT / "artifacts" / "bench"))
     curve = p.add_argument_group("the sockets curve (bench/sockets.py): only it runs when --sockets is given")
     curve.add_argument(

@@ -232,7 +232,32 @@ def markdown(report: dict) -> str:
                 ],
             )
         )
+    if report.get("search"):
+        parts.append(search_table(report["search"]))
     return "\n\n".join(parts) + "\n"
+
+
+def search_table(search: dict) -> str:
+    """`room.search` on the big room, per kind of query, and the uploads of 1 MiB (bench/search.py)."""
+    rows = [
+        [
+            f"room.search, {kind} ({search['messages']:,} messages)",
+            cell(m["p50_ms"], 2),
+            cell(m["p99_ms"], 2),
+            str(m["n"]),
+        ]
+        for kind, m in search["search"].items()
+    ]
+    uploads = search["uploads_1_mib"]
+    rows.append(
+        [
+            f"POST /api/uploads, 1 MiB, {uploads['at_once']} at once: {uploads['mib_per_s']} MiB/s",
+            cell(uploads["p50_ms"], 2),
+            cell(uploads["p99_ms"], 2),
+            str(uploads["n"]),
+        ]
+    )
+    return table(["what", "p50 ms", "p99 ms", "n"], rows)
 
 
 def plot(curves: dict, path: Path) -> None:

@@ -8,12 +8,15 @@ class MessagingConfig(AppConfig):
 
     def ready(self) -> None:
         # Built-in command types and the system checks register themselves on import.
-        from .chat import commands, deletes, dms, edits, history, listing, posts, private, unread  # noqa: F401
+        from .chat import commands, deletes, dms, edits, history, listing, posts, private, search, unread  # noqa: F401
 
         # Settings that cannot work stop the process as it starts, not at the first frame.
         from .chat.sizes import check_one_message_fits
         from .conf import get_settings
         from .federation import checks as federation_checks  # noqa: F401
+
+        # An upload's row that goes takes its file with it (a post_delete receiver).
+        from .files import storage  # noqa: F401
         from .ops import checks  # noqa: F401
 
         # Typing, and presence, which tells the chat's member lists who is online.

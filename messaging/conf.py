@@ -73,6 +73,12 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `MENTION_DIGEST_ITEMS` | 50 | mentions one digest e-mail quotes, oldest first; it counts the rest ("and 12 more") |
 | `NOTIFICATION_RETENTION` | 2592000 | seconds (30 days) `prune_notifications` keeps mentions (`Notification`: the badge's rows, with the message's text), read or not |
 | `API_TOKENS_PER_USER` | 20 | active API tokens one user may have (`messaging_token`, the admin); one more is refused until one is revoked |
+| `MAX_UPLOAD_BYTES` | 10485760 | largest file `POST /api/uploads` takes (10 MiB); a larger one is refused with 413 and nothing of it is kept: before its body is read where its `Content-Length` says so (`UploadLimit`, docs/OPERATIONS.md), else as soon as the bytes read pass it |
+| `UPLOAD_TYPES` | `()` | content types uploads may have beside the protocol's own (`text/plain`, `application/pdf`, `image/png`, `image/jpeg`, `image/gif`, `image/webp`), as a list or one comma-separated string; others are refused with 415. Whatever is allowed, only those four images are ever shown inline (messaging/files/kinds.py) |
+| `UPLOADS_PENDING_PER_USER` | 20 | uploads one user may have that no message holds yet; one more is refused with 429 until one is posted or pruned |
+| `UPLOADS_PENDING_BYTES_PER_USER` | 104857600 | bytes (100 MiB) of such uploads one user may have; likewise |
+| `UPLOAD_RETENTION` | 86400 | seconds (a day) an upload may wait to be posted before `prune_uploads` removes it, row and file |
+| `UPLOAD_STORAGE` | `"default"` | the alias in Django's `STORAGES` that keeps uploaded files (under `messaging/uploads/`) |
 | `LOOP_DATABASE` | True | on PostgreSQL with psycopg 3, a batch's statement (`room.post`'s) and a receipt's run on the event loop's own connections (`messaging/core/gateway.py`), one per statement running at once and at most `max(2, DB_THREADS)`, instead of on a database thread; False: on a thread |
 | `NODE` | None | this deployment's name among federated ones (`^[a-z][a-z0-9]{0,15}$`, docs/FEDERATION.md); None: federation off |
 | `PEERS` | `""` | the peers: `name=base_url` entries, comma-separated, or a dict of name to base URL |
@@ -180,6 +186,12 @@ class MessagingSettings:
     MENTION_DIGEST_ITEMS: int = 50
     NOTIFICATION_RETENTION: int = 30 * 24 * 3600
     API_TOKENS_PER_USER: int = 20
+    MAX_UPLOAD_BYTES: int = 10 * 1024 * 1024
+    UPLOAD_TYPES: tuple[str, ...] = ()
+    UPLOADS_PENDING_PER_USER: int = 20
+    UPLOADS_PENDING_BYTES_PER_USER: int = 100 * 1024 * 1024
+    UPLOAD_RETENTION: int = 24 * 3600
+    UPLOAD_STORAGE: str = "default"
     NODE: str | None = None
     PEERS: Any = ""
     PEER_SECRETS: Any = ""
@@ -226,6 +238,10 @@ class MessagingSettings:
             "MENTION_EMAILS_PER_HOUR",
             "MENTION_DIGEST_ITEMS",
             "NOTIFICATION_RETENTION",
+            "MAX_UPLOAD_BYTES",
+            "UPLOADS_PENDING_PER_USER",
+            "UPLOADS_PENDING_BYTES_PER_USER",
+            "UPLOAD_RETENTION",
             "FEDERATION_TIMEOUT",
             "FEDERATION_BATCH",
             "FEDERATION_MAX_BODY",
@@ -272,6 +288,7 @@ class MessagingSettings:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be 0 (off) or positive")
         if self.EMPTY_ROOM_RETENTION <= 0:
             raise ImproperlyConfigured("MESSAGING['EMPTY_ROOM_RETENTION'] must be positive")
+        object.__setattr__(self, "UPLOAD_TYPES", upload_types(self.UPLOAD_TYPES))
         # Kept as the networks' canonical text: equal settings compare equal.
         object.__setattr__(self, "TRUSTED_PROXIES", tuple(str(n) for n in trusted_proxies(self.TRUSTED_PROXIES)))
 
@@ -279,6 +296,19 @@ class MessagingSettings:
     def trusted_networks(self) -> tuple[IPNetwork, ...]:
         """`TRUSTED_PROXIES` as networks, made once per settings."""
         return trusted_proxies(self.TRUSTED_PROXIES)
+
+
+def upload_types(given: str | Iterable[str] | None) -> tuple[str, ...]:
+    """An `UPLOAD_TYPES` value (a comma-separated string or a list) as lower-cased types; a malformed
+    one raises `ImproperlyConfigured`, as a type no request could ever match would be a silent no."""
+    from .files.kinds import MEDIA_TYPE
+
+    entries = (given or "").split(",") if isinstance(given, str) or given is None else list(given)
+    kinds = tuple(sorted({str(entry).strip().lower() for entry in entries if str(entry).strip()}))
+    for kind in kinds:
+        if not MEDIA_TYPE.fullmatch(kind):
+            raise ImproperlyConfigured(f"UPLOAD_TYPES: {kind!r} is not a content type (type/subtype)")
+    return kinds
 
 
 def trusted_proxies(given: str | Iterable[str] | None) -> tuple[IPNetwork, ...]:

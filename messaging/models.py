@@ -169,6 +169,10 @@ class Message(models.Model):
     # a post writes 16 bytes more and no index entry. Null with the outbox
     # off, and for messages posted before it was recorded.
     posted_event_id = models.UUIDField(null=True, blank=True)
+    # Its files (`room.post`'s `attachments`), as its `msg` frames list them less
+    # their `url`: read with the row, never looked up. Null without files (no
+    # byte in a post's row) and after a delete, which removes the files too.
+    attachments = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["room", "seq"]
@@ -384,3 +388,6 @@ from .events.models import (  # noqa: E402, F401
 
 # Federation's table (messaging/federation/models.py).
 from .federation.models import PeerRoom  # noqa: E402, F401
+
+# And the uploads' (messaging/files/models.py).
+from .files.models import Upload  # noqa: E402, F401

@@ -224,6 +224,10 @@ MESSAGING = {
     # The reverse proxies whose X-Forwarded-For names the client (PROTOCOL.md 1.2):
     # comma-separated addresses or CIDR blocks; unset, every peer is the client.
     "TRUSTED_PROXIES": env.str("TRUSTED_PROXIES", default=""),
+    # The largest upload, in bytes (413 past it), as PROTOCOL.md names it: 10 MiB unless set.
+    "MAX_UPLOAD_BYTES": env.int("MAX_UPLOAD_BYTES", default=10 * 1024 * 1024),
+    # Content types uploads may have beside the protocol's six (comma-separated; 415 for others).
+    "UPLOAD_TYPES": env.str("UPLOAD_TYPES", default=""),
     # Any other option as MESSAGING_<KEY>, e.g. MESSAGING_CLAIM_LEASE=2.
     **options_from_environ(env.ENVIRON),
 }
@@ -279,6 +283,10 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = env.path("STATIC_ROOT", default=BASE_DIR / "staticfiles")
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# Uploaded files (POST /api/uploads) are kept in the default storage, under
+# MEDIA_ROOT/messaging/uploads/; the app serves them to those who may have
+# them, never the web server (docs/OPERATIONS.md, "Files").
+MEDIA_ROOT = env.path("MEDIA_ROOT", default=BASE_DIR / "media")
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {

@@ -46,7 +46,7 @@ def static_root(tmp_path_factory):
 
 
 @pytest.fixture
-def server_env(transactional_db, static_root):
+def server_env(transactional_db, static_root, tmp_path):
     """The environment of a deployed server process, pointed at the test database."""
     db = connection.settings_dict
     database_url = (
@@ -54,7 +54,8 @@ def server_env(transactional_db, static_root):
     )
     client = redis.Redis.from_url(os.environ["REDIS_URL"])
     client.flushdb()
-    yield deployed_env(database_url, os.environ["REDIS_URL"], static_root)
+    # Uploaded files: the test's own folder, shared by the processes it starts.
+    yield {**deployed_env(database_url, os.environ["REDIS_URL"], static_root), "MEDIA_ROOT": str(tmp_path / "media")}
     client.flushdb()
     client.close()
 

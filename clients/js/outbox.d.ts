@@ -101,8 +101,13 @@ export declare class Outbox {
   pending(): OutboxEntry[];
   /** Take in what the store holds (an earlier life of this page, another tab). */
   load(): Promise<void>;
-  /** One user action: mint its id, persist it, send it when its turn comes. */
-  submit(t: string, d: Record<string, unknown>): Promise<OutboxEntry>;
+  /**
+   * One user action: mint its id, persist it, send it when its turn comes.
+   * `options.id` is an id minted before (an action begun
+   * earlier, such as a file's upload), else one is minted now; an entry the
+   * id already names is returned as it is.
+   */
+  submit(t: string, d: Record<string, unknown>, options?: { id?: string | null }): Promise<OutboxEntry>;
   /** The socket is (re)joined: resend everything, in order, with the original ids. */
   resume(): Promise<void>;
   pump(): void;

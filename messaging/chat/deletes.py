@@ -6,11 +6,14 @@ row's body is set to "", every body the version history kept is cleared,
 and so is the body in the events of its post and edits and in every copy
 made of them (deliveries, dead letters, mentions:
 messaging/events/redaction.py), so after the commit no copy of it stays in
-the app's tables (PROTOCOL.md 1.2, "Deleted means gone"). Deleting a
+the app's tables (PROTOCOL.md 1.2, "Deleted means gone"). Its files are
+content too: their rows go in the same transaction (no one may fetch them
+from then on), their bytes leave the storage once it has committed
+(messaging/files/storage.py), and the message and its events list them no more. Deleting a
 tombstone again is ok and changes nothing: no frame, no rev, an ack with
 the delete's version and time.
 
-Locks, in order: the message's row, the copies' rows, the room's row
+Locks, in order: the message's row, the copies' rows, its files' rows, the room's row
 (`next_rev`) last, as an edit takes the message's and then the room's.
 """
 
@@ -25,6 +28,7 @@ from ..core.handlers import CommandContext, command
 from ..core.protocol import format_time
 from ..events.outbox import emit
 from ..events.redaction import blank_copies
+from ..files.models import Upload
 from ..models import Message, MessageVersion, ModerationAction, Room
 from .edits import MessageRef, locked_message, record_version, validate_message_ref
 from .permissions import may_delete
@@ -72,10 +76,12 @@ def tombstone(ctx: CommandContext, room: Room, message: Message) -> None:
     # Before the room's row: should the relay be publishing one of these events,
     # the wait for its batch holds up no other change of the room.
     blank_copies(message, room.slug)
+    # Its files' rows now, their bytes after the commit (a post_delete receiver).
+    Upload.objects.filter(room=room, seq=message.seq).delete()
     message.rev, position = next_rev(room.pk)
     message.deleted_at = timezone.now()
-    message.body, message.version = "", message.version + 1
-    message.save(update_fields=["body", "version", "deleted_at", "rev"])
+    message.body, message.version, message.attachments = "", message.version + 1, None
+    message.save(update_fields=["body", "version", "deleted_at", "rev", "attachments"])
     MessageVersion.objects.filter(message=message, previous_body__isnull=False).update(previous_body=None)
     frame = delete_frame(room.slug, message)
     # In the change's transaction.

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..core.protocol import format_time
 from ..models import Message
+from .attachments import message_files, with_files
 from .nodes import with_node
 
 
@@ -40,7 +41,7 @@ def msg_frame(room: str, seq: int, id: str, sender: Any, body: str, at: str, rev
 
 def stored_msg_frame(message: Message, room: str, viewer: Any) -> dict:
     """A stored message's `msg` frame for `viewer`'s socket, in its current state
-    (edited: its body and `edited_at`; deleted: a tombstone). Of the viewer's own
+    (its files; edited: its body and `edited_at`; deleted: a tombstone). Of the viewer's own
     messages it carries the stored `state` (an extension): in a room too big for
     `status` frames a client cannot work it out from the members' watermarks."""
     frame = msg_frame(
@@ -53,6 +54,7 @@ def stored_msg_frame(message: Message, room: str, viewer: Any) -> dict:
         message.rev,
     )
     d = frame["d"]
+    with_files(d, message_files(message))
     d["version"] = message.version
     if message.deleted_at is not None:
         d.update(body="", deleted=True, deleted_at=format_time(message.deleted_at))

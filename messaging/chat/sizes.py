@@ -2,7 +2,8 @@
 
 Every transport sends a frame of up to `largest_frame` bytes
 (`MAX_SEND_BUFFER`, messaging/conf.py). A `room.history` page holds the
-newest of the messages asked for that fit in one; the member list of a join
+newest of the messages asked for that fit in one (a `room.search` page
+likewise); the member list of a join
 ack or of a `room.members` page the first members that do (a join ack keeps
 the joining member's own entry). Each is counted as its ack will be sent:
 the ack's envelope with the command's id, its `d` as orjson writes it, and
@@ -64,6 +65,15 @@ FULLEST_MESSAGE = {
     "edited_at": A_TIME,
     "state": "",
 }
+# One file of a message's `attachments` (messaging/chat/attachments.py), its text empty;
+# and the most a message lists, each with the longest name and type an upload has and
+# a `url` of at most `URL_CHARS` (a host's prefix and the id).
+FULLEST_FILE = {"upload": "", "name": "", "size": INT_MAX, "content_type": "", "url": ""}
+FILE_FIXED = encoded_bytes(FULLEST_FILE)
+FILES_KEY = len(',"attachments":[]')
+MOST_FILES = 10
+FILE_TEXT_CHARS = 36 + 255 + 100
+URL_CHARS = 300
 # Every key of a member list's entry (messaging/chat/commands.py), `online` as the transport adds it.
 FULLEST_MEMBER = {
     "user": "",
@@ -85,7 +95,15 @@ def message_bytes_at_most(d: dict) -> int:
     sender = d["sender"]
     text = len(d["body"]) + len(sender["name"]) + len(d["id"]) + len(str(sender["id"])) + len(d.get("state") or "")
     # A slug is plain ASCII: a byte a character.
-    return MESSAGE_FIXED + len(d["room"]) + ESCAPED * text
+    return MESSAGE_FIXED + len(d["room"]) + ESCAPED * text + files_bytes_at_most(d.get("attachments"))
+
+
+def files_bytes_at_most(files: list[dict] | None) -> int:
+    """At most the bytes a message's `attachments` add to its `msg` d."""
+    if not files:
+        return 0
+    text = sum(len(f["upload"]) + len(f["name"]) + len(f["content_type"]) + len(f["url"]) for f in files)
+    return FILES_KEY + (FILE_FIXED + 1) * len(files) + ESCAPED * text
 
 
 def member_bytes_at_most(entry: dict) -> int:
@@ -121,6 +139,12 @@ def history_page_length(command_id: str, room: str, newest_first: Sequence[dict]
     return max(1, fitting(newest_first, message_bytes_at_most, budget)) if newest_first else 0
 
 
+def search_page_length(command_id: str, newest_first: Sequence[dict]) -> int:
+    """How many of a `room.search` page's results (their `d`, newest first) its ack holds: at least one."""
+    budget = ack_budget(command_id, {"results": [], "more": True})
+    return max(1, fitting(newest_first, message_bytes_at_most, budget)) if newest_first else 0
+
+
 def members_page_that_fits(command_id: str, room: str, members: list[dict], more: bool) -> dict:
     """A `room.members` ack's `d` with the first of `members` that fit (at least one, so `after` moves on)."""
     budget = ack_budget(command_id, {"room": room, "members": [], "more": True})
@@ -150,7 +174,8 @@ def longest_page_of_one(conf: MessagingSettings) -> int:
     """At most the bytes of a `room.history` ack holding one message, under `conf`."""
     empty = ack_ok("x" * ID_CHARS, {"room": "x" * SLUG_CHARS, "messages": [], "more": True})
     text = conf.BODY_MAX_CHARS + NAME_CHARS + ID_CHARS + ID_CHARS + len(LONGEST_STATE)
-    return encoded_bytes(empty) + MESSAGE_FIXED + SLUG_CHARS + ESCAPED * text
+    files = FILES_KEY + MOST_FILES * (FILE_FIXED + 1 + ESCAPED * (FILE_TEXT_CHARS + URL_CHARS))
+    return encoded_bytes(empty) + MESSAGE_FIXED + SLUG_CHARS + ESCAPED * text + files
 
 
 def check_one_message_fits(conf: MessagingSettings) -> None:

@@ -24,7 +24,7 @@ from django.db import DatabaseError, IntegrityError
 from .claims import Stored
 from .exceptions import CommandError, Unavailable
 from .gateway import Gateway
-from .handlers import BatchEntries, BatchForm, Handler
+from .handlers import DECLINED, BatchEntries, BatchForm, Handler
 from .outcomes import Applied, ClaimBusy, Delivery, Outcome
 from .records import answer_from_record, apply_each, apply_portably, replay_or_refuse, unexpected_as_unavailable
 
@@ -106,7 +106,8 @@ async def _through_forms(
     early: bool = False,
 ) -> list[int]:
     """The deliveries at `indexes`, each type's through its batch form for this
-    database, into `applied`; the indexes no form took (none here, or it declined)."""
+    database, into `applied`; the indexes no form took (none here, or it
+    declined them), in no particular order."""
     declined: list[int] = []
     for handler, of_type in _by_type(deliveries, indexes):
         form = handler.batch_form(gateway.vendor)
@@ -115,8 +116,13 @@ async def _through_forms(
             done = await _apply_batch(form, handler, [deliveries[i] for i in of_type], gateway, early=early)
         if done is None:
             declined.extend(of_type)
-        else:
-            applied.update(zip(of_type, done))
+            continue
+        for i, one in zip(of_type, done):
+            # None: the form declined this one command (`DECLINED`).
+            if one is None:
+                declined.append(i)
+            else:
+                applied[i] = one
     return declined
 
 
@@ -134,8 +140,9 @@ def _entries(deliveries: list[Delivery]) -> BatchEntries:
 
 async def _apply_batch(
     form: BatchForm, handler: Handler, deliveries: list[Delivery], gateway: Gateway, *, early: bool = False
-) -> list[Applied] | None:
-    """Claimed deliveries of one type through its batch form; None where the form declines.
+) -> list[Applied | None] | None:
+    """Claimed deliveries of one type through its batch form; None where the form declines
+    them all, and None in place of each one it declines alone (`DECLINED`).
 
     A duplicate among them (one Redis forgot, where the form does not answer
     it from its record, or two copies of one command) fails the whole
@@ -154,10 +161,10 @@ async def _apply_batch(
             # The record answers (the statement undid this attempt's effect).
             return [await gateway.run(deliveries[0].run, answer_from_record, deliveries[0])]
         # Each alone, through the same form, so the others still take one statement each.
-        alone: list[Applied] = []
+        alone: list[Applied | None] = []
         for delivery in deliveries:
             applied = await _apply_batch(form, handler, [delivery], gateway)
-            alone.extend(applied or await gateway.run(apply_each, [delivery]))
+            alone.extend(applied or [None])
         return alone
     except Exception as exc:
         if isinstance(exc, DatabaseError):
@@ -167,9 +174,11 @@ async def _apply_batch(
         return [(Unavailable(), None) for _ in deliveries]
     if results is None:
         return None
-    applied: list[Applied] = []
+    applied: list[Applied | None] = []
     for (ctx, _, fingerprint), result in zip(entries, results, strict=True):
-        if isinstance(result, CommandError):
+        if result is DECLINED:
+            applied.append(None)
+        elif isinstance(result, CommandError):
             applied.append((result, None))
         elif isinstance(result, Stored):
             # Applied before: its record answers, and Redis learns it again.
@@ -190,7 +199,7 @@ async def apply_once(delivery: Delivery, gateway: Gateway) -> Outcome:
                 results = await form(gateway, entries)
             except IntegrityError as exc:
                 raise Unavailable() from exc
-        if results is not None:
+        if results is not None and results[0] is not DECLINED:
             [result] = results
             if isinstance(result, CommandError):
                 raise result

@@ -73,12 +73,26 @@ Applier = Callable[[CommandContext, Any], dict]
 # `(ctx, data, fingerprint)` per command: the fingerprint its record keeps,
 # None for a type that is not exactly-once.
 BatchEntries = list[tuple[CommandContext, Any, "str | None"]]
+
+
+class Declined:
+    """A batch form's answer for one command it leaves to the type's portable `apply`.
+
+    For what one statement cannot settle and a transaction of its own can:
+    `room.post`'s statement declines a post whose files another post took
+    while it ran (messaging/chat/attachments.py), which may be this very
+    command, applied by another attempt whose record its snapshot missed.
+    Nothing of a declined command may be stored.
+    """
+
+
+DECLINED = Declined()
 # A type's batch form for one database: the commands of `entries` through
 # the gateway (messaging/core/gateway.py), per command in order its ack data,
-# the `CommandError` refusing it, or (an `early_batch` type's form) the
-# `Stored` record of a command applied before; None where it declines (then
-# `apply`).
-BatchForm = Callable[["Gateway", BatchEntries], Awaitable["list[dict | CommandError | Stored] | None"]]
+# the `CommandError` refusing it, `DECLINED`, or (an `early_batch` type's
+# form) the `Stored` record of a command applied before; None where it
+# declines them all (then `apply`).
+BatchForm = Callable[["Gateway", BatchEntries], Awaitable["list[dict | CommandError | Stored | Declined] | None"]]
 
 
 def _accept_object(data: dict) -> dict:

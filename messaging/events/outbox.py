@@ -101,6 +101,8 @@ EVENT_ID_SQL = (
 # it too (`posted_event_id`). Its position follows the room's event counter as
 # its seq follows last_seq: both were bumped by the same count in the same
 # UPDATE. Rows go in in seq order so that ids, too, follow the room's order.
+# A post's files are in its data as its frame shows them (at `{files_shown}`,
+# messaging/chat/attachments.py).
 POSTED_EVENTS = """, event AS (
     INSERT INTO {event} (event_id, type, room_id, room, position, data, created_at)
     SELECT p.event_id, 'message.posted', p.room_id, i.room, t.events_before + (p.seq - t.before),
@@ -109,7 +111,7 @@ POSTED_EVENTS = """, event AS (
                                         || CASE WHEN i.node IS NULL THEN jsonb_build_object()
                                            ELSE jsonb_build_object('node', i.node) END,
                               'body', i.body, 'at', s.at_text, 'version', 1, 'rev', p.rev,
-                              'command_id', i.command_id, 'user', i.user_json),
+                              'command_id', i.command_id, 'user', i.user_json){files_shown},
            s.at
     FROM post p JOIN item i USING (n) JOIN taken t ON t.id = p.room_id, stamp s
     ORDER BY p.room_id, p.seq

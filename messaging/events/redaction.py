@@ -51,9 +51,9 @@ BODY_TYPES = ("message.posted", "message.edited")
 
 def blanked(data: Any) -> Any:
     """An event's data with its message's body blank: `body` "" and `deleted` true, as a
-    `msg` frame of a deleted message has them."""
+    `msg` frame of a deleted message has them, and without its files (their names are content too)."""
     if isinstance(data, dict) and "body" in data:
-        return {**data, "body": "", "deleted": True}
+        return {key: value for key, value in data.items() if key != "attachments"} | {"body": "", "deleted": True}
     return data
 
 

@@ -14,6 +14,7 @@ import ast
 import asyncio
 import email
 import importlib.metadata
+import json
 import sys
 import uuid
 import zipfile
@@ -24,7 +25,9 @@ from packaging.requirements import Requirement
 
 from messaging.testing import SocketClient
 from messaging_client import sign_in
+from tests.support.search_cases import CASES, CORPUS
 from tests.support.servers import ROOT, Daphne
+from tests.support.uploads import PNG, upload_headers
 from tests.support.venvs import run
 
 
@@ -214,5 +217,47 @@ async def test_users_keyed_by_uuid_on_postgresql(uuid_host, tmp_path):
             await ana.close()
             await bea.close()
         assert "WARNING" not in server.log() and "ERROR" not in server.log(), server.log()
+    finally:
+        server.stop()
+
+
+async def test_search_and_files_on_the_portable_path_of_sqlite(host, tmp_path):
+    """PROTOCOL.md 1.2, "Threads, reactions, files, search", on SQLite: the FTS5 table finds what
+    PostgreSQL's index finds (tests/support/search_cases.py), kept current by edits and deletes, and
+    a post with a file, fetched by a member, goes with its delete."""
+    python, project, env = host
+    server = Daphne(env, log_dir=tmp_path, app="hostsite.asgi:application", python=python, cwd=project, base_env={})
+    server.start()
+    room = f"words-{uuid.uuid4().hex[:8]}"
+    try:
+        session = sign_in(server.url, "ana")
+        ana = await SocketClient(server.url, session).connect()
+        try:
+            assert (await ana.call("room.join", {"room": room}))["ok"]
+            for body in CORPUS:
+                assert (await ana.call("room.post", {"room": room, "body": body}))["ok"]
+            for q, seqs in CASES.items():
+                found = await ana.call("room.search", {"q": q, "room": room})
+                assert [r["seq"] for r in found["d"]["results"]] == seqs, q
+            assert (await ana.call("message.edit", {"room": room, "seq": 1, "body": "rewritten entirely"}))["ok"]
+            assert (await ana.call("message.delete", {"room": room, "seq": 2}))["ok"]
+            assert (await ana.call("room.search", {"q": "hello", "room": room}))["d"]["results"] == []
+            found = await ana.call("room.search", {"q": "rewritten", "room": room})
+            assert [r["seq"] for r in found["d"]["results"]] == [1]
+
+            # The session's credentials, with a CSRF token of the client's making (Django's double submit).
+            signed_in = {"Cookie": f"sessionid={session}; csrftoken={'t' * 32}", "X-CSRFToken": "t" * 32}
+            headers = upload_headers("cat.png", "image/png", None, signed_in)
+            status, _, body = server.request("POST", "/api/uploads", PNG, headers)
+            assert status == 201, body
+            file = json.loads(body)
+            posted = await ana.call("room.post", {"room": room, "body": "", "attachments": [file["upload"]]})
+            assert posted["ok"], posted
+            assert server.request("GET", file["url"], headers={"Cookie": f"sessionid={session}"})[2] == PNG
+            assert (await ana.call("message.delete", {"room": room, "seq": posted["d"]["seq"]}))["ok"]
+            assert server.request("GET", file["url"], headers={"Cookie": f"sessionid={session}"})[0] == 404
+            assert not (project / "media" / "messaging" / "uploads" / file["upload"]).exists()
+        finally:
+            await ana.close()
     finally:
         server.stop()

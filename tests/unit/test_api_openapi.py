@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import schemathesis
 
 from messaging.transport.http import views
@@ -28,7 +30,12 @@ def test_retry_after_is_documented_where_it_is_sent():
 def test_the_document_loads_as_openapi_3_with_the_registered_types():
     served = document()
     schema = schemathesis.openapi.from_dict(served)
-    assert [op.ok().path for op in schema.get_all_operations()] == ["/api/commands", "/api/openapi.json"]
+    assert [op.ok().path for op in schema.get_all_operations()] == [
+        "/api/commands",
+        "/api/uploads",
+        "/api/uploads/{upload}",
+        "/api/openapi.json",
+    ]
     types = served["paths"]["/api/commands"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert "room.post" in types["properties"]["t"]["enum"]
     # The constant itself is left as written.
@@ -38,3 +45,20 @@ def test_the_document_loads_as_openapi_3_with_the_registered_types():
             "properties"
         ]["t"]
     )
+
+
+def test_every_status_the_uploads_answer_is_documented():
+    import inspect
+
+    from messaging.transport.http import downloads, uploads
+
+    answered = {
+        int(n) for n in re.findall(r"\b([2-5]\d\d)\b", inspect.getsource(uploads) + inspect.getsource(downloads))
+    }
+    documented = {
+        int(status)
+        for path in ("/api/uploads", "/api/uploads/{upload}")
+        for operation in DOCUMENT["paths"][path].values()
+        for status in operation["responses"]
+    }
+    assert answered <= documented

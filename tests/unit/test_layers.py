@@ -38,6 +38,14 @@ FORBIDDEN = {
     # Above the transport (it publishes to its hub), below the contrib apps.
     "messaging.transport": ("messaging.federation", "messaging.contrib"),
     "messaging.federation": ("messaging.contrib",),
+    # The uploads' rows, bytes and rules: used by the chat and the transport, like the events' outbox.
+    "messaging.files": (
+        "channels",
+        "messaging.chat",
+        "messaging.transport",
+        "messaging.federation",
+        "messaging.contrib",
+    ),
     "messaging.client": ("django", "channels", "messaging.core", "messaging.chat", "messaging.transport"),
 }
 

@@ -14,6 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 from messaging.chat.commands import member_entry
 from messaging.chat.messages import stored_msg_frame
 from messaging.chat.sizes import (
+    FULLEST_FILE,
     FULLEST_MEMBER,
     FULLEST_MESSAGE,
     check_one_message_fits,
@@ -37,6 +38,13 @@ TEXTS = {
     "astral": "😀" * 4000,
     "mixed": 'a\x1f"\u2028😀\n' * 600,
 }
+
+
+# The most files a message holds, each with the longest name and type, of the costliest characters.
+FILES = [
+    {"upload": str(uuid.UUID(int=n)), "name": "\x01" * 255, "size": 2**63 - 1, "content_type": "\x01" * 100}
+    for n in range(10)
+]
 
 
 def user(name: str, pk=7):
@@ -63,16 +71,23 @@ def json_bytes(value) -> int:
 
 
 @pytest.mark.parametrize("kind", sorted(TEXTS))
-@pytest.mark.parametrize("change", ["none", "edited", "deleted"])
+@pytest.mark.parametrize("change", ["none", "edited", "deleted", "files"])
 @pytest.mark.parametrize("own", [True, False], ids=["own", "others"])
 def test_a_stored_messages_bound_holds_its_bytes(kind, change, own):
     text = TEXTS[kind]
     sender = user(text[:150])
     fields = (
-        {"edited_at": AT} if change == "edited" else {"deleted_at": AT, "edited_at": AT} if change == "deleted" else {}
+        {"edited_at": AT}
+        if change == "edited"
+        else {"deleted_at": AT, "edited_at": AT}
+        if change == "deleted"
+        else {"attachments": FILES}
+        if change == "files"
+        else {}
     )
     d = stored_msg_frame(stored(text, sender, **fields), "r" * 64, sender if own else user("x", pk=8))["d"]
-    assert set(d) <= set(FULLEST_MESSAGE), "a key the bound does not know"
+    assert set(d) - {"attachments"} <= set(FULLEST_MESSAGE), "a key the bound does not know"
+    assert all(set(f) == set(FULLEST_FILE) for f in d.get("attachments", ())), "a file's key the bound does not know"
     assert message_bytes_at_most(d) >= json_bytes(d)
 
 
@@ -113,7 +128,9 @@ def test_fitting_keeps_exactly_what_fits_and_encodes_nothing_when_the_bounds_fit
 def test_the_longest_page_of_one_message_is_a_bound_of_its_ack():
     conf = MessagingSettings()
     sender = user("\x01" * 150, pk=2**63 - 1)
-    d = stored_msg_frame(stored("\x01" * conf.BODY_MAX_CHARS, sender, edited_at=AT), "r" * 64, sender)["d"]
+    d = stored_msg_frame(
+        stored("\x01" * conf.BODY_MAX_CHARS, sender, edited_at=AT, attachments=FILES), "r" * 64, sender
+    )["d"]
     ack = ack_ok("i" * 64, {"room": "r" * 64, "messages": [d], "more": True})
     assert json_bytes(ack) <= longest_page_of_one(conf) < conf.largest_frame
     assert len(orjson.dumps(ack)) > 24_000, "the worst message of the defaults: some 24 KB"

@@ -108,6 +108,19 @@ test("an outbox mints time-ordered ids unless told otherwise", async () => {
   assert.match(entry.id, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
 });
 
+test("an action begun earlier brings its own id: it is used once, and a second submit of it adds nothing", async () => {
+  const { outbox, store, sent } = makeOutbox();
+  await outbox.resume();
+  const first = await outbox.submit("room.post", { room: "lobby", body: "", attachments: ["u1"] }, { id: "minted-with-the-file" });
+  assert.equal(first.id, "minted-with-the-file");
+  // A reload that had not yet dropped the file's record submits it again: still one entry, one send.
+  const again = await outbox.submit("room.post", { room: "lobby", body: "", attachments: ["u1"] }, { id: "minted-with-the-file" });
+  assert.equal(again.id, first.id);
+  assert.equal(outbox.size, 1);
+  assert.equal((await store.all()).length, 1);
+  assert.deepEqual(sent.map((frame) => frame.id), ["minted-with-the-file"]);
+});
+
 test("full jitter stays within [0, min(cap, base * 2^attempt))", () => {
   assert.equal(backoffDelay(0, { random: () => 0 }), 0);
   assert.equal(backoffDelay(0, { random: () => 0.999 }), 0.999 * 500);

@@ -10,11 +10,31 @@ WITH item AS (
 ), known AS MATERIALIZED (
     SELECT i.n, c.fingerprint, c.result::text AS result FROM item i
     JOIN {record} c ON c.user_id = i.user_id AND c.command_id = i.command_id
+-- files:begin (the posts' files, messaging/chat/attachments.py; left out of a batch without any)
+), attached AS MATERIALIZED (
+    -- The posts with files: each one's n, its files as the message keeps them, and as its frames show them.
+    SELECT (a->>0)::bigint AS n, a->1 AS kept, a->2 AS shown FROM jsonb_array_elements(%(attachments)s::jsonb) a
+), held AS MATERIALIZED (
+    -- Their uploads not posted yet, locked in id order before any room: a post of
+    -- one of them that commits first leaves it out (FOR UPDATE reads it again).
+    SELECT u.id, u.user_id FROM {upload} u
+    WHERE u.id = ANY (ARRAY(SELECT (f->>'upload')::uuid FROM attached t, jsonb_array_elements(t.kept) f))
+      AND u.room_id IS NULL
+    ORDER BY u.id FOR UPDATE OF u
+), declined AS MATERIALIZED (
+    -- Posts with a file not held for their sender: the portable path settles them.
+    SELECT t.n FROM attached t JOIN item i USING (n)
+    WHERE NOT EXISTS (SELECT FROM known k WHERE k.n = t.n) AND EXISTS (
+        SELECT FROM jsonb_array_elements(t.kept) f LEFT JOIN held h ON h.id = (f->>'upload')::uuid
+        WHERE h.user_id IS DISTINCT FROM i.user_id
+    )
+-- files:end
 ), member AS (
     SELECT i.n, m.room_id FROM item i
     JOIN {room} r ON r.slug = i.room
     JOIN {membership} m ON m.room_id = r.id AND m.user_id = i.user_id
     WHERE NOT EXISTS (SELECT FROM known k WHERE k.n = i.n)
+      AND NOT EXISTS (SELECT FROM declined d WHERE d.n = i.n)  -- files
 ), locked AS MATERIALIZED (
     SELECT r.id, c.posts FROM {room} r
     JOIN (SELECT room_id, count(*) AS posts FROM member GROUP BY room_id) c ON c.room_id = r.id
@@ -35,15 +55,24 @@ WITH item AS (
     ) numbered
 ), message AS (
     INSERT INTO {message} (room_id, seq, sender_id, client_msg_id, body, state, sent_at, version, posted_rev, rev,
-                           posted_event_id)
-    SELECT p.room_id, p.seq, i.user_id, i.command_id, i.body, %(state)s, s.at, 1, p.rev, p.rev, p.event_id
+                           posted_event_id, attachments)
+    SELECT p.room_id, p.seq, i.user_id, i.command_id, i.body, %(state)s, s.at, 1, p.rev, p.rev, p.event_id,
+           {files_kept}
     FROM post p JOIN item i USING (n), stamp s
 ), record AS (
     INSERT INTO {record} (user_id, command_id, type, fingerprint, result, created_at)
     SELECT i.user_id, i.command_id, %(type)s, i.fingerprint,
            jsonb_build_object('room', i.room, 'seq', p.seq, 'at', s.at_text), s.at
     FROM post p JOIN item i USING (n), stamp s
+-- files:begin
+), attach AS (
+    UPDATE {upload} u SET room_id = p.room_id, seq = p.seq
+    FROM attached a JOIN post p USING (n), jsonb_array_elements(a.kept) f
+    WHERE u.id = (f->>'upload')::uuid
+-- files:end
 ){events}
 SELECT p.n, p.seq, s.at_text, p.rev, NULL, NULL FROM post p, stamp s
 UNION ALL
 SELECT k.n, NULL, NULL, NULL, k.fingerprint, k.result FROM known k
+UNION ALL  -- files
+SELECT d.n, NULL, NULL, NULL, NULL, NULL FROM declined d  -- files

@@ -1,7 +1,7 @@
 """The OpenAPI 3 document of the HTTP API, kept by hand beside the view it describes.
 
-One endpoint with a body of two fields does not need a framework to derive
-it; tests/unit/test_api_openapi.py checks that it loads as OpenAPI 3 and
+A few endpoints (a command; a file up and down) do not need a framework to
+derive them; tests/unit/test_api_openapi.py checks that it loads as OpenAPI 3 and
 that every status and refusal code the view answers is in it, and the
 schema-driven fuzzer (schemathesis, tests/e2e/test_api_fuzz.py) runs from it
 against a live server and fails on any answer it does not describe.
@@ -77,6 +77,101 @@ def _error_frame(description: str) -> dict:
 
 
 RETRY_AFTER = {"description": "whole seconds to wait before the retry", "schema": {"type": "integer", "minimum": 1}}
+
+UPLOAD = {
+    "type": "object",
+    "description": "An upload, as `room.post`'s `attachments` and `msg` frames list it (PROTOCOL.md 1.2, Files).",
+    "required": ["upload", "name", "size", "content_type", "url"],
+    "properties": {
+        "upload": {"type": "string", "format": "uuid"},
+        "name": {"type": "string"},
+        "size": {"type": "integer", "minimum": 0},
+        "content_type": {"type": "string"},
+        "url": {"type": "string", "description": "where GET serves the bytes, a path on this server"},
+    },
+}
+BYTES = {"schema": {"type": "string", "format": "binary"}}
+
+
+def _upload(description: str, **headers: dict) -> dict:
+    response: dict = {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Upload"}}},
+    }
+    if headers:
+        response["headers"] = headers
+    return response
+
+
+UPLOADS = {
+    "post": {
+        "operationId": "upload",
+        "summary": "Store a file once per key; answer the upload",
+        "description": (
+            "The body is the file, Content-Type its type (checked against the bytes; text/plain, "
+            "application/pdf, image/png, image/jpeg, image/gif and image/webp, and what the deployment "
+            "allows). The same (user, Idempotency-Key) with the same bytes answers the same upload."
+        ),
+        "security": [{"bearer": []}, {"session": [], "csrf": []}],
+        "parameters": [
+            {"name": "Idempotency-Key", "in": "header", "required": True, "schema": COMMAND_ID},
+            {
+                "name": "Upload-Filename",
+                "in": "header",
+                "required": True,
+                "description": "the file's name, URL-encoded UTF-8, 1-255 characters decoded",
+                "schema": {"type": "string"},
+            },
+        ],
+        "requestBody": {
+            "required": True,
+            "content": {
+                kind: BYTES
+                for kind in ("image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf", "text/plain")
+            },
+        },
+        "responses": {
+            "201": _upload("stored"),
+            "200": _upload(
+                "this key's upload, stored before with the same bytes",
+                **{"Idempotent-Replayed": {"description": "true", "schema": {"type": "string", "enum": ["true"]}}},
+            ),
+            "400": _error_frame("a bad or missing key, or a name that is a path or holds control characters"),
+            "401": _error_frame("no valid credentials"),
+            "403": _error_frame("a session without its CSRF token"),
+            "405": _error_frame("not a POST"),
+            "413": _error_frame("larger than MAX_UPLOAD_BYTES; nothing kept"),
+            "415": _error_frame("a type not allowed here, or bytes not of the type they say"),
+            "422": _error_frame("the key was used for other bytes"),
+            "429": {
+                **_error_frame("rate_limited, or too many uploads not posted yet"),
+                "headers": {"Retry-After": RETRY_AFTER},
+            },
+            "503": {**_error_frame("storage failed, nothing kept"), "headers": {"Retry-After": RETRY_AFTER}},
+        },
+    }
+}
+
+UPLOADED_FILE = {
+    "get": {
+        "operationId": "download",
+        "summary": "An upload's bytes, to the members of the room it was posted in (before, to its uploader)",
+        "description": "Anyone else, signed in or not, gets 404, as for an id that never was.",
+        "security": [{"bearer": []}, {"session": []}, {}],
+        "parameters": [
+            {"name": "upload", "in": "path", "required": True, "schema": {"type": "string", "format": "uuid"}},
+            {"name": "Range", "in": "header", "required": False, "schema": {"type": "string"}},
+        ],
+        "responses": {
+            "200": {"description": "the bytes", "content": {"*/*": BYTES}},
+            "206": {"description": "the range asked for", "content": {"*/*": BYTES}},
+            "304": {"description": "as the client has it (If-None-Match)"},
+            "404": _error_frame("no such file, or not one for this caller"),
+            "405": {"description": "not a GET or HEAD"},
+            "416": {"description": "a range past the end"},
+        },
+    }
+}
 
 DOCUMENT: dict = {
     "openapi": "3.1.0",
@@ -177,6 +272,8 @@ DOCUMENT: dict = {
                 },
             },
         },
+        "/api/uploads": UPLOADS,
+        "/api/uploads/{upload}": UPLOADED_FILE,
         "/api/openapi.json": {
             "get": {
                 "operationId": "openapi",
@@ -206,7 +303,7 @@ DOCUMENT: dict = {
                 "description": "the csrftoken cookie's value, with the session cookie",
             },
         },
-        "schemas": {"Ack": ACK, "Error": ERROR, "ErrorFrame": ERROR_FRAME},
+        "schemas": {"Ack": ACK, "Error": ERROR, "ErrorFrame": ERROR_FRAME, "Upload": UPLOAD},
     },
 }
 

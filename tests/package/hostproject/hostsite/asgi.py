@@ -17,14 +17,17 @@ if settings.DEBUG:
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from messaging import UploadLimit  # noqa: E402
+
 # The module paths of 0.2, as a host written then has them (they alias the moved modules).
 from messaging.origins import SameOriginValidator  # noqa: E402
 from messaging.routing import websocket_urlpatterns  # noqa: E402
 
-# 3. the WebSocket route, /ws/, behind the session and the Origin check
+# 3. the WebSocket route, /ws/, behind the session and the Origin check; uploads
+# over MAX_UPLOAD_BYTES refused before Django reads them
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": UploadLimit(django_asgi_app),
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

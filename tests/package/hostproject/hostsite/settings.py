@@ -92,6 +92,9 @@ MESSAGING = {
     "ROOM_POLICY": "wallet.policy.TeamPolicy",
 }
 
+# 5. where uploaded files are kept: the default storage (here the file system)
+MEDIA_ROOT = BASE_DIR / "media"
+
 LOGIN_URL = "/login/"  # where the chat page sends a visitor who is not signed in
 STATIC_URL = "static/"
 USE_TZ = True

@@ -97,12 +97,17 @@ export class Outbox {
     }
   }
 
-  /** One user action: mint its id, persist it, then send it when its turn comes. */
-  async submit(t, d) {
+  /**
+   * One user action: mint its id, persist it, then send it when its turn
+   * comes. `id`: one minted before (an action that began earlier, such as a
+   * file's upload); an entry it already names is left as it is.
+   */
+  async submit(t, d, { id = null } = {}) {
+    if (id !== null && this.entries.has(id)) return this.entries.get(id);
     // Order by time so entries of several tabs interleave as they were made.
     const order = Math.max(this.timers.now(), this.lastOrder + 1);
     this.lastOrder = order;
-    const entry = { id: this.mintId(), t, d, state: "sending", order };
+    const entry = { id: id ?? this.mintId(), t, d, state: "sending", order };
     await this.store.put(entry);
     this.entries.set(entry.id, { ...entry, attempts: 0 });
     this.onChange({ type: "pending", entry });

@@ -5,7 +5,8 @@
 // one tab is resent by another after its reconnect, with the same id, which
 // the server answers as a duplicate.
 
-const VERSION = 1;
+// 2: the uploads waiting to become posts (controller/files.js).
+const VERSION = 2;
 
 function request(req) {
   return new Promise((resolve, reject) => {
@@ -27,9 +28,9 @@ export class IdbStore {
     const req = indexedDB.open(name, VERSION);
     req.onupgradeneeded = () => {
       const db = req.result;
-      db.createObjectStore("outbox", { keyPath: "id" });
-      db.createObjectStore("failed", { keyPath: "id" });
-      db.createObjectStore("rooms", { keyPath: "room" });
+      for (const [name, keyPath] of [["outbox", "id"], ["failed", "id"], ["rooms", "room"], ["uploads", "key"]]) {
+        if (!db.objectStoreNames.contains(name)) db.createObjectStore(name, { keyPath });
+      }
     };
     return new IdbStore(await request(req));
   }
@@ -85,6 +86,19 @@ export class IdbStore {
 
   addRoom(room) {
     return this.write(["rooms"], (tx) => tx.objectStore("rooms").put({ room, order: Date.now() }));
+  }
+
+  // Files picked and not posted yet, with their keys (model/files.js), oldest first.
+  async uploads() {
+    return (await this.list("uploads")).sort((a, b) => a.order - b.order);
+  }
+
+  putUpload(record) {
+    return this.write(["uploads"], (tx) => tx.objectStore("uploads").put(record));
+  }
+
+  deleteUpload(key) {
+    return this.write(["uploads"], (tx) => tx.objectStore("uploads").delete(key));
   }
 
   /** A room the user left or was removed from: not rejoined any more. */

@@ -3,8 +3,8 @@
 // retry, discard) goes into the outbox. Scroll-back's pages too.
 //
 // A frame type of a feature to come (a thread's replies, reactions per
-// emoji, a message's files) gets a method here, and a line in
-// controller/page.js's table of frames.
+// emoji) gets a method here, and a line in controller/page.js's table of
+// frames. A search result opens its room at its message (`reveal`).
 import {
   changesOf,
   DELETE,
@@ -15,7 +15,11 @@ import {
   reactionsWaiting,
   waiting,
 } from "../model/commands.js";
+import { filesOf } from "../model/files.js";
 import { ACK_TIMEOUT_MS } from "../outbox.js";
+
+// The most pages of scroll-back a search result's message is looked for in.
+const REVEAL_PAGES = 20;
 
 export class MessagesController {
   /** `page`: controller/page.js ChatPage. */
@@ -40,6 +44,7 @@ export class MessagesController {
     this.views.conversation.draw(slug, message, {
       changes: message.stored ? changesOf(entries, slug, message.seq) : [],
       reactions: { count: room.reactions.of(message.seq), waiting: reactionsWaiting(entries, slug, message.seq) },
+      files: filesOf(message, this.page.files.known),
       readers: () => room.readersOf(message),
     });
   }
@@ -79,6 +84,7 @@ export class MessagesController {
     }
     rooms.showUnread(room);
     rooms.checkCursor(room);
+    this.seekRevealed(room);
   }
 
   /** A `state` frame: one of this user's messages reached `delivered` or `read`. */
@@ -152,12 +158,49 @@ export class MessagesController {
     if (onScreen) this.views.history.keepPlace(insert);
     else insert();
     room.paging.answered(ack.d.more);
+    if (this.seekRevealed(room)) {
+      this.drawHistory();
+      return;
+    }
     // A short page may leave the list at its top, where no scroll comes to ask
     // again; go on, as long as each page brings older messages.
     if (ack.d.more && onScreen && room.timeline.oldestSeq() < oldest && this.views.history.atTop()) {
       queueMicrotask(() => this.loadOlder(room));
     }
     this.drawHistory();
+  }
+
+  // A search result ----------------------------------------------------------------
+
+  /** Show message `seq` of `room` (on screen), from older pages if it is not loaded yet. */
+  reveal(room, seq) {
+    room.revealing = { seq, pages: 0 };
+    this.seekRevealed(room);
+  }
+
+  /**
+   * Where `room` has a message to reveal: shown if it is in, else an older
+   * page asked for once the room's messages are in and it is older than they
+   * are. Whether the search goes on (a page was asked for).
+   */
+  seekRevealed(room) {
+    const wanted = room.revealing;
+    if (!wanted || room !== this.model.current) return false;
+    const message = room.timeline.at(wanted.seq);
+    if (message && this.views.conversation.reveal(room.slug, message)) {
+      room.revealing = null;
+      return false;
+    }
+    // Until the room's messages are in, and while a page is on its way, it waits.
+    const oldest = room.timeline.oldestSeq();
+    if (room.joining || room.paging.loading || oldest === null) return false;
+    if (oldest < wanted.seq || !room.mayHaveOlder() || wanted.pages >= REVEAL_PAGES) {
+      room.revealing = null; // gone (deleted since), or further back than it looks
+      return false;
+    }
+    wanted.pages += 1;
+    this.loadOlder(room);
+    return true;
   }
 
   // The outbox -----------------------------------------------------------------------

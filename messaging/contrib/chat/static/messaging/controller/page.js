@@ -12,15 +12,19 @@ import { Outbox } from "../outbox.js";
 import { Composer, RoomForm } from "../views/composer.js";
 import { Conversation } from "../views/conversation.js";
 import { HistoryView } from "../views/history.js";
+import { SearchView } from "../views/search.js";
+import { UploadsView } from "../views/uploads.js";
 import { InvitationsView } from "../views/invitations.js";
 import { PeopleView } from "../views/people.js";
 import { Reading } from "../views/reading.js";
 import { Sidebar } from "../views/sidebar.js";
 import { StatusView } from "../views/status.js";
+import { FilesController } from "./files.js";
 import { MessagesController } from "./messages.js";
 import { PeopleController } from "./people.js";
 import { Requests } from "./requests.js";
 import { RoomsController } from "./rooms.js";
+import { SearchController } from "./search.js";
 
 export class ChatPage {
   /**
@@ -33,6 +37,8 @@ export class ChatPage {
     this.rooms = new RoomsController(this);
     this.messages = new MessagesController(this);
     this.people = new PeopleController(this);
+    this.files = new FilesController(this);
+    this.search = new SearchController(this);
     this.views = this.makeViews(me);
     this.connection = openConnection(transport, {
       onOpen: () => this.opened(),
@@ -109,6 +115,15 @@ export class ChatPage {
         invite: (text) => this.people.invite(text),
       }),
       composer: new Composer({ send: (body) => messages.post(body), typed: (text) => this.people.typed(text) }),
+      uploads: new UploadsView({
+        picked: (files) => this.files.picked(files),
+        discard: (upload) => this.files.discard(upload),
+      }),
+      search: new SearchView({
+        search: (q) => this.search.search(q),
+        more: () => this.search.more(),
+        open: (d) => this.search.open(d),
+      }),
       roomForm: new RoomForm({ join: (slug, options) => this.joinFromForm(slug, options) }),
     };
   }
@@ -118,6 +133,7 @@ export class ChatPage {
     for (const slug of await this.store.rooms()) this.rooms.add(slug);
     this.messages.restoreFailed(await this.store.failed());
     await this.outbox.load();
+    await this.files.load();
     const rooms = this.model.rooms;
     const last = rooms.get(localStorage.getItem(`messaging:${this.model.me}:room`)) ?? [...rooms.values()][0];
     if (last) this.rooms.select(last);

@@ -188,6 +188,7 @@ export class RoomsController {
     this.views.sidebar.select(room.slug);
     this.views.conversation.heading(room.direct ?? `# ${room.slug}`);
     this.views.composer.enable(true);
+    this.views.uploads.enable(true);
     localStorage.setItem(`messaging:${this.model.me}:room`, room.slug);
     this.placeDivider(room);
     this.page.messages.drawHistory();
@@ -225,6 +226,7 @@ export class RoomsController {
     if (!wasCurrent) return;
     this.views.conversation.heading(null);
     this.views.composer.enable(false);
+    this.views.uploads.enable(false);
     this.page.people.show(null);
     this.page.messages.drawHistory();
   }

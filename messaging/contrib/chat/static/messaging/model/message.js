@@ -8,9 +8,9 @@
 // with a higher version (changes.js `newer`): an older edit or delete never
 // overwrites a newer one.
 //
-// The place for what a message will carry next (its thread's reply count,
-// its files) is here, beside `body`: set from the stored `d` in
-// `applyVersion`, drawn by views/message.js.
+// The place for what a message will carry next (its thread's reply count)
+// is here, beside `body` and `attachments` (its files: set from the stored
+// `d` in `applyVersion`, drawn by views/message.js).
 import { newer } from "./changes.js";
 import { isRanked, later, rankOf } from "./states.js";
 
@@ -27,6 +27,7 @@ export class Message {
     // What the server stores: its version (0 until stored), body, tombstone.
     this.version = 0;
     this.body = body;
+    this.attachments = []; // its files, as frames list them (model/files.js)
     this.deleted = false;
     this.edited = false;
     this.changeError = null; // why the last edit or delete of it was refused
@@ -94,10 +95,11 @@ export class Message {
     this.version = d.version;
     // Deleted is final: the server never brings a message back.
     if (deleted || this.deleted) {
-      Object.assign(this, { deleted: true, body: "", edited: false });
+      Object.assign(this, { deleted: true, body: "", edited: false, attachments: [] });
       return true;
     }
     if (typeof d.body === "string") this.body = d.body;
+    if (Array.isArray(d.attachments)) this.attachments = d.attachments;
     if (d.edited_at || d.version > 1) this.edited = true;
     return true;
   }

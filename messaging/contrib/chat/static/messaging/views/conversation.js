@@ -110,6 +110,16 @@ export class Conversation {
     list.insertBefore(divider, before);
   }
 
+  /** Bring `message` of `slug` into view and mark it found (a search result opened); whether it is shown. */
+  reveal(slug, message) {
+    const node = this.rooms.get(slug)?.views.get(message)?.node;
+    if (!node) return false;
+    for (const other of this.container.querySelectorAll(".msg.found")) other.classList.remove("found");
+    node.classList.add("found");
+    node.scrollIntoView({ block: "center" });
+    return true;
+  }
+
   nearEnd() {
     const box = this.container;
     return box.scrollHeight - box.scrollTop - box.clientHeight < NEAR_END;

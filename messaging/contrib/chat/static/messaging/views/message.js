@@ -5,11 +5,13 @@
 // Its hooks (README "The chat page"): `data-msg-id`, `data-state`,
 // `data-seq` once stored, `data-version`, `data-deleted`, and inside
 // `[data-testid=react]`, `[data-testid=edit]`, `[data-testid=delete]`,
-// `[data-testid=edited]`. A thread's reply button and count, and a
-// message's files, go in the foot and under the body, drawn here from the
-// model like the reactions. User text only ever goes through textContent.
+// `[data-testid=edited]`, and its files (`[data-testid=attachment]`,
+// views/files.js) under the body. A thread's reply button and count go in
+// the foot, drawn here from the model like the reactions. User text only
+// ever goes through textContent.
 import { el, shownName } from "./dom.js";
 import { editControls, editedMark, editor } from "./edits.js";
+import { FilesView } from "./files.js";
 import { icon, STATE_LABEL } from "./icons.js";
 import { ReactionsView } from "./reactions.js";
 
@@ -31,6 +33,7 @@ export class MessageView {
     this.time = el("time");
     meta.append(this.time);
     this.body = el("p", "body", message.body);
+    this.files = new FilesView();
     this.foot = el("div", "foot");
     this.reactions = new ReactionsView({ react: () => actions.react(this.message) });
     this.stateButton = el("button", "state");
@@ -39,7 +42,7 @@ export class MessageView {
     this.foot.append(this.reactions.button, this.stateButton);
     this.readersLine = el("p", "readers");
     this.readersLine.hidden = true;
-    this.node.append(meta, this.body, this.foot, this.readersLine);
+    this.node.append(meta, this.body, this.files.node, this.foot, this.readersLine);
     Object.assign(this, { editedMark: null, controls: null, editor: null, changeError: null, failure: null });
     // The whole message toggles "who has read it" for the mouse; the state
     // button is the keyboard's way to it.
@@ -54,8 +57,8 @@ export class MessageView {
 
   /**
    * Draw `message`. `context`: `changes` (its edits and deletes still in the
-   * outbox, oldest first), `reactions` ({count, waiting}) and `readers()`
-   * (model/room.js `readersOf`).
+   * outbox, oldest first), `reactions` ({count, waiting}), `files` (what it
+   * shows: model/files.js `filesOf`) and `readers()` (model/room.js `readersOf`).
    */
   draw(message, context) {
     Object.assign(this, { message, context });
@@ -69,6 +72,7 @@ export class MessageView {
     if (message.deleted) this.drawTombstone();
     else {
       this.drawBody();
+      this.files.draw(context.files ?? []);
       this.drawEdits();
       if (message.stored) this.reactions.draw({ ...context.reactions, error: message.reactionError });
     }
@@ -149,6 +153,7 @@ export class MessageView {
     this.closeEditor();
     this.body.textContent = "message deleted";
     this.body.classList.add("tombstone");
+    this.files.draw([]);
     this.editedMark?.remove();
     this.editedMark = null;
     this.controls?.remove();

@@ -1,0 +1,55 @@
+// Search: `room.search` in the user's rooms, page by page (`before`: the
+// `at` of the last result); a result opens its room at the message
+// (controller/messages.js `reveal`).
+
+export class SearchController {
+  /** `page`: controller/page.js ChatPage. */
+  constructor(page) {
+    this.page = page;
+    this.q = null;
+    this.last = null; // the last result shown: where "more" goes on from
+    this.asking = null;
+  }
+
+  get view() {
+    return this.page.views.search;
+  }
+
+  search(q) {
+    this.q = q;
+    this.last = null;
+    this.ask({ q }, true);
+  }
+
+  more() {
+    if (this.q && this.last) this.ask({ q: this.q, before: this.last.at }, false);
+  }
+
+  ask(d, fresh) {
+    this.view.searching(fresh);
+    const id = this.page.requests.ask("room.search", d, {
+      answered: (ack) => this.answered(id, ack),
+      lost: () => this.asking === id && this.view.failed("the connection was lost"),
+    });
+    this.asking = id;
+    if (id === null) this.view.failed("not connected");
+  }
+
+  answered(id, ack) {
+    if (id !== this.asking) return; // a newer search was asked
+    if (!ack.ok) {
+      this.view.failed(ack.error.message || ack.error.code);
+      return;
+    }
+    const { results, more } = ack.d;
+    if (results.length) this.last = results.at(-1);
+    this.view.show(results, more);
+  }
+
+  /** A result clicked: its room opens (joined if this page had not), at the message. */
+  async open(d) {
+    await this.page.rooms.open(d.room);
+    const room = this.page.model.room(d.room);
+    if (room) this.page.messages.reveal(room, d.seq);
+  }
+}
