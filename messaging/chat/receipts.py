@@ -221,7 +221,8 @@ def move_watermarks_portably(
         room_slug,
         [{"room": room_slug, "seq": seq, "state": state.value, "at": at} for seq, state in events],
     )
-    if PeerRoom.objects.filter(room_id=membership.room_id).exists():
+    # With federation off (no `NODE`) no room is shared, and the question costs nothing.
+    if conf.NODE and PeerRoom.objects.filter(room_id=membership.room_id).exists():
         # A room shared with another deployment: the move is a change its replicas hear of (as migration 0029's).
         moved = {"room": room_slug, "user": user.pk, "delivered": new.delivered, "read": new.read, "members": members}
         emit_many(cause, "member.watermarks", room_slug, [moved])
