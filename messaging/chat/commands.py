@@ -102,7 +102,7 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
     if not (get_policy().can_join(ctx.user, room, member=member) or not member and may_accept(ctx.user, room)):
         raise Forbidden("this room is private: join it by invitation")
     if not member:
-        room, _ = add_member(room, ctx.user)
+        room, _ = add_member(room, ctx.user, ctx.command_id)
         read = 0
     members, members_total = members_on_join(room, ctx.user)
     conf = get_settings()

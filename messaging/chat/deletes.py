@@ -30,6 +30,7 @@ from ..events.outbox import emit
 from ..events.redaction import blank_copies
 from ..files.models import Upload
 from ..models import Message, MessageVersion, ModerationAction, Room
+from ..signals import message_deleted, send_on_commit
 from .edits import MessageRef, locked_message, record_version, validate_message_ref
 from .permissions import may_delete
 from .revs import next_rev
@@ -88,6 +89,15 @@ def tombstone(ctx: CommandContext, room: Room, message: Message) -> None:
     event_id = emit(ctx, "message.deleted", room.slug, frame["d"], at=(room.pk, position))
     record_version(ctx, message, MessageVersion.Kind.DELETE, message.deleted_at, None, event_id)
     ctx.broadcast(room.slug, frame)
+    send_on_commit(
+        message_deleted,
+        Message,
+        room=room.slug,
+        seq=message.seq,
+        user=ctx.user,
+        command_id=ctx.command_id,
+        message=frame["d"],
+    )
 
 
 def audit_delete(actor: Any, room: Room, message: Message) -> None:

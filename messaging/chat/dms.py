@@ -88,7 +88,7 @@ def open_direct(ctx: CommandContext, open: Open) -> dict:
         raise Invalid("a direct conversation needs another user")
     other = local_target(open.user)
     room, made = direct_room(ctx.user, other, ctx.client_address)
-    add_member(room, ctx.user)
+    add_member(room, ctx.user, ctx.command_id)
     if made and invite(room, other, ctx.user):
         ctx.send_to_user(other.pk, invited_frame(room.slug, ctx.user))
     return {"room": room.slug, "with": person(other)}

@@ -23,6 +23,7 @@ from ..core.handlers import CommandContext, command
 from ..core.protocol import format_time, message_body, optional_seq, room_slug
 from ..events.outbox import emit
 from ..models import Message, MessageVersion, Room
+from ..signals import message_edited, send_on_commit
 from .permissions import may_edit
 from .revs import next_rev
 from .rooms import joined_room
@@ -125,6 +126,15 @@ def edit_message(ctx: CommandContext, edit: Edit) -> dict:
     event_id = emit(ctx, "message.edited", room.slug, frame["d"], at=(room.pk, position))  # in the change's transaction
     record_version(ctx, message, MessageVersion.Kind.EDIT, message.edited_at, previous, event_id)
     ctx.broadcast(room.slug, frame)
+    send_on_commit(
+        message_edited,
+        Message,
+        room=room.slug,
+        seq=message.seq,
+        user=ctx.user,
+        command_id=ctx.command_id,
+        message=frame["d"],
+    )
     return {
         "room": room.slug,
         "seq": message.seq,

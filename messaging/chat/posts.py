@@ -25,6 +25,7 @@ from ..core.sql import statement
 from ..events.outbox import emit, event_table, posted_event_id_sql, posted_events_sql
 from ..files.models import Upload
 from ..models import CommandRecord, Membership, Message, MessageState, Room
+from ..signals import message_posted, send_on_commit
 from .attachments import (
     attach,
     hold,
@@ -189,11 +190,29 @@ async def posts_and_records(
     if overrides("can_post"):
         return None
     if not any(post.attachments for _, post, _ in entries):
-        return posts_results(entries, await gateway.fetch(*posts_statement(entries)))
-    files = await statement_files(gateway, [post.attachments for _, post, _ in entries])
-    if files is None:
-        return None
-    return posts_results(entries, await gateway.fetch(*posts_statement(entries, files[0])), files[1])
+        results = posts_results(entries, await gateway.fetch(*posts_statement(entries)))
+    else:
+        files = await statement_files(gateway, [post.attachments for _, post, _ in entries])
+        if files is None:
+            return None
+        results = posts_results(entries, await gateway.fetch(*posts_statement(entries, files[0])), files[1])
+    if message_posted.has_listeners(Message):
+        # The statement has committed (or commits with the caller's transaction, where
+        # it runs in one): `message_posted` per post it stored, on a database thread.
+        stored = [ctx for (ctx, _, _), result in zip(entries, results) if isinstance(result, dict)]
+        if stored:
+            await gateway.run(signal_posts, stored)
+    return results
+
+
+def signal_posts(stored: list[CommandContext]) -> None:
+    """`message_posted` for each post the batch statement stored, from its `msg` frame, the last one `posted` queued."""
+    for ctx in stored:
+        room, frame = ctx.broadcasts[-1]
+        d = frame["d"]
+        send_on_commit(
+            message_posted, Message, room=room, seq=d["seq"], user=ctx.user, command_id=ctx.command_id, message=d
+        )
 
 
 @command("room.post", validate=validate_post, batch={"postgresql": posts_and_records}, early_batch=True)
@@ -222,4 +241,7 @@ def post_message(ctx: CommandContext, post: Post) -> dict:
         attachments=files or None,
     )
     attach(uploads, room_id, seq)
+    send_on_commit(
+        message_posted, Message, room=post.room, seq=seq, user=ctx.user, command_id=ctx.command_id, message=frame["d"]
+    )
     return posted(ctx, post, seq, at, rev, shown(files))

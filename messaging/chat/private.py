@@ -26,6 +26,7 @@ from ..core.exceptions import Forbidden, Invalid, RateLimited
 from ..core.handlers import CommandContext, command
 from ..core.protocol import room_slug
 from ..models import Membership, ModerationAction, Room
+from ..signals import member_joined, member_left, send_on_commit
 from .invitations import check_reinvite, declined, invited_frame, is_invited, withdrawn
 from .invitations import invite as send_invitation
 from .policy import get_policy
@@ -126,6 +127,7 @@ def create_room(ctx: CommandContext, create: Create) -> dict:
         # Another user's create or join of the slug committed first.
         raise Invalid(TAKEN) from None
     Membership.objects.create(room=room, user=ctx.user, joined_seq=0)
+    send_on_commit(member_joined, Membership, room=room.slug, user=ctx.user, by=None, command_id=ctx.command_id)
     return {"room": room.slug, "private": room.private}
 
 
@@ -195,7 +197,9 @@ def validate_leave(d: dict) -> Leave:
 
 def end_membership(ctx: CommandContext, room: Room, user: Any, by: Any | None) -> None:
     """Delete `user`'s membership of `room` and tell every socket of theirs, which stop hearing the room."""
-    Membership.objects.filter(room=room, user=user).delete()
+    deleted, _ = Membership.objects.filter(room=room, user=user).delete()
+    if deleted:
+        send_on_commit(member_left, Membership, room=room.slug, user=user, by=by, command_id=ctx.command_id)
     ctx.send_to_user(user.pk, left_frame(room.slug, user, by))
 
 

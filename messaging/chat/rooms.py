@@ -15,6 +15,7 @@ from django.utils import timezone
 from ..conf import get_settings
 from ..core.exceptions import Forbidden, RateLimited
 from ..models import Membership, Room
+from ..signals import member_joined, send_on_commit
 from .invitations import answered
 
 # The span `ROOMS_CREATED_PER_HOUR` counts over: any hour, not a clock hour.
@@ -40,7 +41,7 @@ def joined_room(user: Any, slug: str) -> Room:
     return membership.room
 
 
-def add_member(room: Room, user: Any) -> tuple[Room, bool]:
+def add_member(room: Room, user: Any, command_id: str) -> tuple[Room, bool]:
     """Make `user` a member of `room`, which answers any invitation of theirs to
     it: the room as read under its row lock, and whether they were not one yet.
 
@@ -54,6 +55,7 @@ def add_member(room: Room, user: Any) -> tuple[Room, bool]:
     _, created = Membership.objects.get_or_create(room=locked, user=user, defaults={"joined_seq": locked.last_seq})
     if created:
         answered(locked, user)
+        send_on_commit(member_joined, Membership, room=locked.slug, user=user, by=None, command_id=command_id)
     return locked, created
 
 
