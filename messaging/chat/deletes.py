@@ -19,7 +19,8 @@ Locks, in order: the message's row, the copies' rows, its files' rows, the room'
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Any, cast
 
 from django.utils import timezone
 
@@ -37,7 +38,7 @@ from .revs import next_rev
 from .rooms import joined_room
 
 
-def delete_frame(room: str, message: Message) -> dict:
+def delete_frame(room: str, message: Message) -> dict[str, Any]:
     return {
         "t": "msg.delete",
         "d": {
@@ -45,18 +46,19 @@ def delete_frame(room: str, message: Message) -> dict:
             "seq": message.seq,
             "id": message.client_msg_id,
             "version": message.version,
-            "deleted_at": format_time(message.deleted_at),
+            "deleted_at": format_time(cast(datetime, message.deleted_at)),  # deleted: set
             "rev": message.rev,
         },
     }
 
 
-def deleted(room: str, message: Message) -> dict:
-    return {"room": room, "seq": message.seq, "version": message.version, "deleted_at": format_time(message.deleted_at)}
+def deleted(room: str, message: Message) -> dict[str, Any]:
+    at = cast(datetime, message.deleted_at)  # deleted: set
+    return {"room": room, "seq": message.seq, "version": message.version, "deleted_at": format_time(at)}
 
 
 @command("message.delete", validate=validate_message_ref)
-def delete_message(ctx: CommandContext, ref: MessageRef) -> dict:
+def delete_message(ctx: CommandContext, ref: MessageRef) -> dict[str, Any]:
     room = joined_room(ctx.user, ref.room)
     message = locked_message(room, ref.seq)
     if not may_delete(ctx.user, message, room):

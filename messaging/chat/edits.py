@@ -12,7 +12,8 @@ room's next rev, the new body and version, the version's record.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, cast
 from uuid import UUID
 
 from django.utils import timezone
@@ -44,18 +45,18 @@ class Edit:
     body: str
 
 
-def message_seq(d: dict) -> int:
+def message_seq(d: dict[str, Any]) -> int:
     seq = optional_seq(d, "seq")
     if seq is None or seq < 1:
         raise Invalid("seq must be an integer >= 1")
     return seq
 
 
-def validate_message_ref(d: dict) -> MessageRef:
+def validate_message_ref(d: dict[str, Any]) -> MessageRef:
     return MessageRef(room=room_slug(d), seq=message_seq(d))
 
 
-def validate_edit(d: dict) -> Edit:
+def validate_edit(d: dict[str, Any]) -> Edit:
     return Edit(room=room_slug(d), seq=message_seq(d), body=message_body(d, get_settings().BODY_MAX_CHARS))
 
 
@@ -94,7 +95,7 @@ def record_version(
     )
 
 
-def edit_frame(room: str, message: Message) -> dict:
+def edit_frame(room: str, message: Message) -> dict[str, Any]:
     return {
         "t": "msg.edit",
         "d": {
@@ -103,14 +104,14 @@ def edit_frame(room: str, message: Message) -> dict:
             "id": message.client_msg_id,
             "body": message.body,
             "version": message.version,
-            "edited_at": format_time(message.edited_at),
+            "edited_at": format_time(cast(datetime, message.edited_at)),
             "rev": message.rev,
         },
     }
 
 
 @command("message.edit", validate=validate_edit)
-def edit_message(ctx: CommandContext, edit: Edit) -> dict:
+def edit_message(ctx: CommandContext, edit: Edit) -> dict[str, Any]:
     room = joined_room(ctx.user, edit.room)
     message = locked_message(room, edit.seq)
     if not may_edit(ctx.user, message, room):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any, cast
 
 import orjson
 from django.db import connection
@@ -19,7 +20,7 @@ from ..conf import get_settings
 from ..core.claims import Stored
 from ..core.exceptions import Forbidden
 from ..core.gateway import Gateway
-from ..core.handlers import DECLINED, CommandContext, Declined, command
+from ..core.handlers import DECLINED, BatchEntries, CommandContext, Declined, command
 from ..core.protocol import format_time, message_body, room_slug
 from ..core.sql import statement
 from ..events.outbox import emit, event_table, posted_event_id_sql, posted_events_sql
@@ -50,7 +51,7 @@ class Post:
     attachments: tuple[str, ...] = ()
 
 
-def validate_post(d: dict) -> Post:
+def validate_post(d: dict[str, Any]) -> Post:
     files = validate_attachments(d)
     body = d.get("body")
     if files and (body is None or (isinstance(body, str) and not body.strip())):
@@ -67,10 +68,11 @@ def next_seq(room_id: int) -> tuple[int, int, int]:
             " last_event = last_event + 1 WHERE id = %s RETURNING last_seq, last_rev, last_event",
             [room_id],
         )
-        return cursor.fetchone()
+        taken: tuple[int, int, int] = cursor.fetchone()
+        return taken
 
 
-def posted(ctx: CommandContext, post: Post, seq: int, at: str, rev: int, files: list[dict]) -> dict:
+def posted(ctx: CommandContext, post: Post, seq: int, at: str, rev: int, files: list[dict[str, Any]]) -> dict[str, Any]:
     """A stored post's result (its ack's data), after queueing its `msg` frame (with its `files`) for the room."""
     frame = msg_frame(post.room, seq, ctx.command_id, ctx.user, post.body, at, rev)
     with_files(frame["d"], files)
@@ -78,7 +80,7 @@ def posted(ctx: CommandContext, post: Post, seq: int, at: str, rev: int, files: 
     return post_result(post.room, seq, at)
 
 
-def post_result(room: str, seq: int, at: str) -> dict:
+def post_result(room: str, seq: int, at: str) -> dict[str, Any]:
     """A post's ack data, in the ack's key order; also rebuilt from its record, whose jsonb
     sorts the keys (at, seq, room): each copy's ack is the original's."""
     return {"room": room, "seq": seq, "at": at}
@@ -136,7 +138,9 @@ def with_tables(sql: str) -> str:
 POSTS_AND_RECORDS = statement(__package__, "posts_and_records")
 
 
-def posts_statement(entries: list[tuple[CommandContext, Post, str]], attachments: str = "[]") -> tuple[str, dict]:
+def posts_statement(
+    entries: list[tuple[CommandContext, Post, str]], attachments: str = "[]"
+) -> tuple[str, dict[str, Any]]:
     """The batch statement of `entries` and its parameters."""
     items = [
         [post.room, ctx.user.pk, ctx.command_id, post.body, fingerprint, display_name(ctx.user), node_of(ctx.user)]
@@ -153,13 +157,15 @@ def posts_statement(entries: list[tuple[CommandContext, Post, str]], attachments
 
 
 def posts_results(
-    entries: list[tuple[CommandContext, Post, str]], rows: list[tuple], files: list[list[dict]] | None = None
-) -> list[dict | Forbidden | Stored | Declined]:
+    entries: list[tuple[CommandContext, Post, str]],
+    rows: list[tuple[Any, ...]],
+    files: list[list[dict[str, Any]]] | None = None,
+) -> list[dict[str, Any] | Forbidden | Stored | Declined]:
     """Per entry, from the statement's rows: its ack data (`n`, seq, time as the protocol's text, rev),
     or its record (`Stored`: applied before, left alone), or `DECLINED` (its files: neither seq
     nor record), or for a non-member (no row) `Forbidden`."""
     found = {row[0]: row[1:] for row in rows}
-    results: list[dict | Forbidden | Stored | Declined] = []
+    results: list[dict[str, Any] | Forbidden | Stored | Declined] = []
     for n, (ctx, post, _) in enumerate(entries, start=1):
         if n not in found:
             results.append(Forbidden("join the room first"))
@@ -176,8 +182,8 @@ def posts_results(
 
 
 async def posts_and_records(
-    gateway: Gateway, entries: list[tuple[CommandContext, Post, str]]
-) -> list[dict | Forbidden | Stored | Declined] | None:
+    gateway: Gateway, batch: BatchEntries
+) -> list[dict[str, Any] | Forbidden | Stored | Declined] | None:
     """`room.post`'s batch form on PostgreSQL: the posts and their `CommandRecord`s in one statement.
 
     A post whose record is there already is answered by it and changes
@@ -187,6 +193,8 @@ async def posts_and_records(
     (`early_batch`): what it applies, nothing else had.
     A host policy's own `can_post` is asked by the portable path only.
     """
+    # `room.post`'s: validated `Post`s, exactly once, so each with its fingerprint.
+    entries = cast(list[tuple[CommandContext, Post, str]], batch)
     if overrides("can_post"):
         return None
     if not any(post.attachments for _, post, _ in entries):
@@ -216,7 +224,7 @@ def signal_posts(stored: list[CommandContext]) -> None:
 
 
 @command("room.post", validate=validate_post, batch={"postgresql": posts_and_records}, early_batch=True)
-def post_message(ctx: CommandContext, post: Post) -> dict:
+def post_message(ctx: CommandContext, post: Post) -> dict[str, Any]:
     room_id = joined_room_id(ctx.user, post.room)
     if overrides("can_post") and not get_policy().can_post(ctx.user, Room.objects.get(pk=room_id)):
         raise Forbidden("you may not post in this room")

@@ -137,7 +137,7 @@ def refuse_past(created: QuerySet[Room], per_hour: int, message: str) -> None:
         raise RateLimited(message, retry_after=retry_after)
 
 
-def memberships_among(rooms: list[str], users: list) -> set[tuple[str, str]]:
+def memberships_among(rooms: list[str], users: list[Any]) -> set[tuple[str, str]]:
     """Which of `users` are members of which of `rooms`: (slug, the user id's text) pairs, in one query.
 
     For the transport's recheck of what its sockets hear (messaging/transport/memberships.py).
