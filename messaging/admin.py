@@ -17,6 +17,7 @@ recorded in the moderation audit.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -47,7 +48,7 @@ class ReadOnly:
         return False
 
 
-class InspectionAdmin(ReadOnly, admin.ModelAdmin):
+class InspectionAdmin(ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]  # generic in django-stubs only: not subscriptable at run time
     # Newest first, by the primary key's index.
     ordering = ("-pk",)
     # "N of M" would count the whole table once more on every filtered page.
@@ -58,6 +59,9 @@ class ModeratorActions:
     """The list actions by which staff moderate rooms they are not in; the room
     policy's `can_moderate` decides per room, so a host that narrows who
     moderates narrows these too."""
+
+    # The model admin's, beside which it is mixed in.
+    message_user: Callable[..., None]
 
     def has_moderate_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.is_active and request.user.is_staff)
@@ -86,14 +90,14 @@ def reached(yes: bool, at: datetime | None) -> str:
     return exact(at, "yes (time not recorded)")
 
 
-class MembershipInline(ReadOnly, admin.TabularInline):
+class MembershipInline(ReadOnly, admin.TabularInline):  # type: ignore[type-arg]  # generic in django-stubs only: not subscriptable at run time
     model = Membership
     fields = ("user", "joined_seq", "joined_at", "delivered", "read", "last_moved")
     readonly_fields = fields
     extra = 0
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Membership]:
-        return (
+        rows: QuerySet[Membership] = (
             super()
             .get_queryset(request)
             # The room too: each row's title is the membership's str().
@@ -101,10 +105,11 @@ class MembershipInline(ReadOnly, admin.TabularInline):
             .annotate(last_moved_at=Max("moves__at"))
             .order_by("joined_at", "pk")
         )
+        return rows
 
     @admin.display(description="watermarks last moved")
     def last_moved(self, membership: Membership) -> str:
-        return exact(membership.last_moved_at)
+        return exact(membership.last_moved_at)  # type: ignore[attr-defined]  # annotated by get_queryset
 
 
 @admin.register(Room)
@@ -118,14 +123,16 @@ class RoomAdmin(InspectionAdmin):
     inlines = (MembershipInline,)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Room]:
-        return super().get_queryset(request).annotate(members=Count("memberships"))
+        rooms: QuerySet[Room] = super().get_queryset(request).annotate(members=Count("memberships"))
+        return rooms
 
     @admin.display(description="members", ordering="members")
     def member_count(self, room: Room) -> int:
-        return room.members
+        members: int = room.members  # type: ignore[attr-defined]  # annotated by get_queryset
+        return members
 
 
-class VersionInline(ReadOnly, admin.TabularInline):
+class VersionInline(ReadOnly, admin.TabularInline):  # type: ignore[type-arg]  # generic in django-stubs only: not subscriptable at run time
     """Each edit and delete of a message: when, by whom, and the body it
     replaced while `EDIT_HISTORY_RETENTION` keeps it."""
 
@@ -216,8 +223,8 @@ class MessageAdmin(ModeratorActions, InspectionAdmin):
                 (
                     m.user,
                     exact(m.joined_at),
-                    reached(m.delivered >= message.seq, m.delivered_at),
-                    reached(m.read >= message.seq, m.read_at),
+                    reached(m.delivered >= message.seq, m.delivered_at),  # type: ignore[attr-defined]  # annotated
+                    reached(m.read >= message.seq, m.read_at),  # type: ignore[attr-defined]  # annotated
                 )
                 for m in members
             ),

@@ -387,7 +387,7 @@ from .events.models import (  # noqa: E402, F401
 )
 
 # Federation's table (messaging/federation/models.py).
-from .federation.models import PeerRoom  # noqa: E402, F401
+from .federation.models import PeerRoom as PeerRoom  # noqa: E402
 
 # And the uploads' (messaging/files/models.py).
 from .files.models import Upload  # noqa: E402, F401

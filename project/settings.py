@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import environ
 from csp.constants import NONE, SELF
@@ -271,7 +272,7 @@ AXES_LOCKOUT_PARAMETERS = ["ip_address"]
 AXES_CLIENT_IP_CALLABLE = "messaging.client_ip_of_request"
 AXES_RESET_ON_SUCCESS = True
 
-AUTH_PASSWORD_VALIDATORS: list[dict] = []
+AUTH_PASSWORD_VALIDATORS: list[dict[str, Any]] = []
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 

@@ -4,14 +4,15 @@ of 1.1 (room.post is messaging/chat/posts.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from datetime import datetime
+from typing import Any, cast
 
 from django.db.models import QuerySet
 
 from ..conf import get_settings
 from ..core.exceptions import CommandError, Forbidden, Invalid
 from ..core.gateway import Gateway
-from ..core.handlers import CommandContext, command
+from ..core.handlers import BatchEntries, CommandContext, command
 from ..core.protocol import format_time, optional_seq, room_slug
 from ..models import Membership, Message, Room
 from .hooks import join_hooks
@@ -39,7 +40,7 @@ def members_in_order(room_id: int) -> QuerySet[Membership]:
     return Membership.objects.filter(room_id=room_id).select_related("user").order_by("user_id")
 
 
-def member_entry(membership: Membership) -> dict:
+def member_entry(membership: Membership) -> dict[str, Any]:
     # `joined_seq` (an extension) lets a client tell a message's recipients,
     # and so show the states the server records.
     entry = {
@@ -55,7 +56,7 @@ def member_entry(membership: Membership) -> dict:
     return entry
 
 
-def members_on_join(room: Room, user: Any) -> tuple[list[dict], int]:
+def members_on_join(room: Room, user: Any) -> tuple[list[dict[str, Any]], int]:
     """The join ack's `members` and `members_total`.
 
     `members` is the first page of `room.members`' order, `MEMBERS_ON_JOIN`
@@ -86,7 +87,7 @@ class Join:
     options: tuple[Any, ...] = ()
 
 
-def validate_join(d: dict) -> Join:
+def validate_join(d: dict[str, Any]) -> Join:
     join = Join(room=room_slug(d), since=optional_seq(d, "since"), since_rev=optional_seq(d, "since_rev"))
     if join.since is not None and join.since_rev is not None:
         raise Invalid("give since or since_rev, not both")
@@ -94,7 +95,7 @@ def validate_join(d: dict) -> Join:
 
 
 @command("room.join", validate=validate_join, exactly_once=False, subscribes_to=lambda join: join.room)
-def join_room(ctx: CommandContext, join: Join) -> dict:
+def join_room(ctx: CommandContext, join: Join) -> dict[str, Any]:
     room = room_to_join(ctx.user, join.room, ctx.client_address)
     read = Membership.objects.filter(room=room, user=ctx.user).values_list("read", flat=True).first()
     member = read is not None
@@ -102,7 +103,7 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
     if not (get_policy().can_join(ctx.user, room, member=member) or not member and may_accept(ctx.user, room)):
         raise Forbidden("this room is private: join it by invitation")
     if not member:
-        room, _ = add_member(room, ctx.user)
+        room, _ = add_member(room, ctx.user, ctx.command_id)
         read = 0
     members, members_total = members_on_join(room, ctx.user)
     conf = get_settings()
@@ -117,7 +118,7 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
         "members_total": members_total,
         "private": room.private,
         "owner": room.owner_id,
-        **unread_in(room.pk, ctx.user, read),
+        **unread_in(room.pk, ctx.user, cast(int, read)),  # a member's, or 0 for the newcomer
     }
     if join.since_rev is not None:
         frames, ack["rev_upto"] = changes_since(room, join.since_rev, ctx.user, limit=conf.REPLAY_LIMIT)
@@ -137,15 +138,15 @@ def join_room(ctx: CommandContext, join: Join) -> dict:
     return replayed(ack, ctx, join_hook_replies(ctx, room, join, backlog))
 
 
-def join_hook_replies(ctx: CommandContext, room: Room, join: Join, backlog: list[Message]) -> list[dict]:
+def join_hook_replies(ctx: CommandContext, room: Room, join: Join, backlog: list[Message]) -> list[dict[str, Any]]:
     """What the join hooks (messaging/chat/hooks.py) send after the backlog."""
-    replies: list[dict] = []
+    replies: list[dict[str, Any]] = []
     for hook, options in zip(join_hooks(), join.options):
         replies.extend(hook.replies(ctx, room, options, backlog))
     return replies
 
 
-def replayed(ack: dict, ctx: CommandContext, more: list[dict]) -> dict:
+def replayed(ack: dict[str, Any], ctx: CommandContext, more: list[dict[str, Any]]) -> dict[str, Any]:
     """The join ack with `replayed` (an extension): how many of the room's frames follow it
     as this join's backlog, before any live frame, so a client knows when it is at
     `rev_upto`; and with the members that fit in its frame (messaging/chat/sizes.py)."""
@@ -164,12 +165,12 @@ class MembersPage:
     after: Any
 
 
-def validate_members(d: dict) -> MembersPage:
+def validate_members(d: dict[str, Any]) -> MembersPage:
     return MembersPage(room=room_slug(d), after=optional_user_id(d, "after"))
 
 
 @command("room.members", validate=validate_members, exactly_once=False)
-def list_members(ctx: CommandContext, page: MembersPage) -> dict:
+def list_members(ctx: CommandContext, page: MembersPage) -> dict[str, Any]:
     """One page of a room's members, in a stable order (`members_in_order`); members only."""
     members = members_in_order(joined_room_id(ctx.user, page.room))
     if page.after is not None:
@@ -190,14 +191,14 @@ class Receipt:
     read: int | None
 
 
-def validate_receipt(d: dict) -> Receipt:
+def validate_receipt(d: dict[str, Any]) -> Receipt:
     receipt = Receipt(room=room_slug(d), delivered=optional_seq(d, "delivered"), read=optional_seq(d, "read"))
     if receipt.delivered is None and receipt.read is None:
         raise Invalid("give delivered and/or read")
     return receipt
 
 
-def receipt_moved(ctx: CommandContext, receipt: Receipt, move: Move) -> dict:
+def receipt_moved(ctx: CommandContext, receipt: Receipt, move: Move) -> dict[str, Any]:
     """The receipt's ack data, after queueing the frames that tell its move.
 
     A move is broadcast to the room as `status` while the room has at most
@@ -210,19 +211,19 @@ def receipt_moved(ctx: CommandContext, receipt: Receipt, move: Move) -> dict:
         status = {"room": receipt.room, "user": ctx.user.pk, "delivered": marks.delivered, "read": marks.read}
         ctx.broadcast(receipt.room, {"t": "status", "d": status})
     if move.messages:
-        at = format_time(move.at)
+        at = format_time(cast(datetime, move.at))  # a move that moved messages has its time
         for message in move.messages:
             state = {"room": receipt.room, "seq": message.seq, "state": message.state.value, "at": at}
             ctx.send_to_user(message.sender, {"t": "state", "d": state}, room=receipt.room)
     return {"room": receipt.room, "delivered": marks.delivered, "read": marks.read}
 
 
-async def receipts_on_postgresql(
-    gateway: Gateway, entries: list[tuple[CommandContext, Receipt, None]]
-) -> list[dict | CommandError]:
+async def receipts_on_postgresql(gateway: Gateway, batch: BatchEntries) -> list[dict[str, Any] | CommandError]:
     """`receipt`'s batch form on PostgreSQL: the receipts that arrived together,
     from any senders, in one call of the database's function (migration 0016),
     one transaction; each gets its own answer, a refusal its own alone."""
+    # `receipt`'s: validated `Receipt`s, not exactly-once (no fingerprint).
+    entries = cast(list[tuple[CommandContext, Receipt, None]], batch)
     asked = [
         Asked(ctx.user, receipt.room, receipt.delivered, receipt.read, ctx.command_id) for ctx, receipt, _ in entries
     ]
@@ -240,6 +241,6 @@ async def receipts_on_postgresql(
     batch={"postgresql": receipts_on_postgresql},
     gathered=True,
 )
-def receipt(ctx: CommandContext, receipt: Receipt) -> dict:
+def receipt(ctx: CommandContext, receipt: Receipt) -> dict[str, Any]:
     move = move_watermarks_portably(ctx.user, receipt.room, receipt.delivered, receipt.read, ctx.command_id)
     return receipt_moved(ctx, receipt, move)

@@ -19,7 +19,8 @@ Locks, in order: the message's row, the copies' rows, its files' rows, the room'
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Any, cast
 
 from django.utils import timezone
 
@@ -30,13 +31,14 @@ from ..events.outbox import emit
 from ..events.redaction import blank_copies
 from ..files.models import Upload
 from ..models import Message, MessageVersion, ModerationAction, Room
+from ..signals import message_deleted, send_on_commit
 from .edits import MessageRef, locked_message, record_version, validate_message_ref
 from .permissions import may_delete
 from .revs import next_rev
 from .rooms import joined_room
 
 
-def delete_frame(room: str, message: Message) -> dict:
+def delete_frame(room: str, message: Message) -> dict[str, Any]:
     return {
         "t": "msg.delete",
         "d": {
@@ -44,18 +46,19 @@ def delete_frame(room: str, message: Message) -> dict:
             "seq": message.seq,
             "id": message.client_msg_id,
             "version": message.version,
-            "deleted_at": format_time(message.deleted_at),
+            "deleted_at": format_time(cast(datetime, message.deleted_at)),  # deleted: set
             "rev": message.rev,
         },
     }
 
 
-def deleted(room: str, message: Message) -> dict:
-    return {"room": room, "seq": message.seq, "version": message.version, "deleted_at": format_time(message.deleted_at)}
+def deleted(room: str, message: Message) -> dict[str, Any]:
+    at = cast(datetime, message.deleted_at)  # deleted: set
+    return {"room": room, "seq": message.seq, "version": message.version, "deleted_at": format_time(at)}
 
 
 @command("message.delete", validate=validate_message_ref)
-def delete_message(ctx: CommandContext, ref: MessageRef) -> dict:
+def delete_message(ctx: CommandContext, ref: MessageRef) -> dict[str, Any]:
     room = joined_room(ctx.user, ref.room)
     message = locked_message(room, ref.seq)
     if not may_delete(ctx.user, message, room):
@@ -88,6 +91,15 @@ def tombstone(ctx: CommandContext, room: Room, message: Message) -> None:
     event_id = emit(ctx, "message.deleted", room.slug, frame["d"], at=(room.pk, position))
     record_version(ctx, message, MessageVersion.Kind.DELETE, message.deleted_at, None, event_id)
     ctx.broadcast(room.slug, frame)
+    send_on_commit(
+        message_deleted,
+        Message,
+        room=room.slug,
+        seq=message.seq,
+        user=ctx.user,
+        command_id=ctx.command_id,
+        message=frame["d"],
+    )
 
 
 def audit_delete(actor: Any, room: Room, message: Message) -> None:

@@ -35,7 +35,7 @@ class Open:
     user: Any
 
 
-def validate_open(d: dict) -> Open:
+def validate_open(d: dict[str, Any]) -> Open:
     return Open(user=required_user(d))
 
 
@@ -81,20 +81,20 @@ def direct_room(user: Any, other: Any, client_address: str | None = None) -> tup
 
 
 @command("dm.open", validate=validate_open, exactly_once=False)
-def open_direct(ctx: CommandContext, open: Open) -> dict:
+def open_direct(ctx: CommandContext, open: Open) -> dict[str, Any]:
     """The room of the sender and `user`. The sender is a member after it; the
     other user is invited when the room is made, and hears `invited`."""
     if open.user == ctx.user.pk:
         raise Invalid("a direct conversation needs another user")
     other = local_target(open.user)
     room, made = direct_room(ctx.user, other, ctx.client_address)
-    add_member(room, ctx.user)
+    add_member(room, ctx.user, ctx.command_id)
     if made and invite(room, other, ctx.user):
         ctx.send_to_user(other.pk, invited_frame(room.slug, ctx.user))
     return {"room": room.slug, "with": person(other)}
 
 
-def partners(user: Any, room_ids: list[int]) -> dict[int, dict]:
+def partners(user: Any, room_ids: list[int]) -> dict[int, dict[str, Any]]:
     """Per direct room among `room_ids`, the other user as `{id, name}` (rooms.list's `with`)."""
     pairs = DirectRoom.objects.filter(room_id__in=room_ids).select_related("low", "high")
     return {pair.room_id: person(pair.high if pair.low_id == user.pk else pair.low) for pair in pairs}

@@ -12,7 +12,8 @@ room's next rev, the new body and version, the version's record.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, cast
 from uuid import UUID
 
 from django.utils import timezone
@@ -23,6 +24,7 @@ from ..core.handlers import CommandContext, command
 from ..core.protocol import format_time, message_body, optional_seq, room_slug
 from ..events.outbox import emit
 from ..models import Message, MessageVersion, Room
+from ..signals import message_edited, send_on_commit
 from .permissions import may_edit
 from .revs import next_rev
 from .rooms import joined_room
@@ -43,18 +45,18 @@ class Edit:
     body: str
 
 
-def message_seq(d: dict) -> int:
+def message_seq(d: dict[str, Any]) -> int:
     seq = optional_seq(d, "seq")
     if seq is None or seq < 1:
         raise Invalid("seq must be an integer >= 1")
     return seq
 
 
-def validate_message_ref(d: dict) -> MessageRef:
+def validate_message_ref(d: dict[str, Any]) -> MessageRef:
     return MessageRef(room=room_slug(d), seq=message_seq(d))
 
 
-def validate_edit(d: dict) -> Edit:
+def validate_edit(d: dict[str, Any]) -> Edit:
     return Edit(room=room_slug(d), seq=message_seq(d), body=message_body(d, get_settings().BODY_MAX_CHARS))
 
 
@@ -93,7 +95,7 @@ def record_version(
     )
 
 
-def edit_frame(room: str, message: Message) -> dict:
+def edit_frame(room: str, message: Message) -> dict[str, Any]:
     return {
         "t": "msg.edit",
         "d": {
@@ -102,14 +104,14 @@ def edit_frame(room: str, message: Message) -> dict:
             "id": message.client_msg_id,
             "body": message.body,
             "version": message.version,
-            "edited_at": format_time(message.edited_at),
+            "edited_at": format_time(cast(datetime, message.edited_at)),
             "rev": message.rev,
         },
     }
 
 
 @command("message.edit", validate=validate_edit)
-def edit_message(ctx: CommandContext, edit: Edit) -> dict:
+def edit_message(ctx: CommandContext, edit: Edit) -> dict[str, Any]:
     room = joined_room(ctx.user, edit.room)
     message = locked_message(room, edit.seq)
     if not may_edit(ctx.user, message, room):
@@ -125,6 +127,15 @@ def edit_message(ctx: CommandContext, edit: Edit) -> dict:
     event_id = emit(ctx, "message.edited", room.slug, frame["d"], at=(room.pk, position))  # in the change's transaction
     record_version(ctx, message, MessageVersion.Kind.EDIT, message.edited_at, previous, event_id)
     ctx.broadcast(room.slug, frame)
+    send_on_commit(
+        message_edited,
+        Message,
+        room=room.slug,
+        seq=message.seq,
+        user=ctx.user,
+        command_id=ctx.command_id,
+        message=frame["d"],
+    )
     return {
         "room": room.slug,
         "seq": message.seq,

@@ -13,6 +13,7 @@ frames) follows the ack, as after a join's backlog. Two queries, each bounded by
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..core.exceptions import Invalid
 from ..core.handlers import CommandContext, command
@@ -36,7 +37,7 @@ class HistoryPage:
     limit: int
 
 
-def validate_history(d: dict) -> HistoryPage:
+def validate_history(d: dict[str, Any]) -> HistoryPage:
     try:
         before = message_seq({"seq": d.get("before")})
     except Invalid:
@@ -50,7 +51,7 @@ def validate_history(d: dict) -> HistoryPage:
 
 
 @command("room.history", validate=validate_history, exactly_once=False)
-def room_history(ctx: CommandContext, page: HistoryPage) -> dict:
+def room_history(ctx: CommandContext, page: HistoryPage) -> dict[str, Any]:
     room = joined_room(ctx.user, page.room)
     found = list(
         Message.objects.filter(room=room, seq__lt=page.before)

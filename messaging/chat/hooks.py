@@ -26,12 +26,12 @@ from typing import Any
 from ..core.handlers import CommandContext
 from ..models import Message, Room
 
-JoinReplies = Callable[[CommandContext, Room, Any, list[Message]], list[dict]]
-PageFrames = Callable[[str, list[Message]], list[dict]]
-ReplayChanges = Callable[[Room, int, int, int], list[tuple[int, int, dict]]]
+JoinReplies = Callable[[CommandContext, Room, Any, list[Message]], list[dict[str, Any]]]
+PageFrames = Callable[[str, list[Message]], list[dict[str, Any]]]
+ReplayChanges = Callable[[Room, int, int, int], list[tuple[int, int, dict[str, Any]]]]
 
 
-def _no_options(d: dict) -> None:
+def _no_options(d: dict[str, Any]) -> None:
     return None
 
 
@@ -39,14 +39,14 @@ def _no_options(d: dict) -> None:
 class JoinHook:
     name: str
     replies: JoinReplies
-    validate: Callable[[dict], Any] = _no_options
+    validate: Callable[[dict[str, Any]], Any] = _no_options
 
 
 # By name, in the order registered (a handful: one per installed app).
 _join_hooks: dict[str, JoinHook] = {}
 
 
-def on_join(name: str, replies: JoinReplies, *, validate: Callable[[dict], Any] = _no_options) -> JoinReplies:
+def on_join(name: str, replies: JoinReplies, *, validate: Callable[[dict[str, Any]], Any] = _no_options) -> JoinReplies:
     """Register (or replace) the join hook `name`; returns `replies`."""
     _join_hooks[name] = JoinHook(name, replies, validate)
     return replies

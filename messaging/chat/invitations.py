@@ -19,8 +19,8 @@ that makes a user somebody in a room reads memberships. What the rows say:
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, cast
 
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q
@@ -32,7 +32,7 @@ from ..models import DirectRoom, Invitation, Membership, Room
 from .users import person
 
 
-def invited_frame(room: str, by: Any) -> dict:
+def invited_frame(room: str, by: Any) -> dict[str, Any]:
     return {"t": "invited", "d": {"room": room, "by": person(by)}}
 
 
@@ -73,7 +73,8 @@ def check_reinvite(room: Room, user: Any) -> bool:
     if invitation.pending:
         return True
     wait = timedelta(seconds=get_settings().REINVITE_AFTER)
-    if invitation.declined_at + wait > timezone.now():
+    # Not pending: declined, at a time.
+    if cast(datetime, invitation.declined_at) + wait > timezone.now():
         raise Forbidden(
             "this user declined an invitation to this room, or left it, lately: they are not asked again so soon"
         )
@@ -96,7 +97,7 @@ def invite(room: Room, user: Any, by: Any) -> bool:
     return bool(renewed)
 
 
-def pending_of(user: Any, limit: int) -> tuple[list[dict], list[int], bool]:
+def pending_of(user: Any, limit: int) -> tuple[list[dict[str, Any]], list[int], bool]:
     """`rooms.list`'s entries of the user's pending invitations, the newest first,
     at most `limit`, their rooms' ids, and whether there are more. They tell the room's slug,
     whether it is private and who asked (`by`, null once that account is

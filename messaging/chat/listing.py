@@ -20,7 +20,9 @@ from .dms import partners
 from .invitations import pending_of
 
 
-def private_and_with(user: Any, rooms: list[dict], ids: list[int], private: list[bool]) -> list[dict]:
+def private_and_with(
+    user: Any, rooms: list[dict[str, Any]], ids: list[int], private: list[bool]
+) -> list[dict[str, Any]]:
     """`rooms.list` entries with `private`, and `with: {id, name}` for the direct
     rooms among them (`ids` their room ids, in the same order): one query."""
     others = partners(user, [room_id for room_id, is_private in zip(ids, private) if is_private])
@@ -36,11 +38,11 @@ class RoomsList:
     pass
 
 
-def validate_rooms_list(d: dict) -> RoomsList:
+def validate_rooms_list(d: dict[str, Any]) -> RoomsList:
     return RoomsList()
 
 
-def rooms_of(user: Any, limit: int) -> tuple[list[dict], bool]:
+def rooms_of(user: Any, limit: int) -> tuple[list[dict[str, Any]], bool]:
     """The user's rooms, the most recently active first (its newest message's
     time, else when the room was made), at most `limit`, and whether there
     are more. Two queries (the second names the other of each direct room)."""
@@ -63,12 +65,12 @@ def rooms_of(user: Any, limit: int) -> tuple[list[dict], bool]:
         .values_list("room_id", "room__slug", "room__private", "room__last_seq", "read", "unread")[: limit + 1]
     )
     more = len(rows) > limit
-    rows = list(rows[:limit])
-    rooms = [{"room": slug, "last_seq": last_seq, "read": read, "unread": n} for _, slug, _, last_seq, read, n in rows]
-    return private_and_with(user, rooms, [r[0] for r in rows], [r[2] for r in rows]), more
+    page = list(rows[:limit])
+    rooms = [{"room": slug, "last_seq": last_seq, "read": read, "unread": n} for _, slug, _, last_seq, read, n in page]
+    return private_and_with(user, rooms, [r[0] for r in page], [r[2] for r in page]), more
 
 
-def invitations_of(user: Any, limit: int) -> tuple[list[dict], bool]:
+def invitations_of(user: Any, limit: int) -> tuple[list[dict[str, Any]], bool]:
     """The user's pending invitations as `rooms.list` entries (`pending_of`), with
     `with` for a direct room: who asks to talk. Two queries."""
     entries, ids, more = pending_of(user, limit)
@@ -76,7 +78,7 @@ def invitations_of(user: Any, limit: int) -> tuple[list[dict], bool]:
 
 
 @command("rooms.list", validate=validate_rooms_list, exactly_once=False)
-def list_rooms(ctx: CommandContext, _: RoomsList) -> dict:
+def list_rooms(ctx: CommandContext, _: RoomsList) -> dict[str, Any]:
     conf = get_settings()
     rooms, more = rooms_of(ctx.user, conf.ROOMS_LIST_LIMIT)
     invited, more_invited = invitations_of(ctx.user, conf.INVITATIONS_LIST_LIMIT)

@@ -22,7 +22,7 @@ def display_name(user: Any) -> str:
     return user.get_full_name() or f"user {user.pk}"
 
 
-def msg_frame(room: str, seq: int, id: str, sender: Any, body: str, at: str, rev: int | None = None) -> dict:
+def msg_frame(room: str, seq: int, id: str, sender: Any, body: str, at: str, rev: int | None = None) -> dict[str, Any]:
     """A new message's `msg` frame; `at` is the time as the protocol writes it (`format_time`)."""
     return {
         "t": "msg",
@@ -39,7 +39,7 @@ def msg_frame(room: str, seq: int, id: str, sender: Any, body: str, at: str, rev
     }
 
 
-def stored_msg_frame(message: Message, room: str, viewer: Any) -> dict:
+def stored_msg_frame(message: Message, room: str, viewer: Any) -> dict[str, Any]:
     """A stored message's `msg` frame for `viewer`'s socket, in its current state
     (its files; edited: its body and `edited_at`; deleted: a tombstone). Of the viewer's own
     messages it carries the stored `state` (an extension): in a room too big for

@@ -57,7 +57,7 @@ class RoomPolicy:
 
     def can_edit(self, user: Any, room: Room, message: Message) -> bool:
         """Whether `user`, a member of `room`, may edit `message`."""
-        return message.sender_id == user.pk
+        return bool(message.sender_id == user.pk)
 
     def can_delete(self, user: Any, room: Room, message: Message) -> bool:
         """Whether `user`, a member of `room`, may delete `message`."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any, cast
 
 import orjson
 from django.db import connection
@@ -19,12 +20,13 @@ from ..conf import get_settings
 from ..core.claims import Stored
 from ..core.exceptions import Forbidden
 from ..core.gateway import Gateway
-from ..core.handlers import DECLINED, CommandContext, Declined, command
+from ..core.handlers import DECLINED, BatchEntries, CommandContext, Declined, command
 from ..core.protocol import format_time, message_body, room_slug
 from ..core.sql import statement
 from ..events.outbox import emit, event_table, posted_event_id_sql, posted_events_sql
 from ..files.models import Upload
 from ..models import CommandRecord, Membership, Message, MessageState, Room
+from ..signals import message_posted, send_on_commit
 from .attachments import (
     attach,
     hold,
@@ -49,7 +51,7 @@ class Post:
     attachments: tuple[str, ...] = ()
 
 
-def validate_post(d: dict) -> Post:
+def validate_post(d: dict[str, Any]) -> Post:
     files = validate_attachments(d)
     body = d.get("body")
     if files and (body is None or (isinstance(body, str) and not body.strip())):
@@ -66,10 +68,11 @@ def next_seq(room_id: int) -> tuple[int, int, int]:
             " last_event = last_event + 1 WHERE id = %s RETURNING last_seq, last_rev, last_event",
             [room_id],
         )
-        return cursor.fetchone()
+        taken: tuple[int, int, int] = cursor.fetchone()
+        return taken
 
 
-def posted(ctx: CommandContext, post: Post, seq: int, at: str, rev: int, files: list[dict]) -> dict:
+def posted(ctx: CommandContext, post: Post, seq: int, at: str, rev: int, files: list[dict[str, Any]]) -> dict[str, Any]:
     """A stored post's result (its ack's data), after queueing its `msg` frame (with its `files`) for the room."""
     frame = msg_frame(post.room, seq, ctx.command_id, ctx.user, post.body, at, rev)
     with_files(frame["d"], files)
@@ -77,7 +80,7 @@ def posted(ctx: CommandContext, post: Post, seq: int, at: str, rev: int, files: 
     return post_result(post.room, seq, at)
 
 
-def post_result(room: str, seq: int, at: str) -> dict:
+def post_result(room: str, seq: int, at: str) -> dict[str, Any]:
     """A post's ack data, in the ack's key order; also rebuilt from its record, whose jsonb
     sorts the keys (at, seq, room): each copy's ack is the original's."""
     return {"room": room, "seq": seq, "at": at}
@@ -135,7 +138,9 @@ def with_tables(sql: str) -> str:
 POSTS_AND_RECORDS = statement(__package__, "posts_and_records")
 
 
-def posts_statement(entries: list[tuple[CommandContext, Post, str]], attachments: str = "[]") -> tuple[str, dict]:
+def posts_statement(
+    entries: list[tuple[CommandContext, Post, str]], attachments: str = "[]"
+) -> tuple[str, dict[str, Any]]:
     """The batch statement of `entries` and its parameters."""
     items = [
         [post.room, ctx.user.pk, ctx.command_id, post.body, fingerprint, display_name(ctx.user), node_of(ctx.user)]
@@ -152,13 +157,15 @@ def posts_statement(entries: list[tuple[CommandContext, Post, str]], attachments
 
 
 def posts_results(
-    entries: list[tuple[CommandContext, Post, str]], rows: list[tuple], files: list[list[dict]] | None = None
-) -> list[dict | Forbidden | Stored | Declined]:
+    entries: list[tuple[CommandContext, Post, str]],
+    rows: list[tuple[Any, ...]],
+    files: list[list[dict[str, Any]]] | None = None,
+) -> list[dict[str, Any] | Forbidden | Stored | Declined]:
     """Per entry, from the statement's rows: its ack data (`n`, seq, time as the protocol's text, rev),
     or its record (`Stored`: applied before, left alone), or `DECLINED` (its files: neither seq
     nor record), or for a non-member (no row) `Forbidden`."""
     found = {row[0]: row[1:] for row in rows}
-    results: list[dict | Forbidden | Stored | Declined] = []
+    results: list[dict[str, Any] | Forbidden | Stored | Declined] = []
     for n, (ctx, post, _) in enumerate(entries, start=1):
         if n not in found:
             results.append(Forbidden("join the room first"))
@@ -175,8 +182,8 @@ def posts_results(
 
 
 async def posts_and_records(
-    gateway: Gateway, entries: list[tuple[CommandContext, Post, str]]
-) -> list[dict | Forbidden | Stored | Declined] | None:
+    gateway: Gateway, batch: BatchEntries
+) -> list[dict[str, Any] | Forbidden | Stored | Declined] | None:
     """`room.post`'s batch form on PostgreSQL: the posts and their `CommandRecord`s in one statement.
 
     A post whose record is there already is answered by it and changes
@@ -186,18 +193,38 @@ async def posts_and_records(
     (`early_batch`): what it applies, nothing else had.
     A host policy's own `can_post` is asked by the portable path only.
     """
+    # `room.post`'s: validated `Post`s, exactly once, so each with its fingerprint.
+    entries = cast(list[tuple[CommandContext, Post, str]], batch)
     if overrides("can_post"):
         return None
     if not any(post.attachments for _, post, _ in entries):
-        return posts_results(entries, await gateway.fetch(*posts_statement(entries)))
-    files = await statement_files(gateway, [post.attachments for _, post, _ in entries])
-    if files is None:
-        return None
-    return posts_results(entries, await gateway.fetch(*posts_statement(entries, files[0])), files[1])
+        results = posts_results(entries, await gateway.fetch(*posts_statement(entries)))
+    else:
+        files = await statement_files(gateway, [post.attachments for _, post, _ in entries])
+        if files is None:
+            return None
+        results = posts_results(entries, await gateway.fetch(*posts_statement(entries, files[0])), files[1])
+    if message_posted.has_listeners(Message):
+        # The statement has committed (or commits with the caller's transaction, where
+        # it runs in one): `message_posted` per post it stored, on a database thread.
+        stored = [ctx for (ctx, _, _), result in zip(entries, results) if isinstance(result, dict)]
+        if stored:
+            await gateway.run(signal_posts, stored)
+    return results
+
+
+def signal_posts(stored: list[CommandContext]) -> None:
+    """`message_posted` for each post the batch statement stored, from its `msg` frame, the last one `posted` queued."""
+    for ctx in stored:
+        room, frame = ctx.broadcasts[-1]
+        d = frame["d"]
+        send_on_commit(
+            message_posted, Message, room=room, seq=d["seq"], user=ctx.user, command_id=ctx.command_id, message=d
+        )
 
 
 @command("room.post", validate=validate_post, batch={"postgresql": posts_and_records}, early_batch=True)
-def post_message(ctx: CommandContext, post: Post) -> dict:
+def post_message(ctx: CommandContext, post: Post) -> dict[str, Any]:
     room_id = joined_room_id(ctx.user, post.room)
     if overrides("can_post") and not get_policy().can_post(ctx.user, Room.objects.get(pk=room_id)):
         raise Forbidden("you may not post in this room")
@@ -222,4 +249,7 @@ def post_message(ctx: CommandContext, post: Post) -> dict:
         attachments=files or None,
     )
     attach(uploads, room_id, seq)
+    send_on_commit(
+        message_posted, Message, room=post.room, seq=seq, user=ctx.user, command_id=ctx.command_id, message=frame["d"]
+    )
     return posted(ctx, post, seq, at, rev, shown(files))

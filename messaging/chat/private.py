@@ -26,6 +26,7 @@ from ..core.exceptions import Forbidden, Invalid, RateLimited
 from ..core.handlers import CommandContext, command
 from ..core.protocol import room_slug
 from ..models import Membership, ModerationAction, Room
+from ..signals import member_joined, member_left, send_on_commit
 from .invitations import check_reinvite, declined, invited_frame, is_invited, withdrawn
 from .invitations import invite as send_invitation
 from .policy import get_policy
@@ -69,7 +70,7 @@ def visible_room(user: Any, slug: str, *, moderating: bool = False, invitee: boo
     return room, member
 
 
-def left_frame(room: str, user: Any, by: Any | None) -> dict:
+def left_frame(room: str, user: Any, by: Any | None) -> dict[str, Any]:
     """`room.left` (an extension): `user` is no longer a member of `room`, or no
     longer invited to it; `by` the moderator who removed them (or withdrew the
     invitation), or None when they left (or declined)."""
@@ -93,7 +94,7 @@ class Create:
     private: bool
 
 
-def validate_create(d: dict) -> Create:
+def validate_create(d: dict[str, Any]) -> Create:
     private = d.get("private", False)
     if not isinstance(private, bool):
         raise Invalid("private must be true or false")
@@ -106,7 +107,7 @@ TAKEN = "this slug is taken"
 
 
 @command("room.create", validate=validate_create)
-def create_room(ctx: CommandContext, create: Create) -> dict:
+def create_room(ctx: CommandContext, create: Create) -> dict[str, Any]:
     """A new room owned by the sender, its first member. Exactly once: a retry gets the first ack."""
     if not get_policy().can_create(ctx.user, create.room, private=create.private):
         raise Forbidden("you may not create rooms")
@@ -126,6 +127,7 @@ def create_room(ctx: CommandContext, create: Create) -> dict:
         # Another user's create or join of the slug committed first.
         raise Invalid(TAKEN) from None
     Membership.objects.create(room=room, user=ctx.user, joined_seq=0)
+    send_on_commit(member_joined, Membership, room=room.slug, user=ctx.user, by=None, command_id=ctx.command_id)
     return {"room": room.slug, "private": room.private}
 
 
@@ -140,7 +142,7 @@ class RoomAndUser:
     user: Any
 
 
-def validate_room_and_user(d: dict) -> RoomAndUser:
+def validate_room_and_user(d: dict[str, Any]) -> RoomAndUser:
     return RoomAndUser(room=room_slug(d), user=required_user(d))
 
 
@@ -155,7 +157,7 @@ def check_invites(user: Any, per_hour: int) -> None:
 
 
 @command("room.invite", validate=validate_room_and_user, exactly_once=False)
-def invite(ctx: CommandContext, invite: RoomAndUser) -> dict:
+def invite(ctx: CommandContext, invite: RoomAndUser) -> dict[str, Any]:
     """Ask a user to join (PROTOCOL.md 1.2): an invitation, not a membership; they
     hear `invited` on every socket. Asking a member or an invitee again
     changes nothing; one who declined or left is not asked again for
@@ -189,18 +191,20 @@ class Leave:
     room: str
 
 
-def validate_leave(d: dict) -> Leave:
+def validate_leave(d: dict[str, Any]) -> Leave:
     return Leave(room=room_slug(d))
 
 
 def end_membership(ctx: CommandContext, room: Room, user: Any, by: Any | None) -> None:
     """Delete `user`'s membership of `room` and tell every socket of theirs, which stop hearing the room."""
-    Membership.objects.filter(room=room, user=user).delete()
+    deleted, _ = Membership.objects.filter(room=room, user=user).delete()
+    if deleted:
+        send_on_commit(member_left, Membership, room=room.slug, user=user, by=by, command_id=ctx.command_id)
     ctx.send_to_user(user.pk, left_frame(room.slug, user, by))
 
 
 @command("room.leave", validate=validate_leave, exactly_once=False)
-def leave(ctx: CommandContext, leave: Leave) -> dict:
+def leave(ctx: CommandContext, leave: Leave) -> dict[str, Any]:
     """The sender stops being a member, or declines its invitation (PROTOCOL.md 1.2);
     an owner who leaves gives up the room (staff moderate it then). Either
     is kept as a no (`declined`): the room does not ask them back at once."""
@@ -218,7 +222,7 @@ def leave(ctx: CommandContext, leave: Leave) -> dict:
 
 
 @command("room.remove", validate=validate_room_and_user, exactly_once=False)
-def remove(ctx: CommandContext, remove: RoomAndUser) -> dict:
+def remove(ctx: CommandContext, remove: RoomAndUser) -> dict[str, Any]:
     """A moderator ends another member's membership, or withdraws an invitation, recorded for the admin's audit."""
     room, _ = visible_room(ctx.user, remove.room, moderating=True)
     if not get_policy().can_moderate(ctx.user, room):

@@ -125,7 +125,7 @@ async def move_watermarks_by_function(gateway: Gateway, asked: list[Asked]) -> l
     return called_moves(await gateway.fetch(MOVE_CALL, move_parameters(asked)), asked)
 
 
-def called_moves(rows: list[tuple], asked: list[Asked]) -> list[Move | CommandError]:
+def called_moves(rows: list[tuple[Any, ...]], asked: list[Asked]) -> list[Move | CommandError]:
     """Per receipt of `asked`, the `Move` of the function's row for it (rows come room by room), or its refusal."""
     by_receipt = {row[0]: row[1:] for row in rows}
     moves: list[Move | CommandError] = []
@@ -137,7 +137,7 @@ def called_moves(rows: list[tuple], asked: list[Asked]) -> list[Move | CommandEr
     return moves
 
 
-def called_move(row: tuple, delivered: int | None, read: int | None) -> Move:
+def called_move(row: tuple[Any, ...], delivered: int | None, read: int | None) -> Move:
     """The `Move` of one receipt's row, or raises its refusal (nothing changed then)."""
     (
         last_seq,
@@ -184,9 +184,9 @@ def move_watermarks_portably(
     eleven round trips (the ORM has no UPDATE ... RETURNING, so each state's
     moved messages are read back, and the members counted)."""
     room = lock_room_states(room_slug)
-    membership = (
-        None if room is None else (Membership.objects.select_for_update().filter(room_id=room[0], user=user).first())
-    )
+    if room is None:
+        raise Forbidden("join the room first")
+    membership = Membership.objects.select_for_update().filter(room_id=room[0], user=user).first()
     if membership is None:
         raise Forbidden("join the room first")
     beyond_last_seq(room[1], delivered, read)
@@ -321,7 +321,7 @@ def advance_states(
         events.extend((seq, state) for seq, _ in reversed(everything))
         newest = everything[:limit]
     else:
-        newest = moved.values_list("seq", "sender_id")[:limit]
+        newest = list(moved.values_list("seq", "sender_id")[:limit])
     return [MovedMessage(seq, sender, state) for seq, sender in reversed(newest)]
 
 

@@ -30,7 +30,7 @@ messages by (room, rev), and a hook's (the counts by (room, rev)).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import F
 
@@ -41,7 +41,7 @@ from .hooks import replay_hooks
 from .messages import stored_msg_frame
 
 
-def changes_since(room: Room, since_rev: int, viewer: Any, *, limit: int) -> tuple[list[dict], int]:
+def changes_since(room: Room, since_rev: int, viewer: Any, *, limit: int) -> tuple[list[dict[str, Any]], int]:
     """The frames that bring a client at `since_rev` to the room's state at
     `room.last_rev`, at most `limit`, and the rev they bring it to: the cut
     (see the module's docstring). A replay hook returns its entries in place
@@ -61,10 +61,15 @@ def changes_since(room: Room, since_rev: int, viewer: Any, *, limit: int) -> tup
         .order_by("rev")[: limit + 1]
     )
     # Per source, (place, rev of the state shown, frame), in place order.
-    sources: list[list[tuple[int, int, dict]]] = [
-        [(m.posted_rev, m.rev, stored_msg_frame(m, room.slug, viewer)) for m in posts],
+    sources: list[list[tuple[int, int, dict[str, Any]]]] = [
+        # Filtered on their revs: none is null.
+        [(cast(int, m.posted_rev), cast(int, m.rev), stored_msg_frame(m, room.slug, viewer)) for m in posts],
         [
-            (m.rev, m.rev, delete_frame(room.slug, m) if m.deleted_at is not None else edit_frame(room.slug, m))
+            (
+                cast(int, m.rev),
+                cast(int, m.rev),
+                delete_frame(room.slug, m) if m.deleted_at is not None else edit_frame(room.slug, m),
+            )
             for m in changed
             if m.deleted_at is not None or m.edited_at is not None
         ],

@@ -25,4 +25,5 @@ def next_rev(room_id: int) -> tuple[int, int]:
             " WHERE id = %s RETURNING last_rev, last_event",
             [room_id],
         )
-        return cursor.fetchone()
+        taken: tuple[int, int] = cursor.fetchone()
+        return taken

@@ -15,6 +15,7 @@ from django.utils import timezone
 from ..conf import get_settings
 from ..core.exceptions import Forbidden, RateLimited
 from ..models import Membership, Room
+from ..signals import member_joined, send_on_commit
 from .invitations import answered
 
 # The span `ROOMS_CREATED_PER_HOUR` counts over: any hour, not a clock hour.
@@ -40,7 +41,7 @@ def joined_room(user: Any, slug: str) -> Room:
     return membership.room
 
 
-def add_member(room: Room, user: Any) -> tuple[Room, bool]:
+def add_member(room: Room, user: Any, command_id: str) -> tuple[Room, bool]:
     """Make `user` a member of `room`, which answers any invitation of theirs to
     it: the room as read under its row lock, and whether they were not one yet.
 
@@ -54,6 +55,7 @@ def add_member(room: Room, user: Any) -> tuple[Room, bool]:
     _, created = Membership.objects.get_or_create(room=locked, user=user, defaults={"joined_seq": locked.last_seq})
     if created:
         answered(locked, user)
+        send_on_commit(member_joined, Membership, room=locked.slug, user=user, by=None, command_id=command_id)
     return locked, created
 
 
@@ -135,7 +137,7 @@ def refuse_past(created: QuerySet[Room], per_hour: int, message: str) -> None:
         raise RateLimited(message, retry_after=retry_after)
 
 
-def memberships_among(rooms: list[str], users: list) -> set[tuple[str, str]]:
+def memberships_among(rooms: list[str], users: list[Any]) -> set[tuple[str, str]]:
     """Which of `users` are members of which of `rooms`: (slug, the user id's text) pairs, in one query.
 
     For the transport's recheck of what its sockets hear (messaging/transport/memberships.py).

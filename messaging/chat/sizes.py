@@ -90,7 +90,7 @@ MEMBER_FIXED = encoded_bytes(FULLEST_MEMBER)
 ONLINE = len(',"online":false')
 
 
-def message_bytes_at_most(d: dict) -> int:
+def message_bytes_at_most(d: dict[str, Any]) -> int:
     """At most the bytes of a stored message's `msg` d, without encoding it."""
     sender = d["sender"]
     text = len(d["body"]) + len(sender["name"]) + len(d["id"]) + len(str(sender["id"])) + len(d.get("state") or "")
@@ -98,7 +98,7 @@ def message_bytes_at_most(d: dict) -> int:
     return MESSAGE_FIXED + len(d["room"]) + ESCAPED * text + files_bytes_at_most(d.get("attachments"))
 
 
-def files_bytes_at_most(files: list[dict] | None) -> int:
+def files_bytes_at_most(files: list[dict[str, Any]] | None) -> int:
     """At most the bytes a message's `attachments` add to its `msg` d."""
     if not files:
         return 0
@@ -106,12 +106,14 @@ def files_bytes_at_most(files: list[dict] | None) -> int:
     return FILES_KEY + (FILE_FIXED + 1) * len(files) + ESCAPED * text
 
 
-def member_bytes_at_most(entry: dict) -> int:
+def member_bytes_at_most(entry: dict[str, Any]) -> int:
     """At most the bytes of a member list's entry as it is sent (with `online`), without encoding it."""
     return MEMBER_FIXED + ESCAPED * (len(entry["name"]) + len(str(entry["user"])))
 
 
-def fitting(entries: Sequence[dict], at_most: Callable[[dict], int], budget: int, *, added: int = 0) -> int:
+def fitting(
+    entries: Sequence[dict[str, Any]], at_most: Callable[[dict[str, Any]], int], budget: int, *, added: int = 0
+) -> int:
     """How many of `entries`, from the first, fit in `budget` bytes as the items of a JSON array.
 
     `at_most` bounds an entry's bytes cheaply; `added` is what the transport
@@ -128,31 +130,31 @@ def fitting(entries: Sequence[dict], at_most: Callable[[dict], int], budget: int
     return len(entries)
 
 
-def ack_budget(command_id: str, empty_d: dict) -> int:
+def ack_budget(command_id: str, empty_d: dict[str, Any]) -> int:
     """The bytes left for a list in an ok ack of `command_id` whose `d` is `empty_d` with that list empty."""
     return get_settings().largest_frame - encoded_bytes(ack_ok(command_id, empty_d))
 
 
-def history_page_length(command_id: str, room: str, newest_first: Sequence[dict]) -> int:
+def history_page_length(command_id: str, room: str, newest_first: Sequence[dict[str, Any]]) -> int:
     """How many of a `room.history` page's messages (their `d`, newest first) its ack holds: at least one."""
     budget = ack_budget(command_id, {"room": room, "messages": [], "more": True})
     return max(1, fitting(newest_first, message_bytes_at_most, budget)) if newest_first else 0
 
 
-def search_page_length(command_id: str, newest_first: Sequence[dict]) -> int:
+def search_page_length(command_id: str, newest_first: Sequence[dict[str, Any]]) -> int:
     """How many of a `room.search` page's results (their `d`, newest first) its ack holds: at least one."""
     budget = ack_budget(command_id, {"results": [], "more": True})
     return max(1, fitting(newest_first, message_bytes_at_most, budget)) if newest_first else 0
 
 
-def members_page_that_fits(command_id: str, room: str, members: list[dict], more: bool) -> dict:
+def members_page_that_fits(command_id: str, room: str, members: list[dict[str, Any]], more: bool) -> dict[str, Any]:
     """A `room.members` ack's `d` with the first of `members` that fit (at least one, so `after` moves on)."""
     budget = ack_budget(command_id, {"room": room, "members": [], "more": True})
     n = max(1, fitting(members, member_bytes_at_most, budget, added=ONLINE)) if members else 0
     return {"room": room, "members": members[:n], "more": more or n < len(members)}
 
 
-def join_ack_that_fits(ack: dict, command_id: str, user_id: Any) -> dict:
+def join_ack_that_fits(ack: dict[str, Any], command_id: str, user_id: Any) -> dict[str, Any]:
     """The join ack `ack` with the first of its members that fit beside the rest of it,
     and the joining user's own entry (the last of the list where it was not among them)."""
     members = ack["members"]

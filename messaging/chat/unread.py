@@ -20,7 +20,7 @@ def unread_messages(room_id: int, user: Any, read: int) -> Any:
     return Message.objects.filter(room_id=room_id, seq__gt=read, deleted_at__isnull=True).exclude(sender_id=user.pk)
 
 
-def unread_in(room_id: int, user: Any, read: int) -> dict:
+def unread_in(room_id: int, user: Any, read: int) -> dict[str, Any]:
     """The join ack's `unread` and `first_unread` for a member whose read watermark is `read`."""
     found = unread_messages(room_id, user, read).aggregate(unread=Count("pk"), first_unread=Min("seq"))
     return {"unread": found["unread"], "first_unread": found["first_unread"]}

@@ -17,7 +17,7 @@ UUID_TEXT = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F
 INT64 = range(-(2**63), 2**63)
 
 
-def optional_user_id(data: dict, key: str) -> Any:
+def optional_user_id(data: dict[str, Any], key: str) -> Any:
     """A user id of the host's key type, as frames carry one: an integer for
     an integer key, a UUID's text (8-4-4-4-12 hex digits) for a UUID key, a
     string for any other; None if absent. Anything else is `Invalid`, so no
@@ -40,7 +40,7 @@ def optional_user_id(data: dict, key: str) -> Any:
     raise Invalid(f"{key} must be a user id (a string)")
 
 
-def required_user(d: dict) -> Any:
+def required_user(d: dict[str, Any]) -> Any:
     """`d`'s `user`, a user id of the host's key type; `Invalid` if absent or not one."""
     user = optional_user_id(d, "user")
     if user is None:
@@ -65,6 +65,6 @@ def local_target(user_id: Any) -> Any:
     return target
 
 
-def person(user: Any) -> dict:
+def person(user: Any) -> dict[str, Any]:
     """A user as frames show them to others: never the account name (`display_name`)."""
     return with_node({"id": user.pk, "name": display_name(user)}, user)

@@ -17,14 +17,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from itertools import groupby
-from typing import Any
+from typing import Any, cast
 
 from django.db import DatabaseError, IntegrityError
 
 from .claims import Stored
 from .exceptions import CommandError, Unavailable
 from .gateway import Gateway
-from .handlers import DECLINED, BatchEntries, BatchForm, Handler
+from .handlers import BatchEntries, BatchForm, Declined, Handler
 from .outcomes import Applied, ClaimBusy, Delivery, Outcome
 from .records import answer_from_record, apply_each, apply_portably, replay_or_refuse, unexpected_as_unavailable
 
@@ -163,8 +163,8 @@ async def _apply_batch(
         # Each alone, through the same form, so the others still take one statement each.
         alone: list[Applied | None] = []
         for delivery in deliveries:
-            applied = await _apply_batch(form, handler, [delivery], gateway)
-            alone.extend(applied or [None])
+            one = await _apply_batch(form, handler, [delivery], gateway)
+            alone.extend(one or [None])
         return alone
     except Exception as exc:
         if isinstance(exc, DatabaseError):
@@ -176,7 +176,7 @@ async def _apply_batch(
         return None
     applied: list[Applied | None] = []
     for (ctx, _, fingerprint), result in zip(entries, results, strict=True):
-        if result is DECLINED:
+        if isinstance(result, Declined):  # `DECLINED`
             applied.append(None)
         elif isinstance(result, CommandError):
             applied.append((result, None))
@@ -184,7 +184,8 @@ async def _apply_batch(
             # Applied before: its record answers, and Redis learns it again.
             applied.append((replay_or_refuse(result, fingerprint, source="database"), result))
         else:
-            applied.append((Outcome.applied(result, ctx), Stored(fingerprint, result)))
+            # A batch of claimed deliveries: exactly-once ones, each with its fingerprint.
+            applied.append((Outcome.applied(result, ctx), Stored(cast(str, fingerprint), result)))
     return applied
 
 
@@ -199,12 +200,14 @@ async def apply_once(delivery: Delivery, gateway: Gateway) -> Outcome:
                 results = await form(gateway, entries)
             except IntegrityError as exc:
                 raise Unavailable() from exc
-        if results is not None and results[0] is not DECLINED:
+        if results is not None and not isinstance(results[0], Declined):  # `DECLINED`
             [result] = results
             if isinstance(result, CommandError):
                 raise result
-            return Outcome.applied(result, entry[0])
-    return await gateway.run(delivery.run, _portably_unrecorded, delivery)
+            # Not exactly-once: no record, so no `Stored` answers.
+            return Outcome.applied(cast("dict[str, Any]", result), entry[0])
+    outcome: Outcome = await gateway.run(delivery.run, _portably_unrecorded, delivery)
+    return outcome
 
 
 async def apply_gathered(deliveries: list[Delivery], gateway: Gateway) -> list[Outcome | Exception]:
@@ -235,7 +238,8 @@ async def apply_gathered(deliveries: list[Delivery], gateway: Gateway) -> list[O
                 alone.append(exc)
         return alone
     return [
-        result if isinstance(result, CommandError) else Outcome.applied(result, ctx)
+        # Not exactly-once: no record, so no `Stored` answers.
+        result if isinstance(result, CommandError) else Outcome.applied(cast("dict[str, Any]", result), ctx)
         for (ctx, _, _), result in zip(entries, results, strict=True)
     ]
 

@@ -65,9 +65,9 @@ class Batcher(Generic[Item]):
         self.started: list[float] = []
         self.timer: asyncio.TimerHandle | None = None
         # Units of items submitted together; a unit is never split.
-        self.queue: deque[list[tuple[Item, asyncio.Future]]] = deque()
+        self.queue: deque[list[tuple[Item, asyncio.Future[Any]]]] = deque()
         # Strong references: the event loop keeps only weak ones to its tasks.
-        self.tasks: set[asyncio.Task] = set()
+        self.tasks: set[asyncio.Task[None]] = set()
 
     async def submit(self, item: Item) -> Any:
         """Queue `item`; once its batch has run, return its result or raise its exception."""
@@ -90,7 +90,7 @@ class Batcher(Generic[Item]):
         """How many batches are running."""
         return len(self.started)
 
-    def _queue(self, unit: list[tuple[Item, asyncio.Future]]) -> None:
+    def _queue(self, unit: list[tuple[Item, asyncio.Future[Any]]]) -> None:
         self.queue.append(unit)
         self._start_if_due()
 
@@ -111,7 +111,7 @@ class Batcher(Generic[Item]):
         self._start_if_due()
 
     def _start(self) -> None:
-        batch: list[tuple[Item, asyncio.Future]] = []
+        batch: list[tuple[Item, asyncio.Future[Any]]] = []
         while self.queue and (not batch or len(batch) + len(self.queue[0]) <= self.limit):
             # A caller that stopped waiting (its socket closed) is not run at all.
             batch.extend(entry for entry in self.queue.popleft() if not entry[1].cancelled())
@@ -124,7 +124,7 @@ class Batcher(Generic[Item]):
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _run(self, batch: list[tuple[Item, asyncio.Future]], start: float) -> None:
+    async def _run(self, batch: list[tuple[Item, asyncio.Future[Any]]], start: float) -> None:
         try:
             try:
                 results = await self.run([item for item, _ in batch])

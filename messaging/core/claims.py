@@ -70,7 +70,7 @@ class Stored:
     """A command's result as the window or the record keeps it, with the fingerprint of its command."""
 
     fingerprint: str
-    data: dict
+    data: dict[str, Any]
 
 
 def claim_key(user_id: Any, command_id: str) -> str:
@@ -108,14 +108,14 @@ class RedisClaimStore(ClaimStore):
         # The scripts on each event loop's client (the loop's runtime holds it).
         # redis-py's scripts load themselves again into a Redis that forgot
         # them (restarted, flushed) and resend the call.
-        self._scripts: weakref.WeakKeyDictionary[aioredis.Redis, tuple] = weakref.WeakKeyDictionary()
+        self._scripts: weakref.WeakKeyDictionary[aioredis.Redis, tuple[Any, ...]] = weakref.WeakKeyDictionary()
 
     @property
     def client(self) -> aioredis.Redis:
         """This event loop's client of the store's Redis."""
         return runtime().redis_client(self.url, self.timeout)
 
-    def _loop_scripts(self) -> tuple:
+    def _loop_scripts(self) -> tuple[Any, ...]:
         client = self.client
         scripts = self._scripts.get(client)
         if scripts is None:
@@ -125,7 +125,7 @@ class RedisClaimStore(ClaimStore):
     def _available(self) -> bool:
         return time.monotonic() >= self._down_until
 
-    def _failed(self, action: str, exc: Exception) -> None:
+    def _failed(self, action: str, exc: BaseException) -> None:
         self._down_until = time.monotonic() + self.cooldown
         log.warning("redis %s failed, using the database path: %s", action, exc)
 
@@ -164,7 +164,7 @@ class RedisClaimStore(ClaimStore):
             # An unreleased claim frees its id when the lease runs out.
             self._failed("store", exc)
 
-    def _finish_call(self, results: list[tuple[str, Stored]], releases: list[str], owner: str) -> dict | None:
+    def _finish_call(self, results: list[tuple[str, Stored]], releases: list[str], owner: str) -> dict[str, Any] | None:
         """The finish script's keys and arguments; None if there is nothing to do."""
         if not self._available():
             # Keep no results while Redis is down; still try the releases.

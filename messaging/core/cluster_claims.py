@@ -64,7 +64,7 @@ class ClusterClaimStore(RedisClaimStore):
         )
 
 
-def split(results: list[tuple[str, Stored]], releases: list[str]) -> list[tuple[list, list]]:
+def split(results: list[tuple[str, Stored]], releases: list[str]) -> list[tuple[list[Any], list[Any]]]:
     """`results` and `releases` as one pair of lists per slot."""
     keys = [key for key, _ in results] + releases
     parts = []

@@ -7,6 +7,8 @@ place. The docstring of each class is its default message.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class CommandError(Exception):
     """the command failed"""
@@ -19,7 +21,7 @@ class CommandError(Exception):
         self.extra = extra
         super().__init__(self.message)
 
-    def as_error(self) -> dict:
+    def as_error(self) -> dict[str, Any]:
         error = {"code": self.code, "message": self.message, "retry": self.retry}
         error.update(self.extra)
         return error

@@ -47,17 +47,17 @@ from ..conf import get_settings
 try:
     import psycopg
 except ImportError:  # psycopg2 only: every statement goes to a database thread
-    psycopg = None
+    psycopg = None  # type: ignore[assignment]  # the module's name stands for its absence
 
 
-class DatabaseSyncToAsync(SyncToAsync):
+class DatabaseSyncToAsync(SyncToAsync[..., Any]):
     """asgiref's thread hop with Django's connection upkeep (CONN_MAX_AGE,
     broken connections) around every call, as channels' own does."""
 
     def thread_handler(self, loop: Any, *args: Any, **kwargs: Any) -> Any:
         close_old_connections()
         try:
-            return super().thread_handler(loop, *args, **kwargs)
+            return super().thread_handler(loop, *args, **kwargs)  # type: ignore[no-untyped-call]  # untyped in asgiref
         finally:
             close_old_connections()
 
@@ -135,11 +135,11 @@ class LoopConnections:
         # A slot per connection that may be open; a statement holds one while it runs.
         self.slots = asyncio.Semaphore(max(2, get_settings().DB_THREADS))
 
-    async def fetch(self, sql: str, params: dict[str, Any]) -> list[tuple]:
+    async def fetch(self, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         async with self.slots:
             return await self.fetch_on_a_connection(sql, params)
 
-    async def fetch_on_a_connection(self, sql: str, params: dict[str, Any]) -> list[tuple]:
+    async def fetch_on_a_connection(self, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         started = time.perf_counter()
         try:
             conn = self.idle.pop() if self.idle else await self.connect()
@@ -148,7 +148,7 @@ class LoopConnections:
         keep = False
         try:
             cursor = await conn.execute(sql, params)
-            rows = await cursor.fetchall()
+            rows: list[tuple[Any, ...]] = await cursor.fetchall()
             keep = True
             return rows
         except psycopg.IntegrityError as exc:
@@ -197,7 +197,7 @@ class LoopConnections:
             db.queries_log.append({"sql": f"{sql} -- {params!r}", "time": f"{time.perf_counter() - started:.3f}"})
 
 
-def fetch_on_this_thread(sql: str, params: dict[str, Any]) -> list[tuple]:
+def fetch_on_this_thread(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
     """One statement through Django's connection of this thread, as its own transaction.
 
     Bound on the server where psycopg 3 can (`server_bound_cursor`). Inside a
@@ -206,7 +206,8 @@ def fetch_on_this_thread(sql: str, params: dict[str, Any]) -> list[tuple]:
     with transaction.atomic() if connection.in_atomic_block else nullcontext():
         with server_bound_cursor() as cursor:
             cursor.execute(sql, params)
-            return cursor.fetchall()
+            rows: list[tuple[Any, ...]] = cursor.fetchall()
+            return rows
 
 
 def server_bound_cursor() -> Any:
@@ -231,7 +232,8 @@ def server_bound_cursor() -> Any:
     connection.validate_thread_sharing()
     with connection.wrap_database_errors:
         # Django's wrapper all the same: its errors are django.db's.
-        return connection.make_cursor(ServerBindingCursor(connection.connection))
+        # django-stubs type the cursor class without psycopg's arguments, and `make_cursor` for Django's own cursors only.
+        return connection.make_cursor(ServerBindingCursor(connection.connection))  # type: ignore[call-arg, arg-type]
 
 
 class Gateway:
@@ -261,12 +263,13 @@ class Gateway:
         """Whether statements run on the event loop's own connections."""
         return self.connections is not None
 
-    async def fetch(self, sql: str, params: dict[str, Any]) -> list[tuple]:
+    async def fetch(self, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         """Run one statement (its own transaction) and return its rows."""
         loop_connections = self.connections
         if loop_connections is not None:
             return await loop_connections.fetch(sql, params)
-        return await self.run(fetch_on_this_thread, sql, params)
+        rows: list[tuple[Any, ...]] = await self.run(fetch_on_this_thread, sql, params)
+        return rows
 
     async def run(self, func: Callable[..., Any], *args: Any) -> Any:
         """`func(*args)` on a database thread."""

@@ -12,7 +12,7 @@ get the same exactly-once guarantee as `room.post` unless they opt out with
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -44,22 +44,22 @@ class CommandContext:
     command_id: str
     type: str
     client_address: str | None = None
-    replies: list[dict] = field(default_factory=list)
-    broadcasts: list[tuple[str, dict]] = field(default_factory=list)
-    to_users: list[tuple[Any, str | None, dict]] = field(default_factory=list)
+    replies: list[dict[str, Any]] = field(default_factory=list)
+    broadcasts: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    to_users: list[tuple[Any, str | None, dict[str, Any]]] = field(default_factory=list)
 
-    def reply(self, frame: dict) -> None:
+    def reply(self, frame: dict[str, Any]) -> None:
         self.replies.append(frame)
 
-    def broadcast(self, room: str, frame: dict) -> None:
+    def broadcast(self, room: str, frame: dict[str, Any]) -> None:
         self.broadcasts.append((room, frame))
 
-    def send_to_user(self, user_id: Any, frame: dict, *, room: str | None = None) -> None:
+    def send_to_user(self, user_id: Any, frame: dict[str, Any], *, room: str | None = None) -> None:
         """After commit, `frame` to the sockets of the user `user_id`, in every
         process: those joined to `room`, or all of them without one."""
         self.to_users.append((user_id, room, frame))
 
-    def emit(self, type: str, room: str, data: dict) -> None:
+    def emit(self, type: str, room: str, data: dict[str, Any]) -> None:
         """Write an event of this command's effect on `room` to the outbox, now,
         in the handler's transaction (docs/EVENTS.md): it commits or rolls
         back with the effect. `data` gets the command's id and user added."""
@@ -68,8 +68,8 @@ class CommandContext:
         emit(self, type, room, data)
 
 
-Validator = Callable[[dict], Any]
-Applier = Callable[[CommandContext, Any], dict]
+Validator = Callable[[dict[str, Any]], Any]
+Applier = Callable[[CommandContext, Any], dict[str, Any]]
 # `(ctx, data, fingerprint)` per command: the fingerprint its record keeps,
 # None for a type that is not exactly-once.
 BatchEntries = list[tuple[CommandContext, Any, "str | None"]]
@@ -92,10 +92,12 @@ DECLINED = Declined()
 # the `CommandError` refusing it, `DECLINED`, or (an `early_batch` type's
 # form) the `Stored` record of a command applied before; None where it
 # declines them all (then `apply`).
-BatchForm = Callable[["Gateway", BatchEntries], Awaitable["list[dict | CommandError | Stored | Declined] | None"]]
+BatchForm = Callable[
+    ["Gateway", BatchEntries], Awaitable["Sequence[dict[str, Any] | CommandError | Stored | Declined] | None"]
+]
 
 
-def _accept_object(data: dict) -> dict:
+def _accept_object(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 

@@ -17,17 +17,17 @@ from .protocol import Command
 class Outcome:
     """The result of one delivery of a command."""
 
-    data: dict
+    data: dict[str, Any]
     dup: bool = False
     # Where a duplicate's answer came from: "redis" (the fast window) or
     # "database" (the durable record); None when this delivery applied it.
     source: str | None = None
-    replies: list[dict] = field(default_factory=list)
-    broadcasts: list[tuple[str, dict]] = field(default_factory=list)
-    to_users: list[tuple[Any, str | None, dict]] = field(default_factory=list)
+    replies: list[dict[str, Any]] = field(default_factory=list)
+    broadcasts: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    to_users: list[tuple[Any, str | None, dict[str, Any]]] = field(default_factory=list)
 
     @classmethod
-    def applied(cls, data: dict, ctx: CommandContext) -> Outcome:
+    def applied(cls, data: dict[str, Any], ctx: CommandContext) -> Outcome:
         """This delivery applied the command: its result, and the frames its handler left on `ctx`."""
         return cls(data=data, replies=ctx.replies, broadcasts=ctx.broadcasts, to_users=ctx.to_users)
 

@@ -37,7 +37,7 @@ import contextvars
 import time
 import uuid
 from collections.abc import Awaitable, Iterable, Iterator
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from ..conf import get_settings
 from ..ops import metrics
@@ -175,7 +175,8 @@ async def _run_here(deliveries: list[Delivery]) -> list[Outcome | Exception]:
     if busy:
         polled = await asyncio.gather(*(_poll(batcher, deliveries[i], deadline) for i in busy), return_exceptions=True)
         for i, result in zip(busy, polled):
-            results[i] = result
+            # `_poll` raises Exceptions only (a cancellation of this call cancels it too).
+            results[i] = cast("Outcome | Exception", result)
     return results
 
 
@@ -299,7 +300,7 @@ async def run_batch(deliveries: list[Delivery]) -> list[Outcome | Exception]:
     return batch.results()
 
 
-async def _give_back(claiming: asyncio.Future, deliveries: list[Delivery], store: ClaimStore, owner: str) -> None:
+async def _give_back(claiming: asyncio.Future[Any], deliveries: list[Delivery], store: ClaimStore, owner: str) -> None:
     """A batch cancelled (its socket closed mid-statement) or failed before its claims were known:
     once they are, the ones it took are released, so that a retry need not wait out their lease."""
     try:
@@ -364,6 +365,7 @@ async def _poll(batcher: Batcher[Delivery], delivery: Delivery, deadline: float)
         await asyncio.sleep(pause)
         pause = min(pause * 2, 0.1)
         try:
-            return await batcher.submit(delivery)
+            outcome: Outcome = await batcher.submit(delivery)
+            return outcome
         except ClaimBusy:
             pass

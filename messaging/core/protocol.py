@@ -10,7 +10,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, NotRequired, TypedDict
@@ -173,7 +173,7 @@ def parse_command(text: str) -> Command:
     return Command(id=command_id, t=frame.get("t"), d=frame.get("d"))
 
 
-def encode(frame: dict) -> str:
+def encode(frame: Mapping[str, Any]) -> str:
     """The frame as JSON text: orjson's, or the standard library's for what
     orjson refuses and JSON holds (a handler's integer beyond 64 bits, a lone
     surrogate as an escape), so one command's result fails no other frame."""
@@ -191,11 +191,11 @@ def encoded_bytes(value: Any) -> int:
         return len(json.dumps(value, separators=(",", ":"), allow_nan=False).encode())
 
 
-def ack_ok(command_id: str, data: dict, *, dup: bool = False) -> AckFrame:
+def ack_ok(command_id: str, data: dict[str, Any], *, dup: bool = False) -> AckFrame:
     return {"t": "ack", "id": command_id, "ok": True, "dup": dup, "d": data}
 
 
-def ack_error(command_id: str, error: dict) -> AckFrame:
+def ack_error(command_id: str, error: dict[str, Any]) -> AckFrame:
     return {"t": "ack", "id": command_id, "ok": False, "error": error}  # type: ignore[typeddict-item]
 
 
@@ -220,13 +220,13 @@ def format_time(moment: datetime) -> str:
 # Field validators shared by command handlers. Each raises `Invalid`.
 
 
-def require_object(data: Any) -> dict:
+def require_object(data: Any) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise Invalid("d must be an object")
     return data
 
 
-def check_data(data: dict) -> dict:
+def check_data(data: dict[str, Any]) -> dict[str, Any]:
     """`data` if it is within the limits every command's `d` has, else `Invalid`.
 
     At most `MAX_DATA_DEPTH` levels of objects and arrays (`d` itself the
@@ -235,12 +235,12 @@ def check_data(data: dict) -> dict:
     by the handler. One level at a time, without recursion: nothing here is deeper
     than the parser allows, but nothing need rely on that.
     """
-    level: list = [data]
+    level: list[Any] = [data]
     depth = 1
     while level:
         if depth > MAX_DATA_DEPTH:
             raise Invalid(f"d is nested deeper than {MAX_DATA_DEPTH} levels")
-        inner: list = []
+        inner: list[Any] = []
         for container in level:
             if type(container) is dict:
                 # All keys in one call.
@@ -300,7 +300,7 @@ def read_room_addresses(reader: RoomAddresses | None) -> None:
     _room_addresses = reader
 
 
-def room_slug(data: dict) -> str:
+def room_slug(data: dict[str, Any]) -> str:
     room = data.get("room")
     if isinstance(room, str):
         if ROOM_SLUG.fullmatch(room):
@@ -311,7 +311,7 @@ def room_slug(data: dict) -> str:
     raise Invalid("room must match ^[a-z0-9][a-z0-9-]{0,63}$")
 
 
-def optional_seq(data: dict, key: str) -> int | None:
+def optional_seq(data: dict[str, Any], key: str) -> int | None:
     value = data.get(key)
     if value is None:
         return None
@@ -321,7 +321,7 @@ def optional_seq(data: dict, key: str) -> int | None:
     return value
 
 
-def message_body(data: dict, max_chars: int) -> str:
+def message_body(data: dict[str, Any], max_chars: int) -> str:
     body = data.get("body")
     if not isinstance(body, str):
         raise Invalid("body must be a string")

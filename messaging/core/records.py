@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 from django.db import DatabaseError, IntegrityError, transaction
 
@@ -72,7 +72,8 @@ def apply_alone(delivery: Delivery) -> Applied:
         return answer_from_record(delivery)
     except CommandError as exc:
         return exc, None
-    return outcome, Stored(delivery.fingerprint, outcome.data)
+    # Applied alone only when exactly-once: it has its fingerprint.
+    return outcome, Stored(cast(str, delivery.fingerprint), outcome.data)
 
 
 def answer_from_record(delivery: Delivery) -> Applied:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import redis
 import redis.asyncio as aioredis
@@ -59,7 +59,7 @@ class Client(aioredis.Redis):
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         with translated():
-            return await super().execute_command(*args, **options)
+            return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]  # untyped in redis-py
 
     def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> ClientPipeline:
         return ClientPipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
@@ -77,7 +77,7 @@ class ClientPipeline(Pipeline):
 class ClientPubSub(PubSub):
     async def connect(self) -> None:
         with translated():
-            await super().connect()
+            await super().connect()  # type: ignore[no-untyped-call]  # untyped in redis-py
 
     async def execute_command(self, *args: Any) -> Any:
         with translated():
@@ -99,11 +99,13 @@ class Cluster(RedisCluster):
         if shard_hint:
             # What `RedisCluster.pipeline` refuses too.
             raise redis.RedisClusterException("shard_hint is deprecated in cluster mode")
-        return ClusterClientPipeline(self, transaction)
+        # redis-py declares `_event_dispatcher` abstract on the cluster's pipeline; its instances work.
+        return ClusterClientPipeline(self, transaction)  # type: ignore[abstract]
 
     async def initialize(self, *args: Any, **kwargs: Any) -> Cluster:
         with translated():
-            return await super().initialize(*args, **kwargs)
+            # RedisCluster.initialize returns the client itself.
+            return cast(Cluster, await super().initialize(*args, **kwargs))
 
     async def read_slots(self) -> None:
         """Read the slots from the cluster now (`initialize` does only once a failure has asked it to)."""

@@ -50,7 +50,8 @@ def async_client(url: str, *, timeout: float | None, connect_timeout: float) -> 
         # script whose reply was lost and that runs again finds its own claim:
         # that command is answered `in_progress`, retry true, until its lease
         # ends; nothing is applied twice.)
-        return Cluster.from_url(
+        # A cluster client serves the app's commands as one Redis's does; redis-py types them apart.
+        return Cluster.from_url(  # type: ignore[return-value]
             url, socket_timeout=timeout, socket_connect_timeout=connect_timeout, retry=AsyncRetry(NoBackoff(), 1)
         )
     return Client.from_url(url, socket_timeout=timeout, socket_connect_timeout=connect_timeout)
@@ -79,7 +80,9 @@ class Runtime:
     def part(self, name: str, make: Callable[[], T], close: Callable[[T], Any] | None = None) -> T:
         """The loop's `name` part, made by `make()` the first time; `close(part)` runs when the runtime closes."""
         try:
-            return self.parts[name]
+            # What `make` made for this name.
+            made: T = self.parts[name]
+            return made
         except KeyError:
             part = self.parts[name] = make()
             if close is not None:

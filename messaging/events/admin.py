@@ -38,7 +38,7 @@ class DeadLetterAdmin(InspectionAdmin):
 
 
 @admin.register(WebhookEndpoint)
-class WebhookEndpointAdmin(admin.ModelAdmin):
+class WebhookEndpointAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic in django-stubs only: not subscriptable at run time
     list_display = ("url", "active", "types", "created_at")
     list_filter = ("active",)
     fields = ("url", "secret", "types", "active")
@@ -46,7 +46,7 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
 
-class WebhookAttemptInline(ReadOnly, admin.TabularInline):
+class WebhookAttemptInline(ReadOnly, admin.TabularInline):  # type: ignore[type-arg]  # generic in django-stubs only: not subscriptable at run time
     model = WebhookAttempt
     fields = ("when", "status", "error", "seconds")
     readonly_fields = fields

@@ -60,7 +60,7 @@ from .retries import exponential
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[dict], Any]
+Handler = Callable[[dict[str, Any]], Any]
 
 # Errors remembered per pending entry, for its dead letter; bounded.
 ERRORS_KEPT = 1000
@@ -68,7 +68,7 @@ ERRORS_KEPT = 1000
 
 def outside_database(handler: Handler) -> Handler:
     """Mark `handler` as one whose effect is outside the database (the seen-set shape)."""
-    handler.outside_database = True
+    handler.outside_database = True  # type: ignore[attr-defined]  # a mark on the function object
     return handler
 
 
@@ -76,13 +76,13 @@ def also_every(seconds: float, task: Callable[[], Any]) -> Callable[[Handler], H
     """Mark a handler whose group's consumers also run `task` every `seconds`, between reads."""
 
     def mark(handler: Handler) -> Handler:
-        handler.also_every = (seconds, task)
+        handler.also_every = (seconds, task)  # type: ignore[attr-defined]  # a mark on the function object
         return handler
 
     return mark
 
 
-def event_of(fields: dict[str, str]) -> dict:
+def event_of(fields: dict[str, str]) -> dict[str, Any]:
     """The handler's argument: the entry's fields with `data` decoded."""
     return {
         "event_id": fields["event_id"],
@@ -188,7 +188,7 @@ class GroupApplier:
                 log.warning("consumer %s: database: %s (waiting)", self.group, exc)
                 time.sleep(exponential(failures))
 
-    def apply_in_transaction(self, event: dict) -> None:
+    def apply_in_transaction(self, event: dict[str, Any]) -> None:
         with transaction.atomic():
             try:
                 with transaction.atomic():
@@ -197,13 +197,13 @@ class GroupApplier:
                 return  # applied before (a redelivery, or another consumer of the group)
             self.handler(event)
 
-    def apply_outside(self, event: dict) -> None:
+    def apply_outside(self, event: dict[str, Any]) -> None:
         if InboxRecord.objects.filter(group=self.group, event_id=event["event_id"]).exists():
             return
         self.handler(event)
         InboxRecord.objects.get_or_create(group=self.group, event_id=event["event_id"])
 
-    def dead_letter(self, entry_id: str, event: dict, event_id: Any, attempts: int, error: str) -> None:
+    def dead_letter(self, entry_id: str, event: dict[str, Any], event_id: Any, attempts: int, error: str) -> None:
         log.error("consumer %s: %s to the dead letters after %d attempts: %s", self.group, event_id, attempts, error)
         try:
             key = uuid.UUID(str(event_id))
@@ -222,6 +222,10 @@ class GroupApplier:
         self.errors.move_to_end(entry_id)
         while len(self.errors) > ERRORS_KEPT:
             self.errors.popitem(last=False)
+
+    def run(self) -> None:
+        """Consume until stopped: each carrier's own (the Redis stream's, JetStream's)."""
+        raise NotImplementedError
 
 
 class Consumer(GroupApplier):
@@ -275,7 +279,7 @@ class Consumer(GroupApplier):
     def step(self) -> int:
         """Reclaim idle pending entries, then read new ones; the entries handled."""
         handled = self.reclaim()
-        read = self.client.xreadgroup(
+        read: Any = self.client.xreadgroup(  # redis-py types a reply as whatever any command may answer
             self.group, self.name, {self.stream: ">"}, count=self.batch, block=int(self.block * 1000)
         )
         for _, entries in read or ():
@@ -287,7 +291,8 @@ class Consumer(GroupApplier):
         return handled
 
     def reclaim(self) -> int:
-        cursor, claimed, *_ = self.client.xautoclaim(
+        # redis-py types a reply as whatever any command may answer.
+        reply: Any = self.client.xautoclaim(
             self.stream,
             self.group,
             self.name,
@@ -295,6 +300,7 @@ class Consumer(GroupApplier):
             start_id=self.claim_cursor,
             count=self.batch,
         )
+        cursor, claimed, *_ = reply
         self.claim_cursor = cursor
         handled = 0
         for entry_id, fields in claimed:
@@ -307,8 +313,8 @@ class Consumer(GroupApplier):
         return handled
 
     def deliveries(self, entry_id: str) -> int:
-        pending = self.client.xpending_range(self.stream, self.group, min=entry_id, max=entry_id, count=1)
-        return pending[0]["times_delivered"] if pending else 1
+        pending: Any = self.client.xpending_range(self.stream, self.group, min=entry_id, max=entry_id, count=1)
+        return int(pending[0]["times_delivered"]) if pending else 1
 
 
 def redis_for_consumer(url: str, block: float) -> redis.Redis:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.db import DatabaseError
 
@@ -12,7 +13,7 @@ from .stats import backlog
 log = logging.getLogger(__name__)
 
 
-def events_health() -> dict:
+def events_health() -> dict[str, Any]:
     """`{"events": {...}}` to merge into the health body when the relay is stuck, else `{}`.
 
     Stuck: the oldest unpublished event is older than `EVENTS_STUCK_AFTER`

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import datetime, timedelta
+from typing import Any
 
 import redis
 from django.conf import settings
@@ -74,10 +75,10 @@ def online(user_id: int) -> bool:
     with redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2) as client:
         db = client.connection_pool.connection_kwargs.get("db", 0)
         [(_, count)] = client.pubsub_numsub(f"messaging:{db}:user:{user_id}")
-    return count > 0
+    return bool(count > 0)
 
 
-def lock_user(user_id: int):
+def lock_user(user_id: int) -> Any:
     """The user's row, locked until the transaction ends: one decision about their e-mails at a time."""
     return get_user_model().objects.select_for_update().get(pk=user_id)
 
@@ -95,7 +96,8 @@ def room_again(user_id: int, at: datetime) -> datetime | None:
     )
     if len(sent) < bound:
         return None
-    return sent[len(sent) - bound] + HOUR
+    again: datetime = sent[len(sent) - bound] + HOUR
+    return again
 
 
 def email_mention(notification: Notification) -> None:

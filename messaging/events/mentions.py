@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Q
@@ -54,7 +55,7 @@ def mentioned_names(body: str, limit: int) -> list[str]:
     return names
 
 
-def mentioned_members(room: str, seq: int, names: list[str], sender_id) -> list:
+def mentioned_members(room: str, seq: int, names: list[str], sender_id: Any) -> list[Any]:
     """The users named among the message's recipients: members who joined before message `seq`."""
     from ..models import Membership
 
@@ -70,7 +71,7 @@ def mentioned_members(room: str, seq: int, names: list[str], sender_id) -> list:
 
 @outside_database
 @also_every(DIGEST_CHECK_EVERY, send_due_digests)
-def notify(event: dict) -> None:
+def notify(event: dict[str, Any]) -> None:
     if event["type"] != "message.posted":
         return
     data = event["data"]

@@ -6,8 +6,12 @@ by default) drops what a restarted relay publishes again.
 
 from __future__ import annotations
 
+from typing import cast
+
 import nats
 import orjson
+from nats.aio.client import Client
+from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from .sinks import Entry
@@ -24,8 +28,8 @@ def subject(room: str) -> str:
 class NatsSink:
     def __init__(self, url: str) -> None:
         self.url = url
-        self.client = None
-        self.js = None
+        self.client: Client | None = None
+        self.js: JetStreamContext | None = None
 
     async def connect(self) -> None:
         # No reconnect loop of the client's own: a failure fails the batch,
@@ -41,12 +45,11 @@ class NatsSink:
         if self.client is None or not self.client.is_connected:
             await self.close()
             await self.connect()
+        js = cast(JetStreamContext, self.js)  # set by `connect`, with the client
         try:
             # One at a time, each acknowledged, so the stream holds them in order.
             for item in entries:
-                await self.js.publish(
-                    subject(item["room"]), orjson.dumps(item), headers={"Nats-Msg-Id": item["event_id"]}
-                )
+                await js.publish(subject(item["room"]), orjson.dumps(item), headers={"Nats-Msg-Id": item["event_id"]})
         except Exception:
             await self.close()
             raise

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import nats
 import orjson
 from django.db import DatabaseError
+from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
@@ -83,7 +84,7 @@ class NatsConsumer(GroupApplier):
                         pass
         database_thread.shutdown()
 
-    async def subscribe(self, js):
+    async def subscribe(self, js: JetStreamContext) -> JetStreamContext.PullSubscription:
         try:
             await js.stream_info(STREAM)
         except NotFoundError:
@@ -96,7 +97,7 @@ class NatsConsumer(GroupApplier):
         )
         return await js.pull_subscribe(SUBJECTS, durable=self.group, stream=STREAM, config=config)
 
-    async def step(self, subscription, database_thread: ThreadPoolExecutor) -> int:
+    async def step(self, subscription: JetStreamContext.PullSubscription, database_thread: ThreadPoolExecutor) -> int:
         await asyncio.get_running_loop().run_in_executor(database_thread, self.run_periodic)
         try:
             messages = await subscription.fetch(self.batch, timeout=self.block)

@@ -45,7 +45,7 @@ def take_positions(room: str, count: int) -> tuple[int, int]:
     return room_id, last - count + 1
 
 
-def emit(ctx: Any, type: str, room: str, data: dict, *, at: tuple[int, int] | None = None) -> UUID | None:
+def emit(ctx: Any, type: str, room: str, data: dict[str, Any], *, at: tuple[int, int] | None = None) -> UUID | None:
     """Write the event of an effect on `room`, in the caller's transaction; its `event_id`
     (None with the outbox off), which a change of a message keeps to find it again.
 
@@ -58,7 +58,9 @@ def emit(ctx: Any, type: str, room: str, data: dict, *, at: tuple[int, int] | No
     return ids[0] if ids else None
 
 
-def emit_many(ctx: Any, type: str, room: str, datas: list[dict], *, at: tuple[int, int] | None = None) -> list[UUID]:
+def emit_many(
+    ctx: Any, type: str, room: str, datas: list[dict[str, Any]], *, at: tuple[int, int] | None = None
+) -> list[UUID]:
     """`emit` for several changes of one effect (a receipt moving many messages), in order; their ids."""
     if not datas or not get_settings().EVENTS_OUTBOX:
         return []

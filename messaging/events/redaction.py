@@ -35,10 +35,10 @@ e-mails, consumers' own tables.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
-from django.db.models import Model, QuerySet
+from django.db.models import QuerySet
 
 from .models import DeadLetter, Event, Notification, WebhookDelivery
 
@@ -64,7 +64,7 @@ def blanked_event(event: Any) -> Any:
     return event
 
 
-def rewrite(queryset: QuerySet, fields: list[str], change: Callable[[Model], None]) -> None:
+def rewrite(queryset: QuerySet[Any], fields: list[str], change: Callable[[Any], None]) -> None:
     """`change` each row of `queryset`, locked in id order, and save `fields`."""
     rows = list(queryset.select_for_update().order_by("pk"))
     for row in rows:
@@ -86,7 +86,7 @@ def body_event_ids(message: Message) -> list[UUID]:
     edits = MessageVersion.objects.filter(message=message, kind=MessageVersion.Kind.EDIT).order_by("version")
     ids = [message.posted_event_id, *edits.values_list("event_id", flat=True)]
     if all(ids):
-        return ids
+        return cast(list[UUID], ids)  # none is None
     return list(
         Event.objects.filter(room_id=message.room_id, type__in=BODY_TYPES, data__seq=message.seq).values_list(
             "event_id", flat=True
@@ -112,7 +112,7 @@ def blank_copies(message: Message, room: str) -> None:
     rewrite(Notification.objects.filter(room=room, seq=message.seq), ["body"], lambda n: setattr(n, "body", ""))
 
 
-def message_deleted(event: dict) -> bool:
+def message_deleted(event: dict[str, Any]) -> bool:
     """Whether `event` carries the body of a message that is deleted.
 
     For such an event, it locks the message's row (as a delete does) until the
@@ -136,7 +136,7 @@ def message_deleted(event: dict) -> bool:
     return deleted_at is not None
 
 
-def as_it_stands(event: dict) -> dict:
+def as_it_stands(event: dict[str, Any]) -> dict[str, Any]:
     """`event` as a copy of it may be written now: its data blanked if its message is deleted.
     In the transaction that writes the copy (`message_deleted`)."""
     return blanked_event(event) if message_deleted(event) else event

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis.asyncio as aioredis
 
 from .sinks import Entry
@@ -24,7 +26,8 @@ class RedisStreamSink:
         # `MAXLEN ~` bounds the stream at a cost of O(1) per XADD.
         pipe = self.client.pipeline(transaction=False)
         for item in entries:
-            pipe.xadd(self.stream, dict(item), maxlen=self.maxlen, approximate=True)
+            fields: dict[Any, Any] = dict(item)  # str keys and values: redis-py types them wider
+            pipe.xadd(self.stream, fields, maxlen=self.maxlen, approximate=True)
         await pipe.execute()
 
     async def close(self) -> None:

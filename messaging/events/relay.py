@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 
@@ -110,9 +110,14 @@ class Relay:
             self.pruned_at = now
         return published
 
+    @property
+    def connected(self) -> psycopg.AsyncConnection[tuple[Any, ...]]:
+        """The relay's connection, which `step` opens before anything uses it."""
+        return cast("psycopg.AsyncConnection[tuple[Any, ...]]", self.conn)
+
     async def claim(self) -> None:
         free = [k for k in range(self.partitions) if k not in self.owned]
-        cursor = await self.conn.execute(
+        cursor = await self.connected.execute(
             "SELECT k FROM unnest(%s::int[]) AS k WHERE pg_try_advisory_lock(%s, k)", [free, EVENTS_LOCK]
         )
         taken = {k for (k,) in await cursor.fetchall()}
@@ -136,8 +141,9 @@ class Relay:
         if not self.owned:
             return 0
         table = Event._meta.db_table
-        async with self.conn.transaction():
-            cursor = await self.conn.execute(
+        conn = self.connected
+        async with conn.transaction():
+            cursor = await conn.execute(
                 f"UPDATE {table} SET published_at = now() WHERE id IN (SELECT id FROM {table} "
                 "WHERE published_at IS NULL AND mod(room_id, %s) = ANY(%s) ORDER BY id LIMIT %s FOR UPDATE) "
                 "RETURNING id, event_id, type, room, data, created_at",
@@ -164,7 +170,7 @@ class Relay:
         ):
             table = model._meta.db_table
             while True:
-                cursor = await self.conn.execute(
+                cursor = await self.connected.execute(
                     f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE {condition}"
                     f"{column} < now() - make_interval(secs => %s) LIMIT %s FOR UPDATE SKIP LOCKED)",
                     [self.retention, PRUNE_CHUNK],

@@ -13,7 +13,7 @@ import random
 
 def exponential(attempt: int, *, base: float = 0.1, cap: float = 5.0) -> float:
     """`base * 2**attempt` seconds, at most `cap`."""
-    return min(cap, base * 2**attempt)
+    return min(cap, base * 2.0**attempt)
 
 
 def full_jitter(attempt: int, *, base: float = 0.1, cap: float = 5.0) -> float:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from ..conf import get_settings
 from .sinks import Sink, sink_for
+
+if TYPE_CHECKING:
+    from .relay import Relay
 
 
 def connection_params(alias: str = DEFAULT_DB_ALIAS) -> dict[str, Any]:
@@ -28,7 +31,7 @@ def configured_sink() -> Sink:
     return sink_for(conf.EVENTS_URL, conf.REDIS_URL, conf.EVENTS_STREAM, conf.EVENTS_STREAM_MAXLEN)
 
 
-def configured_relay():
+def configured_relay() -> Relay:
     from .relay import Relay
 
     conf = get_settings()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import timedelta
+from typing import Any
 
 import orjson
 from django.db import transaction
@@ -56,7 +57,7 @@ __all__ = [
 ]
 
 
-def enqueue(event: dict) -> None:
+def enqueue(event: dict[str, Any]) -> None:
     """The `webhooks` group's handler: a delivery per active endpoint that wants the event's type.
 
     The stream's copy of the event may carry the body of a message deleted

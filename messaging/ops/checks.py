@@ -49,7 +49,8 @@ def _socket_timeout(host: Any) -> float | None:
     if not isinstance(host, dict):
         return REDIS_DEFAULT_SOCKET_TIMEOUT
     if "socket_timeout" in host:
-        return host["socket_timeout"]
+        timeout: float | None = host["socket_timeout"]
+        return timeout
     query = parse_qs(urlsplit(str(host.get("address", ""))).query)
     if "socket_timeout" in query:
         return float(query["socket_timeout"][0])

@@ -112,7 +112,7 @@ UNSENDABLE_FRAMES = Counter(
 
 # The labelled children per (type, outcome, source): `.labels()` validates and
 # locks on every call; the label values are bounded (handler types, outcomes).
-_children: dict[tuple[str, str, str | None], tuple] = {}
+_children: dict[tuple[str, str, str | None], tuple[Any, ...]] = {}
 
 
 def command_answered(type: str, outcome: str, seconds: float, *, source: str | None = None) -> None:
@@ -202,11 +202,12 @@ FEDERATION_LAG = Gauge(
 class OutboxCollector:
     """`messaging_events_unpublished` and `messaging_events_lag_seconds`, read from the outbox at scrape time."""
 
-    def describe(self):
+    def describe(self) -> list[GaugeMetricFamily]:
         # What registering asks for: the names, without a query (nor Django set up).
         return self.families(float("nan"), float("nan"))
 
-    def collect(self):
+    def collect(self) -> list[GaugeMetricFamily]:
+        count: float
         try:
             from ..events.stats import backlog
 
@@ -256,7 +257,7 @@ def forget_dead_processes(path: str) -> None:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
-            multiprocess.mark_process_dead(pid, path)
+            multiprocess.mark_process_dead(pid, path)  # type: ignore[no-untyped-call]  # untyped in prometheus_client
         except PermissionError:
             pass  # alive, under another user
 
@@ -268,6 +269,6 @@ def exposition() -> tuple[bytes, str]:
         return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
     forget_dead_processes(path)
     registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry, path=path)
+    multiprocess.MultiProcessCollector(registry, path=path)  # type: ignore[no-untyped-call]  # untyped in prometheus_client
     registry.register(OUTBOX)
     return generate_latest(registry), CONTENT_TYPE_LATEST

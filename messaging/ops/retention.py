@@ -35,7 +35,7 @@ class RetentionCommand(BaseCommand):
         raise NotImplementedError
 
 
-def delete_in_batches(rows: QuerySet, batch: int, *order: str) -> int:
+def delete_in_batches(rows: QuerySet[Any], batch: int, *order: str) -> int:
     """Delete `rows`, `batch` at a time in `order` (the key's by default), each DELETE short; how many went.
 
     A row another transaction holds is left for the next run (SKIP LOCKED):

@@ -24,7 +24,7 @@ class FrameClient:
     """The protocol's frames over a transport a subclass gives (`_send_text`, `_receive_text`)."""
 
     def __init__(self) -> None:
-        self.inbox: list[dict] = []
+        self.inbox: list[dict[str, Any]] = []
 
     async def _send_text(self, text: str) -> None:
         raise NotImplementedError
@@ -32,7 +32,7 @@ class FrameClient:
     async def _receive_text(self, timeout: float) -> str:
         raise NotImplementedError
 
-    async def send(self, t: str, d: dict, id: str | None = None) -> str:
+    async def send(self, t: str, d: dict[str, Any], id: str | None = None) -> str:
         """Send one command without waiting; returns its id (a new one unless given)."""
         id = id or time_ordered_id()
         await self._send_text(json.dumps({"id": id, "t": t, "d": d}))
@@ -42,16 +42,17 @@ class FrameClient:
         """One text frame exactly as given (a bad frame, for a test of the refusal)."""
         await self._send_text(text)
 
-    async def receive(self, timeout: float = 10) -> dict:
+    async def receive(self, timeout: float = 10) -> dict[str, Any]:
         """The next frame, whatever it is (the inbox is not looked at)."""
-        return json.loads(await self._receive_text(timeout))
+        frame: dict[str, Any] = json.loads(await self._receive_text(timeout))
+        return frame
 
-    async def receive_sized(self, timeout: float = 10) -> tuple[dict, int]:
+    async def receive_sized(self, timeout: float = 10) -> tuple[dict[str, Any], int]:
         """The next frame, as `receive`, and the bytes of its payload as the server sent it."""
         text = await self._receive_text(timeout)
         return json.loads(text), len(text.encode("utf-8", "surrogatepass"))
 
-    async def ack(self, id: str, timeout: float = 15) -> dict:
+    async def ack(self, id: str, timeout: float = 15) -> dict[str, Any]:
         """Wait for the ack of `id`; the frames read meanwhile go to `inbox`."""
         deadline = time.monotonic() + timeout
         while True:
@@ -60,17 +61,17 @@ class FrameClient:
                 return frame
             self.inbox.append(frame)
 
-    async def call(self, t: str, d: dict, id: str | None = None) -> dict:
+    async def call(self, t: str, d: dict[str, Any], id: str | None = None) -> dict[str, Any]:
         """Send one command and return its ack."""
         return await self.ack(await self.send(t, d, id))
 
-    async def join(self, room: str, **extra: Any) -> dict:
+    async def join(self, room: str, **extra: Any) -> dict[str, Any]:
         """`room.join`, which must succeed; returns its ack."""
         ack = await self.call("room.join", {"room": room, **extra})
         assert ack["ok"], ack
         return ack
 
-    async def frames(self, kind: str, count: int, timeout: float = 10) -> list[dict]:
+    async def frames(self, kind: str, count: int, timeout: float = 10) -> list[dict[str, Any]]:
         """The next `count` frames of type `kind` (from the inbox first); others stay in the inbox."""
         found = [f for f in self.inbox if f["t"] == kind]
         self.inbox = [f for f in self.inbox if f["t"] != kind]
@@ -81,7 +82,7 @@ class FrameClient:
         self.inbox.extend(found[count:])
         return found[:count]
 
-    async def messages_until(self, room: str, seq: int, timeout: float = 15) -> dict[int, dict]:
+    async def messages_until(self, room: str, seq: int, timeout: float = 15) -> dict[int, dict[str, Any]]:
         """A room's `msg` frames until `seq` has arrived (the inbox's too), keyed by seq: repeats drop out."""
         seen = {f["d"]["seq"]: f for f in self.inbox if f["t"] == "msg" and f["d"]["room"] == room}
         deadline = time.monotonic() + timeout
@@ -101,7 +102,7 @@ class Communicator(FrameClient):
     watches it); `comm` is the `WebsocketCommunicator` underneath.
     """
 
-    def __init__(self, user: Any, consumer: type | None = None, path: str = "/ws/") -> None:
+    def __init__(self, user: Any, consumer: Any = None, path: str = "/ws/") -> None:
         from channels.testing import WebsocketCommunicator
 
         if consumer is None:
@@ -124,7 +125,8 @@ class Communicator(FrameClient):
         await self.comm.send_input({"type": "websocket.receive", "text": text})
 
     async def _receive_text(self, timeout: float) -> str:
-        return await self.comm.receive_from(timeout=timeout)
+        text: str = await self.comm.receive_from(timeout=timeout)
+        return text
 
     async def nothing_more(self, wait: float = 0.3) -> bool:
         """Nothing arrived within `wait` and nothing is left unread in the inbox."""

@@ -33,7 +33,8 @@ SERVERS = ("daphne", "uvicorn", "gunicorn")
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 class ServerProcess:
@@ -69,7 +70,7 @@ class ServerProcess:
         self.ready_path = ready_path
         self.ready_within = ready_within
         self.log_path = Path(log_dir or tempfile.gettempdir()) / f"{kind}-{self.port}.log"
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:

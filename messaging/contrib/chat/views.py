@@ -14,6 +14,7 @@ import json
 from django.conf import settings
 from django.contrib.auth import logout
 from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render, resolve_url
 from django.templatetags.static import static
 from django.utils.safestring import mark_safe
@@ -24,7 +25,7 @@ from ...conf import get_settings
 try:
     from csp.decorators import csp_update
 except ImportError:  # django-csp is optional: the `csp` extra
-    csp_update = None
+    csp_update = None  # type: ignore[assignment]  # the name stands for the extra's absence
 
 
 @require_POST
@@ -99,7 +100,7 @@ def script_hash(script: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode() + "'"
 
 
-def allow_inline_script(request: HttpRequest, response: HttpResponse, script: str) -> HttpResponse:
+def allow_inline_script(request: HttpRequest, response: HttpResponse, script: str) -> HttpResponseBase:
     """Add `script`'s hash to the response's `script-src`, where django-csp sets the policy.
 
     Its `csp_update` decorator, applied per response: the import map names the
@@ -120,7 +121,7 @@ def login_url(request: HttpRequest) -> str:
     return f"{resolve_url(settings.LOGIN_URL)}?{query.urlencode(safe='/')}"
 
 
-def chat(request: HttpRequest) -> HttpResponse:
+def chat(request: HttpRequest) -> HttpResponseBase:
     if not request.user.is_authenticated:
         return redirect(settings.LOGIN_URL)
     script = import_map()

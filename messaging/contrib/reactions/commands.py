@@ -28,6 +28,7 @@ Frames (an extension of protocol v1, docs/PROTOCOL.md):
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any, cast
 
 from django.db import connection
 
@@ -46,7 +47,7 @@ from ...models import Message, Room
 from .models import ReactionCount
 
 
-def reaction_frame(room: str, seq: int, count: int, rev: int | None = None) -> dict:
+def reaction_frame(room: str, seq: int, count: int, rev: int | None = None) -> dict[str, Any]:
     return {"t": "reaction", "d": {"room": room, "seq": seq, "count": count, "rev": rev}}
 
 
@@ -63,11 +64,12 @@ def increment(message_id: int, room_id: int, rev: int) -> int:
     """
     with connection.cursor() as cursor:
         cursor.execute(INCREMENT.format(table=ReactionCount._meta.db_table), [message_id, room_id, rev])
-        return cursor.fetchone()[0]
+        count: int = cursor.fetchone()[0]
+        return count
 
 
 @command("reaction.add", validate=validate_message_ref)
-def add_reaction(ctx: CommandContext, reaction: MessageRef) -> dict:
+def add_reaction(ctx: CommandContext, reaction: MessageRef) -> dict[str, Any]:
     room_id = joined_room_id(ctx.user, reaction.room)
     found = Message.objects.filter(room_id=room_id, seq=reaction.seq).values_list("id", "deleted_at").first()
     if found is None:
@@ -84,7 +86,7 @@ def add_reaction(ctx: CommandContext, reaction: MessageRef) -> dict:
     return {"room": reaction.room, "seq": reaction.seq, "count": count}
 
 
-def range_reactions(room: Room, first: int, last: int, *, limit: int) -> list[dict]:
+def range_reactions(room: Room, first: int, last: int, *, limit: int) -> list[dict[str, Any]]:
     """`reaction` frames for the room's messages with seq in [first, last] that
     have any: the newest `limit` of them, in seq order."""
     if last < first:
@@ -97,21 +99,21 @@ def range_reactions(room: Room, first: int, last: int, *, limit: int) -> list[di
     return [reaction_frame(room.slug, seq, count, rev) for seq, count, rev in reversed(list(counts))]
 
 
-def backlog_reactions(room: str, messages: Iterable[Message]) -> list[dict]:
+def backlog_reactions(room: str, messages: Iterable[Message]) -> list[dict[str, Any]]:
     """`reaction` frames for the messages of a backlog that have any, in seq order."""
     counts = ReactionCount.objects.filter(message__in=[m.pk for m in messages], count__gt=0)
     rows = counts.order_by("message__seq").values_list("message__seq", "count", "rev")
     return [reaction_frame(room, seq, count, rev) for seq, count, rev in rows]
 
 
-def reactions_from(d: dict) -> int | None:
+def reactions_from(d: dict[str, Any]) -> int | None:
     """An extension of `room.join`: the lowest seq the client shows, whose counts it wants again."""
     return optional_seq(d, "reactions_from")
 
 
-def join_replies(ctx: CommandContext, room: Room, since: int | None, backlog: list[Message]) -> list[dict]:
+def join_replies(ctx: CommandContext, room: Room, since: int | None, backlog: list[Message]) -> list[dict[str, Any]]:
     """The `reaction` frames of a join, after its backlog, in seq order."""
-    replies: list[dict] = []
+    replies: list[dict[str, Any]] = []
     if since is not None:
         # The messages the client has, below the backlog: their counts may
         # have moved while it was away. Sent before the backlog's, so all the
@@ -125,7 +127,7 @@ def join_replies(ctx: CommandContext, room: Room, since: int | None, backlog: li
 on_join("reactions", join_replies, validate=reactions_from)
 
 
-def changed_counts(room: Room, since_rev: int, upto: int, limit: int) -> list[tuple[int, int, dict]]:
+def changed_counts(room: Room, since_rev: int, upto: int, limit: int) -> list[tuple[int, int, dict[str, Any]]]:
     """A `since_rev` replay's counts (messaging/chat/replay.py): each count
     changed in (since_rev, upto], one `reaction` frame at its latest change."""
     counts = (
@@ -133,17 +135,20 @@ def changed_counts(room: Room, since_rev: int, upto: int, limit: int) -> list[tu
         .order_by("rev")
         .values_list("message__seq", "count", "rev")[:limit]
     )
-    return [(rev, rev, reaction_frame(room.slug, seq, count, rev)) for seq, count, rev in counts]
+    # Filtered on their revs: none is null.
+    return [(cast(int, rev), cast(int, rev), reaction_frame(room.slug, seq, count, rev)) for seq, count, rev in counts]
 
 
 on_replay("reactions", changed_counts)
 on_page("reactions", backlog_reactions)
 
 
-def replicated(room: Room, d: dict, frames: Frames) -> None:
+def replicated(room: Room, d: dict[str, Any], frames: Frames) -> None:
     """A count of a room of another deployment, as its home sends it (messaging/federation):
     kept with its rev where it is newer than the replica's, and told to the room."""
-    seq, count, rev = d.get("seq"), d.get("count"), d.get("rev")
+    # Another deployment's JSON: checked below.
+    seq: Any = d.get("seq")
+    count, rev = d.get("count"), d.get("rev")
     message_id = Message.objects.filter(room=room, seq=seq).values_list("pk", flat=True).first()
     if message_id is None or not isinstance(count, int) or not isinstance(rev, int):
         return

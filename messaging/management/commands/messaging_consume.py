@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import signal
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.module_loading import import_string
 
 from messaging.events.consumers import consume
@@ -13,7 +14,7 @@ from messaging.events.consumers import consume
 class Command(BaseCommand):
     help = "Apply each event of the stream once per group: HANDLER is a dotted path to a callable taking the event."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("handler", help="dotted path to a callable taking one argument, the event (a dict)")
         parser.add_argument("--group", required=True, help="the consumer group's name")
         parser.add_argument(
@@ -24,7 +25,9 @@ class Command(BaseCommand):
         )
         parser.add_argument("--name", default=None, help="this consumer's name in the group (default host-pid)")
 
-    def handle(self, *args, handler: str, group: str, claim_after: float, name: str | None, **options) -> None:
+    def handle(
+        self, *args: Any, handler: str, group: str, claim_after: float, name: str | None, **options: Any
+    ) -> None:
         try:
             function = import_string(handler)
         except ImportError as exc:

@@ -10,19 +10,20 @@ when the post is stored (or was already), 1 when it is refused.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from messaging.core.exceptions import BadFrame
-from messaging.core.protocol import encode
+from messaging.core.protocol import AckFrame, encode
 from messaging.transport.submitting import submit
 
 
 class Command(BaseCommand):
     help = "Post TEXT into a room as USERNAME, once per --id (the room's sockets get it live)."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("text")
         parser.add_argument("--room", required=True)
         parser.add_argument("--as", dest="username", required=True, metavar="USERNAME")
@@ -34,7 +35,7 @@ class Command(BaseCommand):
             help="the post's id, 1-64 of A-Z a-z 0-9 _ -: the same id posts once",
         )
 
-    def handle(self, *args, text: str, room: str, username: str, command_id: str, **options) -> None:
+    def handle(self, *args: Any, text: str, room: str, username: str, command_id: str, **options: Any) -> None:
         users = get_user_model()
         try:
             user = users.objects.get(**{users.USERNAME_FIELD: username})
@@ -51,7 +52,7 @@ class Command(BaseCommand):
             self._refused(ack)
         self.stdout.write(encode(ack))
 
-    def _refused(self, ack: dict) -> None:
+    def _refused(self, ack: AckFrame) -> None:
         self.stdout.write(encode(ack))
         error = ack["error"]
         self.stderr.write(f"refused: {error['code']}: {error['message']}")

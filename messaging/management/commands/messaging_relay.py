@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from typing import Any
 
 from django.core.management.base import BaseCommand
 
@@ -17,7 +18,7 @@ from messaging.events.settings import configured_relay
 class Command(BaseCommand):
     help = "Publish committed events to Redis Streams or NATS JetStream, in order per room, at least once."
 
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         asyncio.run(self.relay())
 
     async def relay(self) -> None:

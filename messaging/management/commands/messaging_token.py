@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 from django.utils.dateparse import parse_duration
 
@@ -44,7 +45,7 @@ def duration(text: str) -> timedelta:
 class Command(BaseCommand):
     help = "Create an API token for USERNAME and print it once (it is stored hashed), or revoke tokens."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
         parser.add_argument("--name", default="", help="what the token is for, shown in the admin")
         parser.add_argument(
@@ -54,7 +55,9 @@ class Command(BaseCommand):
         )
         parser.add_argument("--revoke", metavar="PREFIX", help="revoke the user's active tokens that begin with PREFIX")
 
-    def handle(self, *args, username: str, name: str, expires_in: str | None, revoke: str | None, **options) -> None:
+    def handle(
+        self, *args: Any, username: str, name: str, expires_in: str | None, revoke: str | None, **options: Any
+    ) -> None:
         expires_at = timezone.now() + duration(expires_in) if expires_in is not None else None
         users = get_user_model()
         try:
@@ -76,10 +79,10 @@ class Command(BaseCommand):
             self.stderr.write(f"revoked {len(tokens)} token(s)")
             return
         try:
-            _, token = create_token(user, name[:64], expires_at=expires_at)
+            _, secret = create_token(user, name[:64], expires_at=expires_at)
         except ValidationError as exc:
             raise CommandError(" ".join(exc.messages)) from None
         # The token alone on stdout, for scripts; the warning on stderr.
-        self.stdout.write(token)
+        self.stdout.write(secret)
         until = f" It expires at {expires_at.isoformat(timespec='seconds')}." if expires_at else ""
         self.stderr.write("Shown this once; only its hash is stored." + until)

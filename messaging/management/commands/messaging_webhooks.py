@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import time
+from typing import Any
 
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError, close_old_connections
@@ -21,7 +22,7 @@ PRUNE_EVERY = 300.0
 class Command(BaseCommand):
     help = "POST each webhook delivery that is due, signed, retried with backoff until delivered or dead."
 
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         stopping = []
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stopping.append(True))

@@ -80,7 +80,7 @@ class Command(RetentionCommand):
         )
 
 
-def guests() -> QuerySet:
+def guests() -> QuerySet[Any]:
     User = get_user_model()
     return User.objects.filter(
         **{f"{User.USERNAME_FIELD}__regex": GUEST_USERNAME},
@@ -90,7 +90,7 @@ def guests() -> QuerySet:
     )
 
 
-def quiet_since(cutoff: datetime) -> QuerySet:
+def quiet_since(cutoff: datetime) -> QuerySet[Any]:
     """Guests with no sign-in, join, receipt or exactly-once command since `cutoff`."""
     user = OuterRef("pk")
     return (
@@ -102,11 +102,11 @@ def quiet_since(cutoff: datetime) -> QuerySet:
     )
 
 
-def idle_guests(cutoff: datetime) -> QuerySet:
+def idle_guests(cutoff: datetime) -> QuerySet[Any]:
     return quiet_since(cutoff).exclude(Exists(Message.objects.filter(sender=OuterRef("pk"))))
 
 
-def posted_guests(cutoff: datetime) -> QuerySet:
+def posted_guests(cutoff: datetime) -> QuerySet[Any]:
     return quiet_since(cutoff).filter(Exists(Message.objects.filter(sender=OuterRef("pk"))))
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import F, Max, OuterRef, Subquery
+from django.db.models import F, Max, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce, Greatest
 
 from messaging.models import Membership, WatermarkMove
@@ -45,7 +45,7 @@ class Command(RetentionCommand):
         self.stdout.write(f"deleted {deleted} watermark moves made before {cutoff.isoformat()}")
 
 
-def prune_memberships(old, ids: list[int]) -> int:
+def prune_memberships(old: QuerySet[WatermarkMove], ids: list[int]) -> int:
     """Delete the `old` moves of the memberships `ids`, keeping their newest pruned watermarks."""
     # Only the memberships that have old moves are locked and written.
     having = list(old.filter(membership__in=ids).values_list("membership", flat=True).distinct().order_by("membership"))
@@ -70,4 +70,5 @@ def prune_memberships(old, ids: list[int]) -> int:
         Membership.objects.filter(pk__in=having).update(
             pruned_delivered=newest("delivered"), pruned_read=newest("read")
         )
-        return pruned.delete()[0]
+        deleted: int = pruned.delete()[0]
+        return deleted

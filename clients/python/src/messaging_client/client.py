@@ -46,7 +46,7 @@ REQUEST_TYPES = frozenset(
 class Refused(Exception):
     """The server refused the command for good (`ok: false`, `retry: false`)."""
 
-    def __init__(self, error: dict) -> None:
+    def __init__(self, error: dict[str, Any]) -> None:
         self.error = error
         self.code = error.get("code")
         super().__init__(f"{self.code}: {error.get('message', '')}")
@@ -57,7 +57,9 @@ class _Request:
 
     __slots__ = ("frame", "future", "on_ack", "sent", "due", "attempts")
 
-    def __init__(self, frame: dict, future: asyncio.Future, on_ack: Callable[[dict], None] | None) -> None:
+    def __init__(
+        self, frame: dict[str, Any], future: asyncio.Future[Any], on_ack: Callable[[dict[str, Any]], None] | None
+    ) -> None:
         self.frame = frame
         self.future = future
         self.on_ack = on_ack
@@ -83,7 +85,7 @@ class Client(Connection):
         open_timeout: float = 10.0,
         keep: int = 1000,
         outbox_limit: int = 1000,
-        on_event: Callable[[dict], Any] | None = None,
+        on_event: Callable[[dict[str, Any]], Any] | None = None,
         rand: Callable[[], float] = random.random,
     ) -> None:
         self.urls = [urls] if isinstance(urls, str) else list(urls)
@@ -108,15 +110,15 @@ class Client(Connection):
         self.state = "connecting"
         # What happened to the connection: connects, handshake failures, close codes; for tests and logs.
         self.stats: Counter[str] = Counter()
-        self._waiters: dict[str, asyncio.Future] = {}
+        self._waiters: dict[str, asyncio.Future[Any]] = {}
         self._requests: dict[str, _Request] = {}
-        self._events: asyncio.Queue | None = None
+        self._events: asyncio.Queue[dict[str, Any]] | None = None
         self._ws: Any = None
         self._ready = False
         self._server = 0
         self._wake: asyncio.Event | None = None
         self._opened: asyncio.Event | None = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._failure: BaseException | None = None
 
@@ -164,7 +166,9 @@ class Client(Connection):
 
     # -- commands ----------------------------------------------------------------
 
-    async def submit(self, t: str, d: dict, *, id: str | None = None, timeout: float | None = None) -> dict:
+    async def submit(
+        self, t: str, d: dict[str, Any], *, id: str | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:
         """An exactly-once command through the outbox; its `ok` ack (raises `Refused` for a final refusal).
 
         With a `timeout` the wait ends with `TimeoutError`, but the command
@@ -179,37 +183,42 @@ class Client(Connection):
         self._kick()
         return await asyncio.wait_for(asyncio.shield(future), timeout)
 
-    async def post(self, room: str, body: str, *, id: str | None = None, timeout: float | None = None) -> dict:
+    async def post(
+        self, room: str, body: str, *, id: str | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:
         """`room.post`; the ack's `d` (`room`, `seq`, `at`)."""
-        return (await self.submit("room.post", {"room": room, "body": body}, id=id, timeout=timeout))["d"]
+        d: dict[str, Any] = (await self.submit("room.post", {"room": room, "body": body}, id=id, timeout=timeout))["d"]
+        return d
 
-    async def request(self, t: str, d: dict, *, timeout: float | None = None) -> dict:
+    async def request(self, t: str, d: dict[str, Any], *, timeout: float | None = None) -> dict[str, Any]:
         """A naturally idempotent command; its `ok` ack (raises `Refused` for a final refusal)."""
         id, future = self._ask(t, d)
         return await self._answer(id, future, timeout)
 
-    async def join(self, room: str, *, timeout: float | None = None) -> dict:
+    async def join(self, room: str, *, timeout: float | None = None) -> dict[str, Any]:
         """Join `room` (and again after every reconnect, from where the client stopped); the ack's `d`."""
         view = self.rooms.get(room)
         if view is None:
             view = self.rooms[room] = RoomView(room, keep=self.keep)
         id, future = self._start_join(view)
-        return (await self._answer(id, future, timeout))["d"]
+        d: dict[str, Any] = (await self._answer(id, future, timeout))["d"]
+        return d
 
-    async def receipt(self, room: str, *, delivered: int | None = None, read: int | None = None) -> dict:
+    async def receipt(self, room: str, *, delivered: int | None = None, read: int | None = None) -> dict[str, Any]:
         d: dict[str, Any] = {"room": room}
         if delivered is not None:
             d["delivered"] = delivered
         if read is not None:
             d["read"] = read
-        return (await self.request("receipt", d))["d"]
+        acked: dict[str, Any] = (await self.request("receipt", d))["d"]
+        return acked
 
-    def messages(self, room: str) -> list[dict]:
+    def messages(self, room: str) -> list[dict[str, Any]]:
         """The room's messages this client holds (the newest `keep`), in seq order."""
         view = self.rooms.get(room)
         return list(view.messages.values()) if view else []
 
-    def events(self) -> AsyncIterator[dict]:
+    def events(self) -> AsyncIterator[dict[str, Any]]:
         """Every frame worth a program's attention, as it comes: each message once and in
         order (`msg`), changes (`msg.edit`, ...), acks of outbox commands, and the rest.
 
@@ -222,7 +231,7 @@ class Client(Connection):
         return self._stream(self._events)
 
     @staticmethod
-    async def _stream(queue: asyncio.Queue) -> AsyncIterator[dict]:
+    async def _stream(queue: asyncio.Queue[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
         while True:
             yield await queue.get()
 
@@ -241,27 +250,30 @@ class Client(Connection):
         if self._wake is not None:
             self._wake.set()
 
-    def _ask(self, t: str, d: dict, on_ack: Callable[[dict], None] | None = None) -> tuple[str, asyncio.Future]:
+    def _ask(
+        self, t: str, d: dict[str, Any], on_ack: Callable[[dict[str, Any]], None] | None = None
+    ) -> tuple[str, asyncio.Future[Any]]:
         id = uuid.uuid4().hex
         future = asyncio.get_running_loop().create_future()
         self._requests[id] = _Request({"id": id, "t": t, "d": d}, future, on_ack)
         self._kick()
         return id, future
 
-    async def _answer(self, id: str, future: asyncio.Future, timeout: float | None) -> dict:
+    async def _answer(self, id: str, future: asyncio.Future[Any], timeout: float | None) -> dict[str, Any]:
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout)
         except (TimeoutError, asyncio.CancelledError):
             self._requests.pop(id, None)  # given up on: not sent again
             raise
 
-    def _start_join(self, view: RoomView) -> tuple[str, asyncio.Future]:
+    def _start_join(self, view: RoomView) -> tuple[str, asyncio.Future[Any]]:
         """The room's join in flight, or a new one from where the room's messages stop."""
-        running = self._requests.get(view.joining) if view.joining else None
-        if running is not None:
-            return view.joining, running.future
+        if view.joining:
+            running = self._requests.get(view.joining)
+            if running is not None:
+                return view.joining, running.future
 
-        def joined(ack: dict) -> None:
+        def joined(ack: dict[str, Any]) -> None:
             view.joined(ack["d"])
             # The backlog follows the ack; if it stops short of `last_seq`
             # (more than the server replays), join again from where it stopped.
@@ -271,12 +283,14 @@ class Client(Connection):
         view.joining = id
         return id, future
 
-    async def _handle(self, frame: dict) -> None:
+    async def _handle(self, frame: dict[str, Any]) -> None:
         kind = frame.get("t")
         if kind == "ack":
             await self._acked(frame)
         elif kind == "msg":
-            view = self.rooms.get((frame.get("d") or {}).get("room"))
+            # The frame is the server's JSON: its room may be anything (then no view has it).
+            data: Any = frame.get("d") or {}
+            view = self.rooms.get(data.get("room"))
             if view is None:
                 return
             for d in view.take(frame["d"]):
@@ -284,14 +298,16 @@ class Client(Connection):
             if view.held:
                 self._catch_up(view)
         elif kind in ("msg.edit", "msg.delete"):
-            view = self.rooms.get((frame.get("d") or {}).get("room"))
+            changed: Any = frame.get("d") or {}
+            view = self.rooms.get(changed.get("room"))
             if view is not None and view.changed(frame["d"]) is not None:
                 await self._emit(frame)
         else:
             await self._emit(frame)
 
-    async def _acked(self, ack: dict) -> None:
-        id = ack.get("id")
+    async def _acked(self, ack: dict[str, Any]) -> None:
+        # The server's JSON: whatever it is, no request or outbox entry may have it.
+        id: Any = ack.get("id")
         request = self._requests.get(id)
         if request is not None:
             if final(ack):
@@ -324,7 +340,7 @@ class Client(Connection):
         self._kick()
 
     @staticmethod
-    def _resolve(future: asyncio.Future, ack: dict) -> None:
+    def _resolve(future: asyncio.Future[Any], ack: dict[str, Any]) -> None:
         if future.done():
             return
         if ack.get("ok"):
@@ -338,7 +354,7 @@ class Client(Connection):
             _, future = self._start_join(view)
             future.add_done_callback(lambda f: f.cancelled() or f.exception())
 
-    async def _emit(self, event: dict) -> None:
+    async def _emit(self, event: dict[str, Any]) -> None:
         if self.on_event is not None:
             result = self.on_event(event)
             if inspect.isawaitable(result):

@@ -13,13 +13,20 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from .auth import handshake_headers
 from .outbox import backoff_delay
+
+if TYPE_CHECKING:
+    from .client import _Request
+    from .outbox import Outbox
+    from .rooms import RoomView
 
 log = logging.getLogger("messaging_client.client")
 CLOSE_UNAUTHENTICATED = 4401
@@ -44,6 +51,39 @@ class connect_refusing_redirects(connect):
 
 class Connection:
     """The socket loop of a `Client` (a base class of it, not used alone)."""
+
+    # The client's state this half runs on, set by `Client.__init__` (and `start`: `_wake`).
+    urls: list[str]
+    session: str | None
+    token: str | None
+    origin: str | None
+    ack_timeout: float
+    backoff_base: float
+    backoff_cap: float
+    open_timeout: float
+    rand: Callable[[], float]
+    outbox: Outbox
+    rooms: dict[str, RoomView]
+    state: str
+    stats: Counter[str]
+    _waiters: dict[str, asyncio.Future[Any]]
+    _requests: dict[str, _Request]
+    _ws: Any
+    _ready: bool
+    _server: int
+    _wake: asyncio.Event | None
+    _closing: bool
+    _failure: BaseException | None
+
+    if TYPE_CHECKING:
+        # `Client`'s, which this half calls.
+        def _start_join(self, view: RoomView) -> tuple[str, asyncio.Future[Any]]: ...
+
+        def _ask(
+            self, t: str, d: dict[str, Any], on_ack: Callable[[dict[str, Any]], None] | None = None
+        ) -> tuple[str, asyncio.Future[Any]]: ...
+
+        async def _handle(self, frame: dict[str, Any]) -> None: ...
 
     def _url(self) -> tuple[str, str]:
         base = self.urls[self._server % len(self.urls)].rstrip("/")
@@ -134,14 +174,16 @@ class Connection:
         if joins:
             await asyncio.wait([asyncio.shield(j) for j in joins], timeout=self.ack_timeout)
         self._ready = True
+        # Set by `start`, before this task runs.
+        wake = cast(asyncio.Event, self._wake)
         while True:
             for frame in self._frames_due():
                 await ws.send(frame)
             wakeup = self._next_wakeup()
-            self._wake.clear()
+            wake.clear()
             timeout = None if wakeup is None else max(0.0, wakeup - time.monotonic())
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                await asyncio.wait_for(wake.wait(), timeout)
             except TimeoutError:
                 pass
 

@@ -41,7 +41,7 @@ def http_command(
     backoff_base: float = 0.5,
     backoff_cap: float = 10.0,
     rand: Callable[[], float] = random.random,
-) -> tuple[int, dict]:
+) -> tuple[int, dict[str, Any]]:
     """POST one command; its final status and body (the ack, or an error frame).
 
     Raises `Redirected` if the server answers with a redirect: nothing is sent
@@ -75,6 +75,6 @@ def http_command(
         time.sleep(wait if wait is not None else rand() * min(backoff_cap, backoff_base * 2**attempt))
 
 
-async def ahttp_command(base_url: str, t: str, d: Any, **kwargs: Any) -> tuple[int, dict]:
+async def ahttp_command(base_url: str, t: str, d: Any, **kwargs: Any) -> tuple[int, dict[str, Any]]:
     """`http_command` from async code, on a thread."""
     return await asyncio.to_thread(http_command, base_url, t, d, **kwargs)

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .ids import time_ordered_id
 
@@ -32,7 +33,7 @@ ORDERED_TYPES = frozenset({"room.post", "message.edit", "message.delete"})
 
 def backoff_delay(attempt: int, *, base: float, cap: float, rand: Callable[[], float] = random.random) -> float:
     """Full jitter: uniform in [0, min(cap, base * 2^attempt))."""
-    return rand() * min(cap, base * 2 ** max(0, attempt))
+    return rand() * min(cap, base * 2.0 ** max(0, attempt))
 
 
 @dataclass
@@ -41,7 +42,7 @@ class Entry:
 
     id: str
     t: str
-    d: dict
+    d: dict[str, Any]
     order: int
     attempts: int = 0
     # When this entry may be (re)sent: None while it waits for its ack.
@@ -54,10 +55,10 @@ class Entry:
         # One lane per room for all of them: an edit or delete of a message waits for what was sent before it.
         return f"room:{self.d.get('room', '')}" if self.t in ORDERED_TYPES else None
 
-    def frame(self) -> dict:
+    def frame(self) -> dict[str, Any]:
         return {"id": self.id, "t": self.t, "d": self.d}
 
-    def stored(self) -> dict:
+    def stored(self) -> dict[str, Any]:
         return {"id": self.id, "t": self.t, "d": self.d, "order": self.order}
 
 
@@ -65,12 +66,12 @@ class MemoryStore:
     """An outbox that lives as long as the process: for bots whose actions may be lost with them."""
 
     def __init__(self) -> None:
-        self._entries: dict[str, dict] = {}
+        self._entries: dict[str, dict[str, Any]] = {}
 
-    def load(self) -> list[dict]:
+    def load(self) -> list[dict[str, Any]]:
         return sorted(self._entries.values(), key=lambda e: e["order"])
 
-    def put(self, entry: dict) -> None:
+    def put(self, entry: dict[str, Any]) -> None:
         self._entries[entry["id"]] = entry
 
     def delete(self, id: str) -> None:
@@ -86,14 +87,14 @@ class FileStore(MemoryStore):
     queue of thousands.
     """
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         super().__init__()
         self.path = Path(path)
         if self.path.exists():
             for entry in json.loads(self.path.read_text() or "[]"):
                 self._entries[entry["id"]] = entry
 
-    def put(self, entry: dict) -> None:
+    def put(self, entry: dict[str, Any]) -> None:
         super().put(entry)
         self._write()
 
@@ -155,7 +156,7 @@ class Outbox:
     def pending(self) -> list[Entry]:
         return sorted(self.entries.values(), key=lambda e: e.order)
 
-    def add(self, t: str, d: dict, id: str | None = None) -> Entry:
+    def add(self, t: str, d: dict[str, Any], id: str | None = None) -> Entry:
         """One user action, stored before anything is sent. A given `id` that is
         already pending is that action again (a bot's deterministic id), not a new one."""
         if id is not None and id in self.entries:
@@ -216,7 +217,7 @@ class Outbox:
         return min(times, default=None)
 
 
-def final(ack: dict) -> bool:
+def final(ack: dict[str, Any]) -> bool:
     """Whether an ack settles its command: ok, or a refusal the client must not retry."""
     return bool(ack.get("ok")) or not (ack.get("error") or {}).get("retry", False)
 

@@ -10,6 +10,8 @@ into a failure.
 from __future__ import annotations
 
 import urllib.request
+from http.client import HTTPMessage
+from typing import IO
 
 
 class Redirected(Exception):
@@ -27,7 +29,9 @@ class Redirected(Exception):
 class RefuseRedirects(urllib.request.HTTPRedirectHandler):
     """No redirect is followed: urllib raises the 3xx as an `HTTPError`."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001, ANN201
+    def redirect_request(
+        self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str, headers: HTTPMessage, newurl: str
+    ) -> urllib.request.Request | None:
         return None
 
 

@@ -12,6 +12,7 @@ are needed.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Any
 
 
 class RoomView:
@@ -23,17 +24,17 @@ class RoomView:
         # Every message up to this seq has been taken; None until the first
         # message after a join without `since` says where the backlog starts.
         self.shown: int | None = None
-        self.held: dict[int, dict] = {}
-        self.messages: OrderedDict[int, dict] = OrderedDict()
+        self.held: dict[int, dict[str, Any]] = {}
+        self.messages: OrderedDict[int, dict[str, Any]] = OrderedDict()
         # The room's last seq as the newest join ack said, and that join's id while it runs.
         self.last_seq: int | None = None
         self.joining: str | None = None
 
-    def join_data(self) -> dict:
+    def join_data(self) -> dict[str, Any]:
         """The `d` of the next `room.join`: from where this view stops, if it has started."""
         return {"room": self.slug} if self.shown is None else {"room": self.slug, "since": self.shown}
 
-    def joined(self, ack_d: dict) -> None:
+    def joined(self, ack_d: dict[str, Any]) -> None:
         self.joining = None
         last_seq = ack_d.get("last_seq")
         if isinstance(last_seq, int):
@@ -47,7 +48,7 @@ class RoomView:
             return True
         return self.shown is not None and self.last_seq is not None and self.shown < self.last_seq
 
-    def take(self, d: dict) -> list[dict]:
+    def take(self, d: dict[str, Any]) -> list[dict[str, Any]]:
         """A `msg` frame's `d`: the messages it makes new to the client, in seq order (none for a repeat)."""
         seq = d.get("seq")
         if not isinstance(seq, int):
@@ -67,9 +68,10 @@ class RoomView:
             taken.append(self._keep(self.held.pop(self.shown + 1)))
         return taken
 
-    def changed(self, d: dict) -> dict | None:
+    def changed(self, d: dict[str, Any]) -> dict[str, Any] | None:
         """A `msg.edit` or `msg.delete`: the message as it now is, if it is newer than the one held."""
-        held = self.messages.get(d.get("seq"))
+        seq: Any = d.get("seq")  # the server's JSON
+        held = self.messages.get(seq)
         if held is None or d.get("version", 0) <= held.get("version", 1):
             return None
         updated = {**held, **{k: v for k, v in d.items() if k != "rev"}}
@@ -78,7 +80,7 @@ class RoomView:
         self.messages[held["seq"]] = updated
         return updated
 
-    def _keep(self, d: dict) -> dict:
+    def _keep(self, d: dict[str, Any]) -> dict[str, Any]:
         self.shown = d["seq"]
         self.messages[d["seq"]] = d
         while len(self.messages) > self.keep:

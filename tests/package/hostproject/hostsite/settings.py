@@ -91,6 +91,10 @@ MESSAGING = {
     # The host's own room policy (docs/INTEGRATION.md): team rooms are its groups'.
     "ROOM_POLICY": "wallet.policy.TeamPolicy",
 }
+# The app's default policy instead, under which posts on PostgreSQL take the batch statement
+# (a policy's own `can_post` is asked by the portable path only).
+if os.environ.get("HOST_DEFAULT_POLICY"):
+    del MESSAGING["ROOM_POLICY"]
 
 # 5. where uploaded files are kept: the default storage (here the file system)
 MEDIA_ROOT = BASE_DIR / "media"

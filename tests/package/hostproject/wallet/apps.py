@@ -6,4 +6,5 @@ class WalletConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import commands  # noqa: F401  registers wallet.credit
+        # `commands` registers wallet.credit; `signals` connects its receivers of the app's signals.
+        from . import commands, signals  # noqa: F401
