@@ -54,7 +54,7 @@ def deleted(room: str, message: Message) -> dict:
     return {"room": room, "seq": message.seq, "version": message.version, "deleted_at": format_time(message.deleted_at)}
 
 
-@command("message.delete", validate=validate_message_ref)
+@command("message.delete", validate=validate_message_ref, lane="room")
 def delete_message(ctx: CommandContext, ref: MessageRef) -> dict:
     room = joined_room(ctx.user, ref.room)
     message = locked_message(room, ref.seq)

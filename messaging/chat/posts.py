@@ -196,7 +196,7 @@ async def posts_and_records(
     return posts_results(entries, await gateway.fetch(*posts_statement(entries, files[0])), files[1])
 
 
-@command("room.post", validate=validate_post, batch={"postgresql": posts_and_records}, early_batch=True)
+@command("room.post", validate=validate_post, batch={"postgresql": posts_and_records}, early_batch=True, lane="room")
 def post_message(ctx: CommandContext, post: Post) -> dict:
     room_id = joined_room_id(ctx.user, post.room)
     if overrides("can_post") and not get_policy().can_post(ctx.user, Room.objects.get(pk=room_id)):

@@ -10,7 +10,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, NotRequired, TypedDict
@@ -173,7 +173,7 @@ def parse_command(text: str) -> Command:
     return Command(id=command_id, t=frame.get("t"), d=frame.get("d"))
 
 
-def encode(frame: dict) -> str:
+def encode(frame: Mapping[str, Any]) -> str:
     """The frame as JSON text: orjson's, or the standard library's for what
     orjson refuses and JSON holds (a handler's integer beyond 64 bits, a lone
     surrogate as an escape), so one command's result fails no other frame."""
