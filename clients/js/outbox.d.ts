@@ -73,7 +73,17 @@ export interface OutboxOptions {
   random?: () => number;
   mintId?: () => string;
   onChange?: (change: OutboxChange) => void;
+  /** Per command type, its lane ("room": one per `d.room`); the server publishes them as `x-messaging-lanes`. */
+  lanes?: Lanes;
 }
+
+export type Lanes = Readonly<Record<string, "room">>;
+
+/** The built-in types' lanes, for a client that has not read the server's. */
+export declare const LANES: Lanes;
+
+/** The lanes a server published as JSON text (the chat page's `data-lanes`), or `LANES` if it holds none. */
+export declare function servedLanes(text: string | null | undefined): Lanes;
 
 /**
  * A time-ordered command id (UUID version 7): the time in milliseconds, then
@@ -91,7 +101,7 @@ export declare function backoffDelay(
  * The lane of an entry: a room's posts, edits and deletes (`room:<slug>`) go
  * one at a time, in order; any other type has none (null) and is not held.
  */
-export declare function laneOf(entry: CommandFrame): string | null;
+export declare function laneOf(entry: CommandFrame, lanes?: Lanes): string | null;
 
 /** Pending commands, each sent with the id minted once for its user action until an ok or a final refusal. */
 export declare class Outbox {

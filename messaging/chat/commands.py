@@ -94,7 +94,13 @@ def validate_join(d: dict[str, Any]) -> Join:
     return replace(join, options=tuple(hook.validate(d) for hook in join_hooks()))
 
 
-@command("room.join", validate=validate_join, exactly_once=False, subscribes_to=lambda join: join.room)
+@command(
+    "room.join",
+    validate=validate_join,
+    exactly_once=False,
+    subscribes_to=lambda join: join.room,
+    member_list=True,
+)
 def join_room(ctx: CommandContext, join: Join) -> dict[str, Any]:
     room = room_to_join(ctx.user, join.room, ctx.client_address)
     read = Membership.objects.filter(room=room, user=ctx.user).values_list("read", flat=True).first()
@@ -169,7 +175,7 @@ def validate_members(d: dict[str, Any]) -> MembersPage:
     return MembersPage(room=room_slug(d), after=optional_user_id(d, "after"))
 
 
-@command("room.members", validate=validate_members, exactly_once=False)
+@command("room.members", validate=validate_members, exactly_once=False, member_list=True)
 def list_members(ctx: CommandContext, page: MembersPage) -> dict[str, Any]:
     """One page of a room's members, in a stable order (`members_in_order`); members only."""
     members = members_in_order(joined_room_id(ctx.user, page.room))

@@ -57,7 +57,7 @@ def deleted(room: str, message: Message) -> dict[str, Any]:
     return {"room": room, "seq": message.seq, "version": message.version, "deleted_at": format_time(at)}
 
 
-@command("message.delete", validate=validate_message_ref)
+@command("message.delete", validate=validate_message_ref, lane="room")
 def delete_message(ctx: CommandContext, ref: MessageRef) -> dict[str, Any]:
     room = joined_room(ctx.user, ref.room)
     message = locked_message(room, ref.seq)

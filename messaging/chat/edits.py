@@ -110,7 +110,7 @@ def edit_frame(room: str, message: Message) -> dict[str, Any]:
     }
 
 
-@command("message.edit", validate=validate_edit)
+@command("message.edit", validate=validate_edit, lane="room")
 def edit_message(ctx: CommandContext, edit: Edit) -> dict[str, Any]:
     room = joined_room(ctx.user, edit.room)
     message = locked_message(room, edit.seq)

@@ -223,7 +223,7 @@ def signal_posts(stored: list[CommandContext]) -> None:
         )
 
 
-@command("room.post", validate=validate_post, batch={"postgresql": posts_and_records}, early_batch=True)
+@command("room.post", validate=validate_post, batch={"postgresql": posts_and_records}, early_batch=True, lane="room")
 def post_message(ctx: CommandContext, post: Post) -> dict[str, Any]:
     room_id = joined_room_id(ctx.user, post.room)
     if overrides("can_post") and not get_policy().can_post(ctx.user, Room.objects.get(pk=room_id)):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .exceptions import CommandError, Invalid, UnknownType
 from .protocol import check_data, require_object
@@ -97,6 +97,9 @@ BatchForm = Callable[
 ]
 
 
+Lane = Literal["room"]
+
+
 def _accept_object(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
@@ -122,6 +125,14 @@ class Handler:
     # with its record, so that a batch's statement may run beside the
     # batch's claims instead of after them (`pipeline.run_batch`).
     early_batch: bool = False
+    # Whether its ack holds a member list (`members`), whose entries the
+    # transport marks `online` before it sends the ack (PROTOCOL.md 1.1, "Presence").
+    member_list: bool = False
+    # The clients' outboxes send a type with a lane one command at a time per
+    # lane, in order: "room", one lane per room (`d.room`), for a post and
+    # what changes it. None: sent at once. Published to clients
+    # (`GET /api/lanes`, and rendered into the page).
+    lane: Lane | None = None
 
     def batch_form(self, vendor: str) -> BatchForm | None:
         """The batch form for a database of `vendor`, if the type has one there."""
@@ -147,6 +158,8 @@ def command(
     batch: Mapping[str, BatchForm] | None = None,
     gathered: bool = False,
     early_batch: bool = False,
+    member_list: bool = False,
+    lane: Lane | None = None,
 ) -> Callable[[Applier], Applier]:
     """Register `apply(ctx, data) -> ack data` as the handler of `type`.
 
@@ -181,6 +194,11 @@ def command(
     call, still raises `IntegrityError`. Such a form cannot apply a command
     twice whatever the claims say, so the pipeline runs it beside the
     batch's claims' Redis call rather than after it (`pipeline.run_batch`).
+
+    `member_list`: its ack data's `members` is a list of members, whose
+    entries get `online`. `lane`: "room" has clients send the type's
+    commands one at a time per room, in order, behind the posts, edits and
+    deletes before them (the `lane` of `lanes()`).
     """
 
     def decorate(apply: Applier) -> Applier:
@@ -194,6 +212,8 @@ def command(
                 batch=dict(batch or {}),
                 gathered=gathered,
                 early_batch=early_batch,
+                member_list=member_list,
+                lane=lane,
             )
         )
         return apply
@@ -204,6 +224,11 @@ def command(
 def registered() -> list[str]:
     """The command types registered now."""
     return list(_registry)
+
+
+def lanes() -> dict[str, Lane]:
+    """The registered types that have a lane, with it: what clients' outboxes order (`Handler.lane`)."""
+    return {handler.type: handler.lane for handler in _registry.values() if handler.lane is not None}
 
 
 def lookup(command_type: Any) -> Handler:

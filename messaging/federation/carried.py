@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..chat.online import MEMBER_LISTS
-from ..core import pipeline
+from ..core import handlers, pipeline
 from ..core.exceptions import CommandError, Forbidden, Invalid, RateLimited, Unavailable
 from ..core.gateway import Gateway
 from ..core.outcomes import Outcome
@@ -115,7 +114,7 @@ async def _run(gateway: Gateway, user: Any, peer: str, command: Command) -> dict
     if not isinstance(result, Outcome):
         error = result if isinstance(result, CommandError) else Unavailable()
         return dict(ack_error(command.id, error.as_error()))
-    if command.t in MEMBER_LISTS:
+    if handlers.lookup(command.t).member_list:
         await add_online(result.data.get("members") or [])
     if command.t == "room.join":
         await gateway.run(_share, command.d["room"], peer, before or 0)

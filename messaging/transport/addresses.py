@@ -57,7 +57,7 @@ from ..conf import IPNetwork, get_settings
 from ..ops import metrics
 from .ratelimit import LocalWindow, RedisWindow
 
-_windows: dict[str, tuple[tuple, LocalWindow]] = {}
+_windows: dict[str, tuple[tuple[Any, ...], LocalWindow]] = {}
 
 
 def address_window(name: str, limit: int, window: float) -> LocalWindow | None:
@@ -163,7 +163,7 @@ def client_address(peer: Any, forwarded_for: list[str], trusted: tuple[IPNetwork
     return key_of(hop)
 
 
-def client_of_scope(scope: dict) -> str | None:
+def client_of_scope(scope: dict[str, Any]) -> str | None:
     """The key of an ASGI connection's client (`scope["client"]`, its
     `X-Forwarded-For` headers where the peer is a trusted proxy); None
     where the server gives no IP address."""
@@ -200,7 +200,7 @@ def client_ip_of_request(request: HttpRequest) -> str | None:
     return None if key is None else key.split("/", 1)[0]
 
 
-def limit_posts_per_address(name: str, rate: Callable[[], tuple[int, float]], what: str) -> Callable:
+def limit_posts_per_address(name: str, rate: Callable[[], tuple[int, float]], what: str) -> Callable[..., Any]:
     """Decorate a view so that its POSTs are counted in the address window
     `name`, of `rate()` = (limit, window seconds; limit 0: off), read at each
     request. Past the limit a POST gets 429, a plain page saying when to try

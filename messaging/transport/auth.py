@@ -32,7 +32,7 @@ from django.db import InterfaceError, OperationalError, connections
 _user_of_session = get_user.__wrapped__
 
 
-def _user_of_scope(scope: dict) -> Any:
+def _user_of_scope(scope: dict[str, Any]) -> Any:
     """The user of the handshake's API token (`Authorization: Bearer`, a bot's or
     a backend's client) if it offers one, else of its session.
 
@@ -64,7 +64,7 @@ def drop_dead_connections() -> bool:
     return dropped
 
 
-def signed_in_user(scope: dict) -> Any:
+def signed_in_user(scope: dict[str, Any]) -> Any:
     """The scope's user (or `AnonymousUser`), read again once if a dead connection failed the first read."""
     try:
         return _user_of_scope(scope)
@@ -79,7 +79,7 @@ def signed_in_user(scope: dict) -> Any:
 class RecoveringAuthMiddleware(AuthMiddleware):
     """Channels' `AuthMiddleware`, whose read survives a connection that died since its last use."""
 
-    async def resolve_scope(self, scope: dict) -> None:
+    async def resolve_scope(self, scope: dict[str, Any]) -> None:
         scope["user"]._wrapped = await database_sync_to_async(signed_in_user)(scope)
 
 

@@ -71,7 +71,7 @@ class Deferred:
 
     __slots__ = ("render", "args", "kwargs")
 
-    def __init__(self, render: Callable[..., str], args: tuple, kwargs: dict) -> None:
+    def __init__(self, render: Callable[..., str], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.render = render
         self.args = args
         self.kwargs = kwargs

@@ -38,11 +38,11 @@ from .auth import signed_in_user
 from .handshakes import handshake_over_limit
 from .origins import OriginValidator, SameOriginValidator
 
-Receive = Callable[[], Awaitable[dict]]
-Send = Callable[[dict], Awaitable[None]]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-def cookies_of(scope: dict) -> dict[str, str]:
+def cookies_of(scope: dict[str, Any]) -> dict[str, str]:
     """The handshake's cookies, parsed as channels' `CookieMiddleware` does (the first `Cookie` header)."""
     for name, value in scope.get("headers", ()):
         if name == b"cookie":
@@ -59,21 +59,21 @@ class SocketGate:
         self.origins = origins if origins is not None else SameOriginValidator(None)
         self.store = import_module(settings.SESSION_ENGINE).SessionStore
 
-    async def __call__(self, scope: dict, receive: Receive, send: Send) -> Any:
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> Any:
         if scope["type"] != "websocket":
             raise ValueError("SocketGate guards WebSocket connections only")
         if await self.refused(scope):
             return await WebsocketDenier()(scope, receive, send)
         return await self.inner(await self.signed_in(scope), receive, send)
 
-    async def refused(self, scope: dict) -> bool:
+    async def refused(self, scope: dict[str, Any]) -> bool:
         """Whether the handshake goes no further: over its address's rate, or from another origin."""
         if await handshake_over_limit(scope):
             metrics.ADDRESS_THROTTLED.labels("connect").inc()
             return True
         return not self.origins.allows(scope)
 
-    async def signed_in(self, scope: dict) -> dict:
+    async def signed_in(self, scope: dict[str, Any]) -> dict[str, Any]:
         """A copy of `scope` with the cookies, the session and the signed-in user, as channels' stack adds them."""
         cookies = cookies_of(scope)
         given = dict(scope, cookies=cookies, session=self.store(cookies.get(settings.SESSION_COOKIE_NAME)))

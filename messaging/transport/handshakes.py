@@ -21,7 +21,10 @@ from ..conf import get_settings
 from ..ops import metrics
 from .addresses import address_window, client_of_scope
 
-ASGIApp = Callable[[dict, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[Any]]
+ASGIApp = Callable[
+    [dict[str, Any], Callable[[], Awaitable[dict[str, Any]]], Callable[[dict[str, Any]], Awaitable[None]]],
+    Awaitable[Any],
+]
 
 
 class HandshakeThrottle:
@@ -31,7 +34,10 @@ class HandshakeThrottle:
         self.app = app
 
     async def __call__(
-        self, scope: dict, receive: Callable[[], Awaitable[dict]], send: Callable[[dict], Awaitable[None]]
+        self,
+        scope: dict[str, Any],
+        receive: Callable[[], Awaitable[dict[str, Any]]],
+        send: Callable[[dict[str, Any]], Awaitable[None]],
     ) -> Any:
         if scope["type"] == "websocket" and await handshake_over_limit(scope):
             metrics.ADDRESS_THROTTLED.labels("connect").inc()
@@ -39,7 +45,7 @@ class HandshakeThrottle:
         return await self.app(scope, receive, send)
 
 
-async def handshake_over_limit(scope: dict) -> bool:
+async def handshake_over_limit(scope: dict[str, Any]) -> bool:
     """Count the handshake against its address's window; whether it is over `CONNECT_RATE`."""
     conf = get_settings()
     window = address_window("connect", conf.CONNECT_RATE, conf.CONNECT_RATE_WINDOW)

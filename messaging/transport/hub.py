@@ -58,11 +58,11 @@ class Hub:
         self.outbox: deque[tuple[str, int | None, str]] = deque()
         # Frames for one user: (user key, room or None, text).
         self.user_outbox: deque[tuple[str, str | None, str]] = deque()
-        self.pump: asyncio.Task | None = None
+        self.pump: asyncio.Task[Any] | None = None
         # The private rooms its sockets joined, checked against the database.
         self.memberships = MembershipWatch(membership_interval)
         # `release_soon`'s tasks, held until done.
-        self.releasing: set[asyncio.Task] = set()
+        self.releasing: set[asyncio.Task[Any]] = set()
 
     async def join(self, room: str, member: Member) -> None:
         """From return on, `member` gets every frame published to `room`."""
@@ -142,8 +142,8 @@ class Hub:
         """Deliver (`RedisHub`: publish) one batch; whether it went."""
         for room, seq, text in batch:
             await self.deliver(room, seq, text)
-        for key, room, text in to_users:
-            await self.deliver_to_user(key, room, text)
+        for key, only_in, text in to_users:
+            await self.deliver_to_user(key, only_in, text)
         metrics.FANOUT_FRAMES.labels("published").inc(len(batch) + len(to_users))
         return True
 
@@ -164,7 +164,7 @@ class Hub:
                 log.warning("live frame for room %s not delivered", room, exc_info=True)
 
 
-def queue(outbox: deque, item: tuple) -> None:
+def queue(outbox: deque[Any], item: tuple[Any, ...]) -> None:
     """Append to a bounded outbox, dropping (and counting) the oldest when it is full."""
     if len(outbox) >= PUBLISH_BACKLOG:
         outbox.popleft()
@@ -172,6 +172,6 @@ def queue(outbox: deque, item: tuple) -> None:
     outbox.append(item)
 
 
-def take(outbox: deque) -> list:
+def take(outbox: deque[Any]) -> list[Any]:
     """The oldest `PUBLISH_BATCH` items of an outbox, taken out of it."""
     return [outbox.popleft() for _ in range(min(len(outbox), PUBLISH_BATCH))]

@@ -59,7 +59,7 @@ class MembershipWatch:
         # Per private room, its sockets here, each with the number of the join that let it in.
         self.rooms: dict[str, dict[Watched, int]] = {}
         self.joins = itertools.count(1)
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[Any] | None = None
         self.checking: asyncio.Lock | None = None
 
     def watch(self, room: str, socket: Watched) -> None:

@@ -101,7 +101,7 @@ class OriginValidator:
             else None
         )
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> Any:
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
         if scope["type"] != "websocket":
             raise ValueError("OriginValidator guards WebSocket connections only")
         # Decided in a call of its own: this frame lives as long as the socket,
@@ -110,8 +110,8 @@ class OriginValidator:
             return await WebsocketDenier()(scope, receive, send)
         return await self.application(scope, receive, send)
 
-    def allows(self, scope: dict) -> bool:
-        headers = {}
+    def allows(self, scope: dict[str, Any]) -> bool:
+        headers: dict[bytes, str] = {}
         for name, value in scope.get("headers", ()):
             # A repeated header is ambiguous: keep the first, as a second cannot make a bad origin good.
             headers.setdefault(name, value.decode("latin1"))
@@ -123,7 +123,7 @@ class OriginValidator:
             allowed_hosts=self.allowed_hosts,
         )
 
-    def page_scheme(self, scope: dict, headers: dict[bytes, str]) -> str:
+    def page_scheme(self, scope: dict[str, Any], headers: dict[bytes, str]) -> str:
         """The scheme of the page this handshake belongs to, as Django's `request.is_secure()` decides it."""
         if self.proxy_ssl_header is not None:
             name, secure_value = self.proxy_ssl_header

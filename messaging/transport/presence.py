@@ -23,7 +23,7 @@ users offline within `PRESENCE_TTL` while another process lives
 Without Redis (`make run`) the process's own counts are the whole truth.
 Presence is best effort like live fan-out: a Redis error is logged and the
 process's own counts answer. `online` in member lists is added here, on
-the event loop, to the results the chat names (`MEMBER_LISTS`), so the
+the event loop, to the results of the types whose `Handler.member_list` is set, so the
 database thread that built the list does not wait on Redis.
 """
 
@@ -52,7 +52,7 @@ from .fanout import get_hub, user_key
 log = logging.getLogger(__name__)
 
 
-def presence_frame(room: str, user_id: Any, online: bool) -> dict:
+def presence_frame(room: str, user_id: Any, online: bool) -> dict[str, Any]:
     # `user` first: the user's own sockets skip it (messaging/transport/typing.py's `own_prefix`).
     return {"t": "presence", "d": {"user": user_id, "room": room, "online": online}}
 
@@ -83,9 +83,9 @@ class Presence:
         self.process = uuid.uuid4().hex
         self.sockets: dict[str, int] = {}
         self.client: aioredis.Redis | None = None
-        self.beating: asyncio.Task | None = None
+        self.beating: asyncio.Task[Any] | None = None
         # Per user, the last of their writes and announcements not yet done (`in_turn`).
-        self.turns: dict[str, asyncio.Task] = {}
+        self.turns: dict[str, asyncio.Task[Any]] = {}
         if url:
             # The loop's client the claim store and the rate window share: no pool of its own.
             self.client = runtime().redis_client(url, timeout)
@@ -135,7 +135,7 @@ class Presence:
         if not await self.write(key, add=online):
             await self.send_presence(user_id, online, at)
 
-    def in_turn(self, key: str, step: Callable[[], Awaitable[None]]) -> asyncio.Task:
+    def in_turn(self, key: str, step: Callable[[], Awaitable[None]]) -> asyncio.Task[Any]:
         """Run `step()` in a task once the user's steps before it are done: a
         quick open and close write and announce in that order, so the last
         frame the rooms hear is the user's state."""
@@ -255,7 +255,7 @@ class Presence:
                     self.in_turn(key, functools.partial(self.send_presence, user_id, False, timezone.now()))
 
 
-def done() -> asyncio.Future:
+def done() -> asyncio.Future[None]:
     future = asyncio.get_running_loop().create_future()
     future.set_result(None)
     return future
@@ -277,7 +277,7 @@ def get_presence() -> Presence:
     )
 
 
-async def add_online(entries: list[dict]) -> None:
+async def add_online(entries: list[dict[str, Any]] | None) -> None:
     """Member entries (with their `user` ids) with `online` added: one Redis round trip for the lot.
     An entry that has it already (a member of another deployment, as its room's home said) keeps it."""
     entries = [entry for entry in entries or () if "online" not in entry]

@@ -180,8 +180,8 @@ class RedisWindow(LocalWindow):
         self._pending: dict[Any, tuple[int, int]] = {}
         self._known: dict[Any, tuple[int, int]] = {}
         self._flushed_at = 0.0
-        self._next_flush: asyncio.Task | None = None
-        self._flushes: set[asyncio.Task] = set()
+        self._next_flush: asyncio.Task[Any] | None = None
+        self._flushes: set[asyncio.Task[Any]] = set()
 
     def _client(self) -> aioredis.Redis:
         return runtime().redis_client(self.url, self.timeout)

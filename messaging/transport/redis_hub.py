@@ -162,8 +162,8 @@ class RedisHub(Hub):
         for room, seq, text in batch:
             by_room.setdefault(room, []).append((seq, text))
         by_user: dict[str, list[tuple[str | None, str]]] = {}
-        for key, room, text in to_users:
-            by_user.setdefault(key, []).append((room, text))
+        for key, only_in, text in to_users:
+            by_user.setdefault(key, []).append((only_in, text))
         frames = len(batch) + len(to_users)
         try:
             pipe = self.client.pipeline(transaction=False)

@@ -46,7 +46,7 @@ class Credential:
     token_id: int | None = None
 
 
-def credential_of(scope: dict, user: Any) -> Credential:
+def credential_of(scope: dict[str, Any], user: Any) -> Credential:
     """The credential that signed the handshake of `scope` in as `user`."""
     token_id = scope.get("api_token")
     if token_id is not None:

@@ -24,7 +24,6 @@ from typing import Any
 
 from asgiref.sync import AsyncToSync, SyncToAsync
 
-from ..chat.online import MEMBER_LISTS
 from ..core import handlers, pipeline
 from ..core.exceptions import BadFrame, CommandError, Unavailable
 from ..core.handlers import CommandContext
@@ -81,7 +80,7 @@ async def asubmit(user: Any, t: Any, d: Any, *, id: str | None = None, client_ad
             log.exception("command %s %s by user %s failed", loggable(command.t), command.id, user.pk)
             _answered(handler, Unavailable.code, started)
             return ack_error(command.id, Unavailable().as_error())
-        if handler.type in MEMBER_LISTS:
+        if handler.member_list:
             # As on a socket (PROTOCOL.md 1.1, "Presence"): member entries say who is online.
             await add_online(outcome.data.get("members"))
         _answered(handler, "dup" if outcome.dup else "ok", started, source=outcome.source)
@@ -100,8 +99,8 @@ def publish(outcome: Outcome) -> None:
     for room, frame in outcome.broadcasts:
         seq = frame["d"].get("seq") if frame.get("t") == "msg" else None
         hub.publish(room, seq, encode(frame))
-    for user_id, room, frame in outcome.to_users:
-        hub.publish_to_user(user_id, room, encode(frame))
+    for user_id, only_in, frame in outcome.to_users:
+        hub.publish_to_user(user_id, only_in, encode(frame))
 
 
 def publish_from_code(ctx: CommandContext) -> None:

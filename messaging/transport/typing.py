@@ -46,14 +46,14 @@ class Typing:
     typing: bool
 
 
-def validate_typing(d: dict) -> Typing:
+def validate_typing(d: dict[str, Any]) -> Typing:
     typing = d.get("typing")
     if not isinstance(typing, bool):
         raise Invalid("typing must be true or false")
     return Typing(room=room_slug(d), typing=typing)
 
 
-def typing_frame(room: str, user: Any, typing: bool) -> dict:
+def typing_frame(room: str, user: Any, typing: bool) -> dict[str, Any]:
     # `user` first: a socket skips its own user's frames by their prefix (`own_prefix`).
     return {"t": "typing", "d": {"user": user.pk, "room": room, "name": display_name(user), "typing": typing}}
 
@@ -139,7 +139,7 @@ async def check_member(gateway: Gateway, user: Any, room: str) -> None:
         raise Forbidden("join the room first")
 
 
-async def typing_on_loop(gateway: Gateway, entries: list) -> list[dict | CommandError]:
+async def typing_on_loop(gateway: Gateway, entries: list[Any]) -> list[dict[str, Any] | CommandError]:
     """The batch form (one command per call, on the event loop, where the state lives)."""
     [(ctx, typing, _)] = entries
     try:
@@ -148,7 +148,7 @@ async def typing_on_loop(gateway: Gateway, entries: list) -> list[dict | Command
         return [exc]
 
 
-async def atyping(gateway: Gateway, ctx: CommandContext, typing: Typing) -> dict:
+async def atyping(gateway: Gateway, ctx: CommandContext, typing: Typing) -> dict[str, Any]:
     await check_member(gateway, ctx.user, typing.room)
     typists = get_typists()
     if typing.typing:
@@ -169,7 +169,7 @@ async def atyping(gateway: Gateway, ctx: CommandContext, typing: Typing) -> dict
     exactly_once=False,
     batch={vendor: typing_on_loop for vendor in ("postgresql", "sqlite", "mysql", "oracle")},
 )
-def typing(ctx: CommandContext, typing: Typing) -> dict:
+def typing(ctx: CommandContext, typing: Typing) -> dict[str, Any]:
     """Off the event loop (a caller without one) only the membership check: the state lives on the loop."""
     joined_room_id(ctx.user, typing.room)
     return {"room": typing.room}

@@ -51,7 +51,7 @@ class CredentialWatch(Generic[C]):
         self.check = check
         self.interval = interval
         self.sockets: dict[Hashable, tuple[C, Close]] = {}
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[Any] | None = None
 
     def __len__(self) -> int:
         return len(self.sockets)

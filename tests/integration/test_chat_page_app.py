@@ -4,6 +4,9 @@ host's to override, and the reusable app alone serves no page and makes no accou
 from __future__ import annotations
 
 import copy
+import html
+import json
+import re
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -11,6 +14,7 @@ from django.test import Client
 from django.urls import reverse
 
 from messaging.contrib.chat.views import import_map
+from messaging.core import handlers
 
 from ..support.csp import executed_inline_scripts, policy_of, sha256_source
 
@@ -32,6 +36,13 @@ def test_the_page_sends_an_ended_session_to_the_hosts_login_url(settings, django
     assert 'data-login-url="/login/?next=/"' in signed_in(django_user_model).get("/").content.decode()
     settings.LOGIN_URL = "/accounts/sign-in/"
     assert 'data-login-url="/accounts/sign-in/?next=/"' in signed_in(django_user_model).get("/").content.decode()
+
+
+def test_the_page_carries_the_lanes_of_the_command_types(django_user_model):
+    # The outbox reads its lanes from the page (outbox.js `servedLanes`): the server's `Handler.lane`s.
+    body = signed_in(django_user_model).get("/").content.decode()
+    [lanes] = re.findall(r'data-lanes="([^"]*)"', body)
+    assert json.loads(html.unescape(lanes)) == handlers.lanes()
 
 
 def test_a_host_template_of_the_same_name_overrides_the_page(settings, tmp_path, django_user_model):

@@ -28,3 +28,22 @@ def test_a_type_registered_twice_differently_is_refused():
             handlers.command("test.twice", exactly_once=False)(lambda ctx, data: {})
     finally:
         del handlers._registry["test.twice"]
+
+
+def test_what_a_type_means_to_clients_is_a_trait_of_its_handler():
+    # Acks whose `members` the transport marks `online`; the outbox's room lanes.
+    assert {t for t in handlers.registered() if handlers.lookup(t).member_list} >= {"room.join", "room.members"}
+    assert not handlers.lookup("room.post").member_list
+    assert handlers.lanes() == {"room.post": "room", "message.edit": "room", "message.delete": "room"}
+
+
+def test_a_hosts_type_with_a_room_lane_is_published_with_the_built_in_ones():
+    handlers.command("test.vote", lane="room")(lambda ctx, data: {})
+    try:
+        assert handlers.lanes()["test.vote"] == "room"
+        from messaging.transport.http.openapi import document
+
+        assert document()["x-messaging-lanes"] == handlers.lanes()
+    finally:
+        del handlers._registry["test.vote"]
+    assert "test.vote" not in handlers.lanes()

@@ -104,3 +104,14 @@ def test_no_module_of_the_app_is_longer_than_one_sitting():
         if (n := len(p.read_text().splitlines())) > LONGER_FOR_NOW.get(name := module_name(p), MODULE_LINES)
     }
     assert long == {}
+
+
+# A connected client and what it talks through (docs/ARCHITECTURE.md): no server or framework of sockets.
+SESSION_MODULES = ("session", "ports", "answers", "live", "outgoing")
+
+
+@pytest.mark.parametrize("name", SESSION_MODULES)
+def test_the_session_imports_no_framework_of_sockets(name):
+    path = PACKAGE / "transport" / f"{name}.py"
+    framework = ("channels", "daphne", "twisted", "uvicorn", "websockets", "messaging.transport.consumers")
+    assert sorted(i for i in imports(path) if any(i == f or i.startswith(f + ".") for f in framework)) == []

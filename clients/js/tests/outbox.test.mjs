@@ -429,3 +429,27 @@ test("a 4401 close means signed out: no more tries", () => {
   assert.equal(sockets.length, 1);
   assert.ok(log.includes("unauthorized"));
 });
+
+test("lanes are the server's: a type it gives a room lane waits behind the room's posts, others go at once", async () => {
+  const { LANES, laneOf, servedLanes } = await importPackage();
+  assert.equal(laneOf({ t: "room.post", d: { room: "lobby" } }), "room:lobby");
+  assert.equal(laneOf({ t: "poll.vote", d: { room: "lobby" } }), null);
+  const lanes = servedLanes(JSON.stringify({ ...LANES, "poll.vote": "room" }));
+  assert.equal(laneOf({ t: "poll.vote", d: { room: "lobby" } }, lanes), "room:lobby");
+  // Nothing rendered, or not lanes: the built-in types' own.
+  assert.equal(servedLanes(undefined), LANES);
+  assert.equal(servedLanes("[1]"), LANES);
+  assert.equal(servedLanes("{"), LANES);
+
+  const sent = [];
+  const outbox = new Outbox({
+    store: new MemoryStore(),
+    transmit: (frame) => sent.push(frame) > 0,
+    timers: new Clock(),
+    lanes,
+  });
+  await outbox.resume();
+  await outbox.submit("room.post", { room: "lobby", body: "first" });
+  await outbox.submit("poll.vote", { room: "lobby", choice: 1 });
+  assert.deepEqual(sent.map((frame) => frame.t), ["room.post"]);
+});

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from messaging_client import FileStore, MemoryStore, Outbox, OutboxFull, RoomView
+from messaging_client import LANES, FileStore, MemoryStore, Outbox, OutboxFull, RoomView, served_lanes
 
 
 class Clock:
@@ -51,6 +51,20 @@ def test_an_edit_or_delete_waits_behind_what_its_room_sent_before():
     assert ids(box.due()) == [edit.id]
     box.settle(edit.id)
     assert ids(box.due()) == [delete.id]
+
+
+def test_a_type_the_server_gives_a_room_lane_waits_behind_its_rooms_posts():
+    box, _ = outbox(lanes={**LANES, "poll.vote": "room"})
+    post = box.add("room.post", {"room": "a", "body": "1"})
+    vote = box.add("poll.vote", {"room": "a", "choice": 2})
+    assert ids(box.due()) == [post.id]
+    box.settle(post.id)
+    assert ids(box.due()) == [vote.id]
+
+
+def test_lanes_of_a_server_that_cannot_be_reached_are_the_built_in_ones():
+    # Port 9 (discard) on loopback: refused at once.
+    assert served_lanes("http://127.0.0.1:9", timeout=2) is LANES
 
 
 def test_an_overdue_ack_sends_the_same_id_again_and_a_disconnect_makes_everything_due():

@@ -21,6 +21,7 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
 from ...conf import get_settings
+from ...core import handlers
 
 try:
     from csp.decorators import csp_update
@@ -126,6 +127,12 @@ def chat(request: HttpRequest) -> HttpResponseBase:
         return redirect(settings.LOGIN_URL)
     script = import_map()
     # `node`: this deployment's name with federation on (the page names users of other deployments by theirs).
-    context = {"import_map": mark_safe(script), "login_url": login_url(request), "node": get_settings().NODE or ""}
+    context = {
+        "import_map": mark_safe(script),
+        "login_url": login_url(request),
+        "node": get_settings().NODE or "",
+        # The outbox's lanes (`Handler.lane`): a host's own types' too.
+        "lanes": json.dumps(handlers.lanes()),
+    }
     response = render(request, "messaging/chat.html", context)
     return allow_inline_script(request, response, script)

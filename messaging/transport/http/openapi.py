@@ -313,4 +313,6 @@ def document() -> dict:
     served = copy.deepcopy(DOCUMENT)
     body = served["paths"]["/api/commands"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     body["properties"]["t"]["enum"] = sorted(handlers.registered())
+    # The types clients' outboxes send one at a time per lane, in order (`Handler.lane`).
+    served["x-messaging-lanes"] = handlers.lanes()
     return served

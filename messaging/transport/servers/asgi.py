@@ -18,12 +18,13 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from ...ops import metrics
 
 log = logging.getLogger(__name__)
 
-Send = Callable[[dict], Awaitable[None]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
 Closer = Callable[[], Awaitable[None]]
 # Told, once, how many frames and bytes were dropped when the buffer overflowed.
 OnOverflow = Callable[[int, int], None]
@@ -38,7 +39,7 @@ def payload_length(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
-NOTHING: tuple = ()
+NOTHING: tuple[()] = ()
 
 
 def server_send(send: Send) -> Send:
@@ -71,9 +72,9 @@ class SendBuffer:
         # What waits, in order: texts, or the close (a `Closer`), with their payload lengths.
         # `NOTHING` while nothing waits: an empty deque costs 0.6 kB, and most
         # sockets are idle (10,000 of them: 6 MB).
-        self.queue: deque[tuple[str | Closer, int]] | tuple = NOTHING
+        self.queue: deque[tuple[str | Closer, int]] | tuple[()] = NOTHING
         self.queued = 0
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[Any] | None = None
         # Closing: no frame is taken after the close. Overflowed: frames are
         # dropped (and counted) until the socket is gone. Stopped: the
         # connection is gone, and frames are lost with it as one in flight
@@ -82,7 +83,7 @@ class SendBuffer:
         self.overflowed = False
         self.stopped = False
         # The socket's replies waiting for room (`room`).
-        self.waiter: asyncio.Future | None = None
+        self.waiter: asyncio.Future[None] | None = None
 
     @property
     def waiting(self) -> int:
@@ -177,7 +178,7 @@ class SendBuffer:
                 return
             # An overflow or a stop meanwhile emptied the queue.
             if self.queue and self.queue[0][0] is item:
-                self.queue.popleft()  # type: ignore[union-attr]
+                self.queue.popleft()
                 self.queued -= size
                 self.emptied()
                 if not self.pushed_back:
@@ -257,7 +258,7 @@ class WritingSendBuffer(SendBuffer):
     def flush(self, *, pushed_back: bool = False) -> None:
         """Write what is queued, as long as the transport does not push back (`pushed_back`: even if it does)."""
         while self.queue and (pushed_back or not self.paused):
-            text, size = self.queue.popleft()  # type: ignore[union-attr]
+            text, size = self.queue.popleft()
             self.queued -= size
             self.write(text)  # type: ignore[arg-type]
         self.emptied()

@@ -70,7 +70,7 @@ class FrameWriter:
         return True
 
 
-def daphne_connection(send: Callable[[dict], Awaitable[None]]) -> Any | None:
+def daphne_connection(send: Callable[[dict[str, Any]], Awaitable[None]]) -> Any | None:
     """The daphne WebSocket connection (autobahn protocol) behind an ASGI `send`, or None under another server."""
     # Daphne has imported both if it is the server that serves this socket;
     # importing them under another would load Twisted into its process.
@@ -98,7 +98,7 @@ def writes_plainly(protocol: Any) -> bool:
     )
 
 
-def frame_writer(send: Callable[[dict], Awaitable[None]]) -> FrameWriter | None:
+def frame_writer(send: Callable[[dict[str, Any]], Awaitable[None]]) -> FrameWriter | None:
     """A `FrameWriter` for the connection behind an ASGI `send`, or None if it is not a plain daphne WebSocket."""
     protocol = daphne_connection(send)
     if protocol is None or not writes_plainly(protocol):

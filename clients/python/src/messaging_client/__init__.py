@@ -25,14 +25,15 @@ from __future__ import annotations
 from .auth import SignInFailed, asign_in, sign_in
 from .client import Client, Refused
 from .connection import Unauthorized
-from .http import ahttp_command, http_command
-from .outbox import FileStore, MemoryStore, Outbox, OutboxFull
+from .http import ahttp_command, http_command, served_lanes
+from .outbox import LANES, FileStore, MemoryStore, Outbox, OutboxFull
 from .redirects import Redirected
 from .rooms import RoomView
 
 __version__ = "0.3.0"
 
 __all__ = [
+    "LANES",
     "Client",
     "FileStore",
     "MemoryStore",
@@ -46,5 +47,6 @@ __all__ = [
     "ahttp_command",
     "asign_in",
     "http_command",
+    "served_lanes",
     "sign_in",
 ]

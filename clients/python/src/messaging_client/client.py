@@ -28,11 +28,11 @@ import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from .connection import Connection
-from .outbox import MemoryStore, Outbox, backoff_delay, final
+from .outbox import LANES, MemoryStore, Outbox, backoff_delay, final
 from .rooms import RoomView
 
 log = logging.getLogger(__name__)
@@ -87,6 +87,7 @@ class Client(Connection):
         outbox_limit: int = 1000,
         on_event: Callable[[dict[str, Any]], Any] | None = None,
         rand: Callable[[], float] = random.random,
+        lanes: Mapping[str, str] = LANES,
     ) -> None:
         self.urls = [urls] if isinstance(urls, str) else list(urls)
         if not self.urls:
@@ -105,6 +106,7 @@ class Client(Connection):
             backoff_base=backoff_base,
             backoff_cap=backoff_cap,
             rand=rand,
+            lanes=lanes,
         )
         self.rooms: dict[str, RoomView] = {}
         self.state = "connecting"

@@ -20,10 +20,11 @@ import random
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .ids import time_ordered_id
+from .outbox import LANES
 from .redirects import Redirected, not_following
 
 RETRIED = frozenset({409, 429, 502, 503, 504})
@@ -78,3 +79,17 @@ def http_command(
 async def ahttp_command(base_url: str, t: str, d: Any, **kwargs: Any) -> tuple[int, dict[str, Any]]:
     """`http_command` from async code, on a thread."""
     return await asyncio.to_thread(http_command, base_url, t, d, **kwargs)
+
+
+def served_lanes(base_url: str, *, timeout: float = 5.0) -> Mapping[str, str]:
+    """The lanes of the server's command types (`x-messaging-lanes` of `GET /api/openapi.json`), for
+    `Client(lanes=...)`: a host's own types included. The built-in types' (`LANES`) when it cannot be read."""
+    try:
+        request = urllib.request.Request(base_url.rstrip("/") + "/api/openapi.json")
+        with not_following.open(request, timeout=timeout) as response:
+            lanes = json.loads(response.read()).get("x-messaging-lanes")
+    except (OSError, ValueError, AttributeError, Redirected):
+        return LANES
+    if not isinstance(lanes, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in lanes.items()):
+        return LANES
+    return lanes

@@ -20,15 +20,25 @@ import os
 import random
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from .ids import time_ordered_id
 
-# Commands whose order within a room is what the user sees.
-ORDERED_TYPES = frozenset({"room.post", "message.edit", "message.delete"})
+# Per command type, its lane: "room", one lane per `d.room`, for the commands
+# whose order within a room is what the user sees. The server publishes its
+# types' lanes (`x-messaging-lanes` of `GET /api/openapi.json`: `served_lanes`);
+# these are the built-in types', for a client that has not read them.
+LANES: Mapping[str, str] = MappingProxyType({"room.post": "room", "message.edit": "room", "message.delete": "room"})
+ORDERED_TYPES = frozenset(LANES)
+
+
+def lane_of(t: str, d: Mapping[str, Any], lanes: Mapping[str, str] = LANES) -> str | None:
+    """The lane of a command of type `t` with data `d`: `room:<d.room>`, or None (sent at once)."""
+    return f"room:{d.get('room', '')}" if lanes.get(t) == "room" else None
 
 
 def backoff_delay(attempt: int, *, base: float, cap: float, rand: Callable[[], float] = random.random) -> float:
@@ -49,11 +59,13 @@ class Entry:
     due: float | None = 0.0
     # The ack timeout of the attempt in flight.
     expires: float | None = None
+    # The lanes of the outbox it is in.
+    lanes: Mapping[str, str] = field(default_factory=lambda: LANES, repr=False, compare=False)
 
     @property
     def lane(self) -> str | None:
         # One lane per room for all of them: an edit or delete of a message waits for what was sent before it.
-        return f"room:{self.d.get('room', '')}" if self.t in ORDERED_TYPES else None
+        return lane_of(self.t, self.d, self.lanes)
 
     def frame(self) -> dict[str, Any]:
         return {"id": self.id, "t": self.t, "d": self.d}
@@ -134,8 +146,10 @@ class Outbox:
         backoff_cap: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         rand: Callable[[], float] = random.random,
+        lanes: Mapping[str, str] = LANES,
     ) -> None:
         self.store = store if store is not None else MemoryStore()
+        self.lanes = lanes
         self.limit = limit
         self.ack_timeout = ack_timeout
         self.backoff_base = backoff_base
@@ -144,7 +158,7 @@ class Outbox:
         self.rand = rand
         self.entries: dict[str, Entry] = {}
         for stored in self.store.load():
-            self.entries[stored["id"]] = Entry(stored["id"], stored["t"], stored["d"], stored["order"])
+            self.entries[stored["id"]] = Entry(stored["id"], stored["t"], stored["d"], stored["order"], lanes=lanes)
         self._last_order = max((e.order for e in self.entries.values()), default=0)
 
     def __len__(self) -> int:
@@ -165,7 +179,7 @@ class Outbox:
             raise OutboxFull(f"{len(self.entries)} actions are waiting to be settled")
         order = max(time.time_ns(), self._last_order + 1)
         self._last_order = order
-        entry = Entry(id or time_ordered_id(), t, d, order)
+        entry = Entry(id or time_ordered_id(), t, d, order, lanes=self.lanes)
         self.store.put(entry.stored())
         self.entries[entry.id] = entry
         return entry

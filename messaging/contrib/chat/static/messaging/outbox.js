@@ -65,6 +65,7 @@ export class Outbox {
     random = Math.random,
     mintId = () => timeOrderedId(),
     onChange = () => {},
+    lanes = LANES,
   }) {
     this.store = store;
     this.transmit = transmit;
@@ -73,6 +74,7 @@ export class Outbox {
     this.random = random;
     this.mintId = mintId;
     this.onChange = onChange;
+    this.lanes = lanes;
     this.entries = new Map();
     this.timeouts = new Map();
     this.ready = false;
@@ -130,7 +132,7 @@ export class Outbox {
     if (!this.ready) return;
     const lanes = new Set();
     for (const entry of this.pending()) {
-      const lane = laneOf(entry);
+      const lane = laneOf(entry, this.lanes);
       if (lane !== null) {
         if (lanes.has(lane)) continue;
         lanes.add(lane);
@@ -195,11 +197,28 @@ export class Outbox {
 
 // A room's posts, edits and deletes share its lane: an edit waits for the
 // post before it, a delete for the edit (as in messaging_client's outbox).
-const ORDERED = new Set(["room.post", "message.edit", "message.delete"]);
+// The server publishes its types' lanes (the chat page's `data-lanes`, the
+// OpenAPI document's `x-messaging-lanes`); these are the built-in types',
+// for a client that has not read them.
+export const LANES = Object.freeze({ "room.post": "room", "message.edit": "room", "message.delete": "room" });
 
-/** Posts, edits and deletes go one at a time per room; anything else has no lane (null) and is not held. */
-export function laneOf(entry) {
-  return ORDERED.has(entry.t) ? `room:${entry.d?.room ?? ""}` : null;
+/**
+ * The lane of an entry: `room:<d.room>` for a type whose lane is "room" in
+ * `lanes`; anything else has no lane (null) and is not held.
+ */
+export function laneOf(entry, lanes = LANES) {
+  return Object.hasOwn(lanes, entry.t) && lanes[entry.t] === "room" ? `room:${entry.d?.room ?? ""}` : null;
+}
+
+/** The lanes a server published as JSON text (the chat page's `data-lanes`), or `LANES` if `text` holds none. */
+export function servedLanes(text) {
+  try {
+    const lanes = JSON.parse(text ?? "");
+    if (lanes !== null && typeof lanes === "object" && !Array.isArray(lanes)) return lanes;
+  } catch {
+    // Not rendered (a host's own template): the built-in types' lanes.
+  }
+  return LANES;
 }
 
 function strip({ attempts, ...entry }) {

@@ -8,7 +8,7 @@
 // its view to `views()`, and its own controller beside the others.
 import { ChatModel } from "../model/rooms.js";
 import { openConnection } from "../connection.js";
-import { Outbox } from "../outbox.js";
+import { Outbox, servedLanes } from "../outbox.js";
 import { Composer, RoomForm } from "../views/composer.js";
 import { Conversation } from "../views/conversation.js";
 import { HistoryView } from "../views/history.js";
@@ -50,7 +50,12 @@ export class ChatPage {
     });
     const send = (frame) => this.connection.send(frame);
     this.requests = new Requests(send);
-    this.outbox = new Outbox({ store, transmit: send, onChange: (change) => this.messages.outboxChanged(change) });
+    this.outbox = new Outbox({
+      store,
+      transmit: send,
+      onChange: (change) => this.messages.outboxChanged(change),
+      lanes: servedLanes(document.body.dataset.lanes),
+    });
     // Frames are handled one at a time, in arrival order, though some handlers
     // wait for IndexedDB.
     this.inbound = Promise.resolve();
