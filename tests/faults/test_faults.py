@@ -86,7 +86,10 @@ def hold_rooms_then_terminate_waiters(locked: threading.Event) -> int:
     """Lock both rooms so posts queue inside their transactions, then
     terminate those backends (only this test database's) mid-command."""
     with raw_db() as db, db.cursor() as cur:
-        cur.execute("SELECT id FROM messaging_room WHERE slug = ANY(%s) FOR UPDATE", [ROOMS])
+        # In the rooms' id order, as every transaction of the app locks them
+        # (posts_and_records.sql): in another order a batch holding one room
+        # while it waits for the other deadlocks with this.
+        cur.execute("SELECT id FROM messaging_room WHERE slug = ANY(%s) ORDER BY id FOR UPDATE", [ROOMS])
         locked.set()
         waiting = 0
         deadline = time.monotonic() + 20
