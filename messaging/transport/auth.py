@@ -76,7 +76,7 @@ def signed_in_user(scope: dict[str, Any]) -> Any:
     return _user_of_scope(scope)
 
 
-class RecoveringAuthMiddleware(AuthMiddleware):
+class RecoveringAuthMiddleware(AuthMiddleware):  # type: ignore[misc]  # channels has no types
     """Channels' `AuthMiddleware`, whose read survives a connection that died since its last use."""
 
     async def resolve_scope(self, scope: dict[str, Any]) -> None:

@@ -36,7 +36,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import redis.asyncio as aioredis
 from django.contrib.auth import get_user_model
@@ -173,7 +173,8 @@ class Presence:
         except REDIS_FAILED as exc:
             log.warning("presence of user %s not written to Redis: %s", key, exc)
             return 0
-        return replies[-1] - (1 if add else 0)
+        holders: int = replies[-1]  # the ZCOUNT's
+        return holders - (1 if add else 0)
 
     async def send_presence(self, user_id: Any, online: bool, at: datetime) -> None:
         """The user's `presence` frame to the rooms they were a member of `at` the change."""
@@ -238,11 +239,12 @@ class Presence:
         """Take the users of processes whose heartbeat expired offline, announcing those offline everywhere."""
         assert self.client is not None
         now = time.time()
-        for dead in await self.client.zrangebyscore(self.processes, "-inf", now):
-            if not await self.client.zrem(self.processes, dead):
+        # Members are bytes: the client does not decode responses (redis-py types them `bytes | str`).
+        for member in cast("list[bytes]", await self.client.zrangebyscore(self.processes, "-inf", now)):
+            if not await self.client.zrem(self.processes, member):
                 continue  # another process reaps it
-            dead = dead.decode()
-            keys = [k.decode() for k in await self.client.smembers(self.process_set(dead))]
+            dead = member.decode()
+            keys = [k.decode() for k in cast("set[bytes]", await self.client.smembers(self.process_set(dead)))]
             pipe = self.client.pipeline(transaction=False)
             for key in keys:
                 pipe.zrem(self.user_set(key), dead)

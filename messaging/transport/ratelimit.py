@@ -189,7 +189,7 @@ class RedisWindow(LocalWindow):
     def _name(self, key: Any, slot: int) -> str:
         return f"{self.prefix}{key}:{slot}"
 
-    def _redis_failed(self, exc: Exception) -> None:
+    def _redis_failed(self, exc: BaseException) -> None:
         self._down_until = time.monotonic() + self.cooldown
         log.warning("redis rate limit failed, counting in this process: %s", exc)
 
@@ -203,7 +203,9 @@ class RedisWindow(LocalWindow):
             return self._counted_here(key, slot, now)
         try:
             async with self._client().pipeline(transaction=False) as pipe:
-                count, _ = await pipe.incr(name).expire(name, math.ceil(self.window) + 1).execute()
+                pipe.incr(name)
+                pipe.expire(name, math.ceil(self.window) + 1)
+                count, _ = await pipe.execute()
         except REDIS_FAILED as exc:
             self._redis_failed(exc)
             return self._counted_here(key, slot, now)
@@ -276,7 +278,8 @@ class RedisWindow(LocalWindow):
             async with self._client().pipeline(transaction=False) as pipe:
                 for key, (slot, n) in batch.items():
                     name = self._name(key, slot)
-                    pipe.incrby(name, n).expire(name, math.ceil(self.window) + 1)
+                    pipe.incrby(name, n)
+                    pipe.expire(name, math.ceil(self.window) + 1)
                 replies = await pipe.execute()
         except REDIS_FAILED as exc:
             # The batch is lost to Redis, not to this process: its own count

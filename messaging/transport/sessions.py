@@ -38,7 +38,7 @@ def session_still_signs_in(session_key: str, user: Any) -> bool:
 def stored_sessions(keys: Collection[str]) -> dict[str, Mapping[str, Any]]:
     """The data of each session of `keys` that exists and has not expired (reads only)."""
     store = import_module(settings.SESSION_ENGINE).SessionStore
-    if store.load is db.SessionStore.load and store._get_session_from_db is db.SessionStore._get_session_from_db:
+    if store.load is db.SessionStore.load and store._get_session_from_db is db.SessionStore._get_session_from_db:  # type: ignore[attr-defined]  # private: not in django-stubs
         # What `load` reads, for every key at once.
         rows = store.get_model_class().objects.filter(session_key__in=keys, expire_date__gt=timezone.now())
         decoder = store()
@@ -59,7 +59,7 @@ def signs_in(data: Mapping[str, Any], user_pk: Any, users: Mapping[str, Any] | N
     if user_id is None or str(user_id) != str(user_pk) or backend_path not in settings.AUTHENTICATION_BACKENDS:
         return False
     backend = load_backend(backend_path)
-    if users is not None and type(backend).get_user is ModelBackend.get_user:
+    if users is not None and isinstance(backend, ModelBackend) and type(backend).get_user is ModelBackend.get_user:
         current = users.get(str(user_pk))
         if current is not None and not backend.user_can_authenticate(current):
             current = None

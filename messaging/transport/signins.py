@@ -109,6 +109,7 @@ def credential_watch() -> CredentialWatch[Credential] | None:
     async def check(credentials: set[Credential]) -> set[Credential]:
         # On the commands' threads: channels' one database thread also signs
         # in every new socket, and must not queue behind checks.
-        return await loop_runtime.gateway.run(ended, credentials)
+        gone: set[Credential] = await loop_runtime.gateway.run(ended, credentials)
+        return gone
 
     return loop_runtime.part("credential_watch", lambda: CredentialWatch(check, interval), CredentialWatch.stop)

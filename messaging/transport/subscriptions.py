@@ -26,15 +26,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import redis
-import redis.asyncio as aioredis
 from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from ..core.redis_clients import REDIS_FAILED, Client
+from ..core.redis_clients import REDIS_FAILED, Client, ClientPubSub, Cluster
 from ..core.runtime import async_client, by_slot
 
 log = logging.getLogger(__name__)
@@ -47,6 +46,9 @@ UNPLACED = ("?", 0)
 
 Handler = Callable[[bytes, bytes], Awaitable[None]]
 Connected = Callable[[], Awaitable[Any]]
+
+# What leaves a subscription unconfirmed: no confirmation in time, or Redis failing.
+NOT_CONFIRMED: tuple[type[BaseException], ...] = (TimeoutError, *REDIS_FAILED)
 
 
 class Subscriptions:
@@ -61,9 +63,10 @@ class Subscriptions:
         # Each wanted channel, with the place it is subscribed at (None: the one Redis).
         self.placed: dict[bytes, Any] = {}
         self.listeners: dict[Any, Listener] = {}
-        self.confirmations: dict[bytes, asyncio.Future] = {}
+        self.confirmations: dict[bytes, asyncio.Future[None]] = {}
         # On a cluster, what tells a channel's master (CLUSTER SLOTS); it sends no Pub/Sub itself.
-        self.cluster = async_client(url, timeout=timeout, connect_timeout=timeout) if sharded else None
+        # Sharded only on a cluster (`REDIS_CLUSTER`), where `async_client` makes a `Cluster`.
+        self.cluster = cast(Cluster, async_client(url, timeout=timeout, connect_timeout=timeout)) if sharded else None
         self.topology_known = False
 
     async def add(self, channel: bytes) -> bool:
@@ -84,7 +87,7 @@ class Subscriptions:
             # Else it is connecting, and subscribes this channel with the rest.
             await asyncio.wait_for(confirmed, self.timeout * 4)
             return True
-        except (TimeoutError, *REDIS_FAILED) as exc:
+        except NOT_CONFIRMED as exc:
             log.warning("subscribing to %s not confirmed, the listener will retry: %r", channel, exc)
             return False
         finally:
@@ -140,7 +143,7 @@ class Subscriptions:
             if not self.topology_known:
                 await self.cluster.initialize()
                 self.topology_known = True
-            node = self.cluster.get_node_from_key(channel)
+            node = self.cluster.get_node_from_key(channel)  # type: ignore[arg-type]  # typed str in redis-py; it encodes any key
         except REDIS_FAILED as exc:
             log.warning("no master known for %s yet: %s", channel, exc)
             return UNPLACED
@@ -163,13 +166,17 @@ class Subscriptions:
                 self.placed[channel] = moved
                 self.listener_at(moved)
 
-    def client_for(self, place: Any) -> aioredis.Redis:
+    def client_for(self, place: Any) -> Client:
         """A client for one listener's connection: no socket timeout (it waits
         for the next frame forever) and no retries of its own (a failure
         reaches the listener, which knows what to subscribe again)."""
-        options = {"socket_timeout": None, "socket_connect_timeout": self.timeout, "retry": Retry(NoBackoff(), 0)}
+        options: dict[str, Any] = {
+            "socket_timeout": None,
+            "socket_connect_timeout": self.timeout,
+            "retry": Retry(NoBackoff(), 0),
+        }
         if place is None:
-            return Client.from_url(self.url, **options)
+            return Client.from_url(self.url, **options)  # type: ignore[return-value]  # typed `Redis` in redis-py; it makes a `cls`
         kwargs = {**parse_url(self.url), "host": place[0], "port": place[1], "db": 0}
         return Client(**kwargs, **options)
 
@@ -183,9 +190,9 @@ class Listener:
         self.connected = False
         # Whether its last attempt failed (until Redis confirms a subscription again).
         self.failing = False
-        self.client: aioredis.Redis | None = None
-        self.pubsub: aioredis.client.PubSub | None = None
-        self.task: asyncio.Task | None = None
+        self.client: Client | None = None
+        self.pubsub: ClientPubSub | None = None
+        self.task: asyncio.Task[None] | None = None
         # The next wait before connecting again; back to the first once Redis confirms a subscription.
         self.pause = FIRST_PAUSE
 
@@ -274,7 +281,7 @@ class Listener:
         pubsub, client, self.pubsub, self.client = self.pubsub, self.client, None, None
         try:
             if pubsub is not None:
-                await pubsub.aclose()
+                await pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py
             if client is not None:
                 await client.aclose()
         except REDIS_FAILED:

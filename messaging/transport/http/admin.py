@@ -27,7 +27,7 @@ from ...models import ApiToken
 from ..tokens import check_room_for_token, reveal_token
 
 
-class NewTokenForm(forms.ModelForm):
+class NewTokenForm(forms.ModelForm):  # type: ignore[type-arg]  # generic in django-stubs only: not subscriptable at run time
     class Meta:
         model = ApiToken
         fields = ("user", "name", "expires_at")
@@ -39,8 +39,9 @@ class NewTokenForm(forms.ModelForm):
             raise forms.ValidationError("The expiry must be in the future.")
         return expires_at
 
-    def clean(self) -> dict:
-        cleaned = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()  # returns `self.cleaned_data`, which django-stubs types as Optional
+        cleaned = self.cleaned_data
         if cleaned.get("user") is not None:
             try:
                 check_room_for_token(cleaned["user"])
@@ -50,7 +51,7 @@ class NewTokenForm(forms.ModelForm):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # generic in django-stubs only: not subscriptable at run time
     list_display = ("shown_prefix", "name", "user", "created_at", "last_used_at", "expires_at", "revoked_at")
     list_filter = ("revoked_at", "expires_at")
     list_select_related = ("user",)
@@ -63,12 +64,14 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def shown_prefix(self, obj: ApiToken) -> str:
         return obj.prefix or "(not shown yet)"
 
-    def get_form(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+    def get_form(
+        self, request: HttpRequest, obj: ApiToken | None = None, change: bool = False, **kwargs: Any
+    ) -> type[forms.ModelForm[ApiToken]]:
         if obj is None:
             kwargs["form"] = NewTokenForm
-        return super().get_form(request, obj, **kwargs)
+        return super().get_form(request, obj, change=change, **kwargs)
 
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple:
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> tuple[str, ...]:
         if obj is None:
             return ()
         return ("user", "name", "prefix", "created_at", "last_used_at", "expires_at", "revoked_at")
@@ -113,11 +116,11 @@ class ApiTokenAdmin(admin.ModelAdmin):
         response["Cache-Control"] = "no-store, no-cache, must-revalidate, private, max-age=0"
         return response
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: ApiToken | None = None) -> bool:
         # Revoked, not deleted: its last use stays on record.
         return False
 
     @admin.action(description="Revoke the selected tokens")
-    def revoke(self, request: HttpRequest, queryset: QuerySet) -> None:
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         revoked = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
         self.message_user(request, f"{revoked} tokens revoked.")

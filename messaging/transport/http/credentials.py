@@ -17,10 +17,10 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from django.http import HttpRequest, HttpResponse
-from django.middleware.csrf import CsrfViewMiddleware
+from django.middleware.csrf import CsrfViewMiddleware, RejectRequest
 
 from ...conf import get_settings
 from ...core.exceptions import Forbidden, RateLimited
@@ -46,7 +46,7 @@ async def caller(request: HttpRequest) -> Caller:
     if header is not None:
         token = bearer_token(header)
         user = await runtime().gateway.run(user_of_token, token) if token else None
-        if user is None:
+        if not token or user is None:
             raise Unauthenticated()
         return Caller(user, "token:" + digest(token))
     # Without AuthenticationMiddleware (a host's API-only stack) only tokens sign in.
@@ -62,9 +62,9 @@ async def caller(request: HttpRequest) -> Caller:
 
 
 class _CsrfCheck(CsrfViewMiddleware):
-    # Django's check as a function: its refusal is returned, not rendered.
-    def _reject(self, request: HttpRequest, reason: str) -> str:  # type: ignore[override]
-        return reason
+    # Django's check as a function: its refusal is raised with its reason, not rendered.
+    def _reject(self, request: HttpRequest, reason: str) -> NoReturn:
+        raise RejectRequest(reason)
 
 
 def _nothing(request: HttpRequest) -> HttpResponse:  # pragma: no cover: never called
@@ -75,7 +75,11 @@ def _csrf_failure(request: HttpRequest) -> str | None:
     """Why Django's CSRF check refuses `request`, or None where it passes."""
     check = _CsrfCheck(_nothing)
     check.process_request(request)
-    return check.process_view(request, None, (), {})
+    try:
+        check.process_view(request, _nothing, (), {})
+    except RejectRequest as exc:
+        return exc.reason
+    return None
 
 
 _buckets: OrderedDict[str, TokenBucket] = OrderedDict()

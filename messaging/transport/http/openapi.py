@@ -10,6 +10,7 @@ against a live server and fails on any answer it does not describe.
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 from ... import __version__
 from ...core import handlers
@@ -59,8 +60,8 @@ ERROR_FRAME = {
 }
 
 
-def _ack(description: str, **headers: dict) -> dict:
-    response: dict = {
+def _ack(description: str, **headers: dict[str, Any]) -> dict[str, Any]:
+    response: dict[str, Any] = {
         "description": description,
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Ack"}}},
     }
@@ -69,7 +70,7 @@ def _ack(description: str, **headers: dict) -> dict:
     return response
 
 
-def _error_frame(description: str) -> dict:
+def _error_frame(description: str) -> dict[str, Any]:
     return {
         "description": description,
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorFrame"}}},
@@ -93,8 +94,8 @@ UPLOAD = {
 BYTES = {"schema": {"type": "string", "format": "binary"}}
 
 
-def _upload(description: str, **headers: dict) -> dict:
-    response: dict = {
+def _upload(description: str, **headers: dict[str, Any]) -> dict[str, Any]:
+    response: dict[str, Any] = {
         "description": description,
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Upload"}}},
     }
@@ -173,7 +174,7 @@ UPLOADED_FILE = {
     }
 }
 
-DOCUMENT: dict = {
+DOCUMENT: dict[str, Any] = {
     "openapi": "3.1.0",
     "info": {
         "title": "messaging",
@@ -308,7 +309,7 @@ DOCUMENT: dict = {
 }
 
 
-def document() -> dict:
+def document() -> dict[str, Any]:
     """`DOCUMENT` with the command types registered in this process (a host's own included) as `t`'s values."""
     served = copy.deepcopy(DOCUMENT)
     body = served["paths"]["/api/commands"]["post"]["requestBody"]["content"]["application/json"]["schema"]

@@ -23,7 +23,7 @@ from django.views.decorators.http import require_GET
 
 from ...conf import get_settings
 from ...core.exceptions import BadFrame, CommandError
-from ...core.protocol import COMMAND_ID, encode, loads
+from ...core.protocol import COMMAND_ID, AckFrame, ack_error, encode, loads
 from ..addresses import client_of_request
 from ..submitting import ID_RULE, asubmit, new_id
 from .credentials import Unauthenticated, caller, check_rate
@@ -59,7 +59,7 @@ def _json(status: int, body: Any) -> HttpResponse:
     return HttpResponse(encode(body), status=status, content_type="application/json")
 
 
-def ack_response(ack: dict) -> HttpResponse:
+def ack_response(ack: AckFrame) -> HttpResponse:
     if ack["ok"]:
         response = _json(200, ack)
         if ack.get("dup"):
@@ -101,7 +101,7 @@ async def commands(request: HttpRequest) -> HttpResponse:
         # Every signed-in request costs, as every command on a socket does.
         await check_rate(who)
     except CommandError as exc:
-        return ack_response({"t": "ack", "id": key or new_id(), "ok": False, "error": exc.as_error()})
+        return ack_response(ack_error(key or new_id(), exc.as_error()))
     if body is None or len(body) > limit:
         return error_response(413, "too_large", f"the body is over MAX_FRAME_BYTES ({limit} bytes)")
     try:

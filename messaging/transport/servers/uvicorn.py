@@ -31,6 +31,7 @@ the queue plus the transport's `get_write_buffer_size()`.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from typing import Any
 
@@ -95,7 +96,8 @@ class UvicornSendBuffer(WritingSendBuffer):
     def __init__(self, protocol: Any, send: Send, limit: int, on_overflow: OnOverflow) -> None:
         super().__init__(send, limit, on_overflow)
         self.protocol = protocol
-        self.transport = protocol.transport
+        # An asyncio transport: uvicorn's `connection_made` sets it, and `uvicorn_connection` saw it set.
+        self.transport: asyncio.Transport = protocol.transport
         self.conn = protocol.conn
         self.open_state = type(self.conn.state).OPEN
         # Extensions are negotiated in the handshake, which is done.
