@@ -115,6 +115,7 @@ def message_entry(message: Message, senders: dict[Any, dict[str, Any]]) -> dict[
         "read_at": format_time(message.read_at) if message.read_at else None,
         "edited_at": format_time(message.edited_at) if message.edited_at else None,
         "deleted_at": format_time(message.deleted_at) if message.deleted_at else None,
+        "reply_to": message.reply_to,
     }
 
 

@@ -143,6 +143,8 @@ on_page("reactions", backlog_reactions)
 def replicated(room: Room, d: dict, frames: Frames) -> None:
     """A count of a room of another deployment, as its home sends it (messaging/federation):
     kept with its rev where it is newer than the replica's, and told to the room."""
+    if "emoji" in d:
+        return  # an emoji's count (`reaction.set`, messaging/chat/emoji.py): the replica applies those itself
     seq, count, rev = d.get("seq"), d.get("count"), d.get("rev")
     message_id = Message.objects.filter(room=room, seq=seq).values_list("pk", flat=True).first()
     if message_id is None or not isinstance(count, int) or not isinstance(rev, int):
