@@ -98,3 +98,23 @@ async def test_a_reaction_sent_to_two_processes_at_once_counts_once(two_processe
         "🎉": 0,
         "👍": 1,
     }
+
+
+async def test_first_reactions_of_many_users_at_once_on_two_processes_all_count(start_daphne):
+    a, b = start_daphne(), start_daphne()
+    sessions = [await sync_to_async(sign_in)(a.url, f"user{n}") for n in range(6)]
+    sockets = [await SocketClient((a, b)[n % 2].url, session).connect() for n, session in enumerate(sessions)]
+    try:
+        for ws in sockets:
+            assert (await ws.call("room.join", {"room": "lobby"}))["ok"]
+        seq = (await sockets[0].call("room.post", {"room": "lobby", "body": "vote"}))["d"]["seq"]
+        d = {"room": "lobby", "seq": seq, "emoji": "✅", "on": True}
+        acks = await asyncio.gather(*(ws.call("reaction.set", d) for ws in sockets))
+        assert sorted(ack["d"]["count"] for ack in acks) == [1, 2, 3, 4, 5, 6], acks
+        frames = await frames_of(sockets[1], "reactions", 6)
+        assert sorted(f["d"]["count"] for f in frames) == [1, 2, 3, 4, 5, 6]
+        assert len({f["d"]["rev"] for f in frames}) == 6
+    finally:
+        for ws in sockets:
+            await ws.close()
+    assert await sync_to_async(lambda: list(ReactionTally.objects.values_list("count", flat=True)))() == [6]

@@ -174,3 +174,61 @@ async def test_reactions_need_membership_and_a_message(people, django_user_model
         await react(stranger, "👍")
     with pytest.raises(Invalid):
         await react(ana, "👍", seq=99)
+
+
+def test_replies_and_emoji_racing_from_many_connections_count_right_with_gapless_revs(django_user_model):
+    """Four users at once, each on its own connection, each command twice: replies to one root, an emoji
+    on and off. Every change takes one rev (a thread frame shares its reply's), every count is exact."""
+    import threading
+
+    from django.db import connection
+
+    from messaging.chat.models import Thread
+    from messaging.exceptions import CommandError
+    from messaging.models import Message
+
+    from .conftest import apply_command
+
+    users = [django_user_model.objects.create_user(username=f"race-{n}-{uuid.uuid4().hex[:6]}") for n in range(4)]
+    for user in users:
+        apply_command(user, "room.join", {"room": "race"})
+    apply_command(users[0], "room.post", {"room": "race", "body": "root"})
+    barrier = threading.Barrier(len(users))
+    revs: list[int] = []
+    lock = threading.Lock()
+
+    def run(user) -> None:
+        barrier.wait()
+        steps = [
+            ("room.post", {"room": "race", "body": "re", "reply_to": 1}),
+            ("reaction.set", {"room": "race", "seq": 1, "emoji": "👍", "on": True}),
+            ("room.post", {"room": "race", "body": "re again", "reply_to": 1}),
+            ("reaction.set", {"room": "race", "seq": 1, "emoji": "🎉", "on": True}),
+            ("reaction.set", {"room": "race", "seq": 1, "emoji": "🎉", "on": False}),
+        ]
+        try:
+            for t, d in steps:
+                id = uuid.uuid4().hex
+                for _copy in range(2):
+                    try:
+                        outcome = apply_command(user, t, d, id=id)
+                    except CommandError:
+                        continue
+                    if not outcome.dup:
+                        with lock:
+                            revs.extend(f["d"]["rev"] for _, f in outcome.broadcasts if f["t"] != "thread")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(user,)) for user in users]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    last_rev = Room.objects.get(slug="race").last_rev
+    assert sorted(revs) == list(range(2, last_rev + 1))
+    assert Thread.objects.get(root__seq=1, room__slug="race").replies == 8
+    assert Message.objects.filter(room__slug="race", reply_to=1).count() == 8
+    assert dict(ReactionTally.objects.values_list("emoji", "count")) == {"👍": 4, "🎉": 0}
+    assert Reaction.objects.count() == 4
+    assert last_rev == 1 + 8 + 4 + 8
