@@ -20,9 +20,11 @@ the home's sockets got (the room named `slug@home`, users by their ids
 here), through this process's hub. The answer says, per room, the last
 position taken and the replica's rev: the home's cursor moves to it.
 
-A reply's post brings its `reply_to`: the replica counts it on its root's
-thread as the home did (the same rev) and tells `thread`; an emoji's
-`reaction.changed` (with `emoji`) sets the replica's count of it.
+A reply's post brings its `reply_to`, and its `thread.changed` (no rev of
+its own: its reply's) the root's count as the home has it; an emoji's
+`reaction.changed` (with `emoji`) sets the replica's count of it. Both are
+kept only where newer (by rev) than what the replica has, and told to its
+sockets (`thread`, `reactions`); a catch-up page brings the same as frames.
 
 Deleted means gone here too: a `message.deleted` blanks the replica's copy
 of the body, the only one it keeps (a replica writes no events, keeps no
@@ -39,13 +41,12 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from ..chat.emoji import forget_reactions, reactions_frame
-from ..chat.models import ReactionTally, Thread
-from ..chat.threads import thread_frame
+from ..chat.emoji import forget_reactions
 from ..conf import get_settings
 from ..core.protocol import encode
 from ..models import Membership, Message, MessageState, Room
 from .addresses import replica_name
+from .counts import reacted, threaded
 from .gate import Refusal
 from .identities import identity_of, local_users
 
@@ -175,35 +176,6 @@ class Replica:
         self.store(sender, seq, data, at)
         d = {**data, "room": self.room.slug, "sender": person}
         self.frames.room(self.room.slug, {"t": "msg", "d": d}, seq)
-        if isinstance(data.get("reply_to"), int):
-            self.replied(data["reply_to"], data.get("rev"), at, data["at"])
-
-    def replied(self, root_seq: int, rev: Any, at: datetime, at_text: str) -> None:
-        """A reply's count on its root's thread, as its home counted it."""
-        self.flush()
-        root = self.message(root_seq) or Message.objects.filter(room=self.room, seq=root_seq).first()
-        if root is None or root.pk is None:
-            return
-        thread = Thread.objects.filter(root_id=root.pk).first()
-        if thread is None:
-            thread = Thread.objects.create(root_id=root.pk, room=self.room, replies=1, last_reply_at=at, rev=rev)
-        else:
-            thread.replies, thread.last_reply_at, thread.rev = thread.replies + 1, at, rev
-            thread.save(update_fields=["replies", "last_reply_at", "rev"])
-        self.frames.room(self.room.slug, thread_frame(self.room.slug, root_seq, thread.replies, at_text, rev))
-
-    def reacted(self, data: dict[str, Any]) -> None:
-        """An emoji's count on a message, as its home sends it."""
-        self.flush()
-        self.load([data.get("seq")])
-        message, emoji, count = self.message(data.get("seq")), data.get("emoji"), data.get("count")
-        if message is None or message.pk is None or not isinstance(emoji, str) or not isinstance(count, int):
-            return
-        rev = data.get("rev")
-        changed = ReactionTally.objects.filter(message_id=message.pk, emoji=emoji).update(count=count, rev=rev)
-        if not changed:
-            ReactionTally.objects.create(message_id=message.pk, emoji=emoji, count=count, room=self.room, rev=rev)
-        self.frames.room(self.room.slug, reactions_frame(self.room.slug, message.seq, emoji, count, rev))
 
     def store(self, sender: Any, seq: int, data: dict[str, Any], at: datetime) -> Message:
         """A new message of the replica, written by `flush`."""
@@ -308,7 +280,9 @@ class Replica:
         elif kind == "member.watermarks":
             self.watermarks(data)
         elif kind == "reaction.changed" and "emoji" in data:
-            self.reacted(data)
+            reacted(self, data)
+        elif kind == "thread.changed":
+            threaded(self, data)
         elif kind in _appliers:
             self.flush()  # an app's applier reads the messages from the database
             _appliers[kind](self.room, {**data, "room": self.room.slug}, self.frames)
