@@ -89,3 +89,14 @@ test("an emoji toggle waiting in the outbox counts as a reaction, not a message"
   assert.deepEqual(waiting(entries), { messages: 1, changes: 0, reactions: 1 });
   assert.equal(isReaction(entries[1]), true);
 });
+
+test("seeing a message reads the replies right after it, which the room's list does not show", () => {
+  const room = new Room("r", 1);
+  for (const each of [d(1), d(2, { reply_to: 1 }), d(3, { reply_to: 1 }), d(4), d(5, { reply_to: 4 })]) {
+    room.receive(each);
+  }
+  assert.equal(room.read([1]), true);
+  assert.equal(room.receipts.readMark, 3);
+  assert.equal(room.read([4]), true);
+  assert.equal(room.receipts.readMark, 5);
+});

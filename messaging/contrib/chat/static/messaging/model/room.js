@@ -160,9 +160,16 @@ export class Room {
 
   // Reading ------------------------------------------------------------------
 
-  /** Messages `seqs` were seen on screen: whether the read mark moved. */
+  /**
+   * Messages `seqs` were seen on screen: whether the read mark moved. The
+   * replies right after the newest of them go with it: the room's list does
+   * not show replies (their thread panel does), so nothing else would pass them.
+   */
   read(seqs) {
-    return this.receipts.read(seqs, this.timeline.shown);
+    if (seqs.length === 0) return this.receipts.read(seqs, this.timeline.shown);
+    let top = Math.max(...seqs);
+    while (Number.isInteger(this.timeline.at(top + 1)?.replyTo)) top += 1;
+    return this.receipts.read([...seqs, top], this.timeline.shown);
   }
 
   /** The receipt's `d` due now, or null (none while a join is in flight: its ack resets what was told). */
