@@ -40,7 +40,7 @@ from .models import Thread
 from .nodes import node_of
 from .policy import get_policy, overrides
 from .rooms import joined_room_id
-from .threads import count_reply, root_for_reply, thread_frame, validate_reply_to
+from .threads import count_reply, root_for_reply, thread_frame, validate_reply_to, with_or_without_threads
 
 
 @dataclass(frozen=True)
@@ -185,11 +185,13 @@ def posts_statement(entries: list[tuple[CommandContext, Post, str]], attachments
         for ctx, post, fingerprint in entries
     ]
     events = posted_events_sql()
+    replies = any(post.reply_to is not None for _, post, _ in entries)
+    sql = with_or_without_threads(POSTS_AND_RECORDS, replies)
     sql = (
-        POSTS_AND_RECORDS.replace("{events}", events)
+        sql.replace("{events}", events)
         .replace("{event_id}", posted_event_id_sql())
         .replace("{thread_events}", THREAD_EVENTS if events else "")
-        .replace("{thread_positions}", "l.replies" if events else "0")
+        .replace("{thread_positions}", "l.replies" if events and replies else "0")
     )
     return with_tables(with_or_without_files(sql, attachments != "[]")), {
         "items": orjson.dumps(items).decode(),

@@ -25,6 +25,8 @@ but it takes no new replies.
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -69,6 +71,28 @@ def root_for_reply(room_id: int, seq: int) -> int:
     if deleted_at is not None:
         raise Invalid(f"reply_to: message {seq} is deleted")
     return root_id
+
+
+# The posts' statement's parts for replies (sql/posts_and_records.sql), as for
+# files (messaging/chat/attachments.py): between `-- threads:begin` and
+# `-- threads:end`, the lines that end in `-- threads`, and the final
+# select's count and joins. A batch without replies gets the statement without them.
+THREADS_BLOCK = re.compile(r"^-- threads:begin.*?^-- threads:end\n", re.S | re.M)
+THREADS_LINE = re.compile(r"^.*-- threads\n", re.M)
+THREADS_MARK = re.compile(r"^-- threads:(begin|end).*\n|  -- threads$", re.M)
+THREAD_JOINS = " LEFT JOIN replied x USING (n) LEFT JOIN threaded h ON h.root_id = x.root_id"
+
+
+@functools.cache
+def with_or_without_threads(sql: str, threads: bool) -> str:
+    """The posts' statement `sql` with its parts for replies, or without them (a batch without replies)."""
+    if threads:
+        sql = THREADS_MARK.sub("", sql)
+        return sql.replace("{thread_replies}", "h.replies - x.later").replace("{thread_joins}", THREAD_JOINS)
+    plain = THREADS_LINE.sub("", THREADS_BLOCK.sub("", sql))
+    return (
+        plain.replace("{thread_replies}", "NULL::bigint").replace("{thread_joins}", "").replace("{thread_events}", "")
+    )
 
 
 def thread_frame(room: str, seq: int, replies: int, last_reply_at: str, rev: int | None) -> dict[str, Any]:

@@ -11,6 +11,7 @@ WITH item AS (
 ), known AS MATERIALIZED (
     SELECT i.n, c.fingerprint, c.result::text AS result FROM item i
     JOIN {record} c ON c.user_id = i.user_id AND c.command_id = i.command_id
+-- threads:begin (replies, messaging/chat/threads.py; left out of a batch without any)
 ), rootless AS MATERIALIZED (
     -- Replies whose root is not a message of their room that takes replies (not a reply
     -- itself, not deleted): declined, and the portable path refuses them (messaging/chat/threads.py).
@@ -19,6 +20,7 @@ WITH item AS (
         SELECT FROM {message} r JOIN {room} o ON o.id = r.room_id
         WHERE o.slug = i.room AND r.seq = i.reply_to AND r.reply_to IS NULL AND r.deleted_at IS NULL
     )
+-- threads:end
 -- files:begin (the posts' files, messaging/chat/attachments.py; left out of a batch without any)
 ), attached AS MATERIALIZED (
     -- The posts with files: each one's n, its files as the message keeps them, and as its frames show them.
@@ -43,7 +45,7 @@ WITH item AS (
     JOIN {room} r ON r.slug = i.room
     JOIN {membership} m ON m.room_id = r.id AND m.user_id = i.user_id
     WHERE NOT EXISTS (SELECT FROM known k WHERE k.n = i.n)
-      AND NOT EXISTS (SELECT FROM rootless x WHERE x.n = i.n)
+      AND NOT EXISTS (SELECT FROM rootless x WHERE x.n = i.n)  -- threads
       AND NOT EXISTS (SELECT FROM declined d WHERE d.n = i.n)  -- files
 ), locked AS MATERIALIZED (
     SELECT r.id, c.posts, c.replies FROM {room} r
@@ -80,6 +82,7 @@ WITH item AS (
     FROM attached a JOIN post p USING (n), jsonb_array_elements(a.kept) f
     WHERE u.id = (f->>'upload')::uuid
 -- files:end
+-- threads:begin
 ), replied AS (
     -- The replies (messaging/chat/threads.py): each one's root, its place among the room's
     -- replies of the batch (its `thread.changed` event's), and how many of the batch reply
@@ -95,12 +98,13 @@ WITH item AS (
     ON CONFLICT (root_id) DO UPDATE SET replies = h.replies + EXCLUDED.replies,
         last_reply_at = EXCLUDED.last_reply_at, rev = EXCLUDED.rev
     RETURNING h.root_id, h.replies
+-- threads:end
 ){events}{thread_events}
-SELECT p.n, p.seq, s.at_text, p.rev, NULL, NULL, h.replies - x.later
-FROM post p LEFT JOIN replied x USING (n) LEFT JOIN threaded h ON h.root_id = x.root_id, stamp s
+SELECT p.n, p.seq, s.at_text, p.rev, NULL, NULL, {thread_replies}
+FROM post p{thread_joins}, stamp s
 UNION ALL
 SELECT k.n, NULL, NULL, NULL, k.fingerprint, k.result, NULL FROM known k
-UNION ALL
-SELECT x.n, NULL, NULL, NULL, NULL, NULL, NULL FROM rootless x
+UNION ALL  -- threads
+SELECT x.n, NULL, NULL, NULL, NULL, NULL, NULL FROM rootless x  -- threads
 UNION ALL  -- files
 SELECT d.n, NULL, NULL, NULL, NULL, NULL, NULL FROM declined d  -- files
