@@ -8,7 +8,20 @@ class MessagingConfig(AppConfig):
 
     def ready(self) -> None:
         # Built-in command types and the system checks register themselves on import.
-        from .chat import commands, deletes, dms, edits, history, listing, posts, private, search, unread  # noqa: F401
+        from .chat import (  # noqa: F401
+            commands,
+            deletes,
+            dms,
+            edits,
+            emoji,
+            history,
+            listing,
+            posts,
+            private,
+            search,
+            threads,
+            unread,
+        )
 
         # Settings that cannot work stop the process as it starts, not at the first frame.
         from .chat.sizes import check_one_message_fits

@@ -77,6 +77,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `UPLOAD_TYPES` | `()` | content types uploads may have beside the protocol's own (`text/plain`, `application/pdf`, `image/png`, `image/jpeg`, `image/gif`, `image/webp`), as a list or one comma-separated string; others are refused with 415. Whatever is allowed, only those four images are ever shown inline (messaging/files/kinds.py) |
 | `UPLOADS_PENDING_PER_USER` | 20 | uploads one user may have that no message holds yet; one more is refused with 429 until one is posted or pruned |
 | `UPLOADS_PENDING_BYTES_PER_USER` | 104857600 | bytes (100 MiB) of such uploads one user may have; likewise |
+| `REACTION_EMOJI_MAX` | 20 | most distinct emoji one message may carry (`reaction.set`); another emoji past it is refused with `invalid`, while users may still add themselves to the emoji it has |
 | `UPLOAD_RETENTION` | 86400 | seconds (a day) an upload may wait to be posted before `prune_uploads` removes it, row and file |
 | `UPLOAD_STORAGE` | `"default"` | the alias in Django's `STORAGES` that keeps uploaded files (under `messaging/uploads/`) |
 | `LOOP_DATABASE` | True | on PostgreSQL with psycopg 3, a batch's statement (`room.post`'s) and a receipt's run on the event loop's own connections (`messaging/core/gateway.py`), one per statement running at once and at most `max(2, DB_THREADS)`, instead of on a database thread; False: on a thread |
@@ -191,6 +192,7 @@ class MessagingSettings:
     UPLOADS_PENDING_PER_USER: int = 20
     UPLOADS_PENDING_BYTES_PER_USER: int = 100 * 1024 * 1024
     UPLOAD_RETENTION: int = 24 * 3600
+    REACTION_EMOJI_MAX: int = 20
     UPLOAD_STORAGE: str = "default"
     NODE: str | None = None
     PEERS: Any = ""
@@ -242,6 +244,7 @@ class MessagingSettings:
             "UPLOADS_PENDING_PER_USER",
             "UPLOADS_PENDING_BYTES_PER_USER",
             "UPLOAD_RETENTION",
+            "REACTION_EMOJI_MAX",
             "FEDERATION_TIMEOUT",
             "FEDERATION_BATCH",
             "FEDERATION_MAX_BODY",

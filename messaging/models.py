@@ -173,6 +173,8 @@ class Message(models.Model):
     # their `url`: read with the row, never looked up. Null without files (no
     # byte in a post's row) and after a delete, which removes the files too.
     attachments = models.JSONField(null=True, blank=True)
+    # Where it is a reply, its root's seq (`reply_to`, messaging/chat/threads.py; the index below).
+    reply_to = models.PositiveBigIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["room", "seq"]
@@ -183,6 +185,11 @@ class Message(models.Model):
             models.Index(fields=["room", "posted_rev"], name="messaging_message_posted_rev"),
             models.Index(
                 fields=["room", "rev"], name="messaging_message_rev", condition=models.Q(rev__gt=models.F("posted_rev"))
+            ),
+            models.Index(
+                fields=["room", "reply_to", "seq"],
+                name="messaging_message_replies",
+                condition=models.Q(reply_to__isnull=False),
             ),
         ]
         constraints = [
@@ -376,6 +383,8 @@ class ApiToken(models.Model):
 
 
 # The events' tables are the app's too (messaging/events/models.py).
+# Federation's, the uploads', and threads' and reactions' (messaging/chat/models.py).
+from .chat.models import Reaction, ReactionTally, Thread  # noqa: E402, F401
 from .events.models import (  # noqa: E402, F401
     DeadLetter,
     Event,
@@ -385,9 +394,5 @@ from .events.models import (  # noqa: E402, F401
     WebhookDelivery,
     WebhookEndpoint,
 )
-
-# Federation's table (messaging/federation/models.py).
 from .federation.models import PeerRoom as PeerRoom  # noqa: E402
-
-# And the uploads' (messaging/files/models.py).
 from .files.models import Upload  # noqa: E402, F401

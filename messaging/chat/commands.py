@@ -23,6 +23,7 @@ from .policy import get_policy
 from .receipts import Asked, Move, move_watermarks_by_function, move_watermarks_portably
 from .replay import changes_since
 from .rooms import add_member, joined_room_id, room_to_join
+from .shown import with_reactions
 from .sizes import join_ack_that_fits, members_page_that_fits
 from .unread import unread_in
 from .users import optional_user_id
@@ -131,13 +132,14 @@ def join_room(ctx: CommandContext, join: Join) -> dict[str, Any]:
         ctx.replies.extend(frames)
         # No backlog: a hook sends what it has for the messages the client holds.
         return replayed(ack, ctx, join_hook_replies(ctx, room, join, []))
-    messages = Message.objects.filter(room=room).select_related("sender")
+    messages = Message.objects.filter(room=room).select_related("sender", "thread")
     if join.since is None:
         backlog = list(messages.order_by("-seq")[: conf.RECENT_ON_JOIN])[::-1]
     else:
         backlog = list(messages.filter(seq__gt=join.since).order_by("seq")[: conf.REPLAY_LIMIT])
-    for message in backlog:
-        ctx.reply(stored_msg_frame(message, room.slug, ctx.user))
+    frames = [stored_msg_frame(message, room.slug, ctx.user) for message in backlog]
+    with_reactions([frame["d"] for frame in frames], backlog, ctx.user)
+    ctx.replies.extend(frames)
     if join.since is None:
         # The newest messages and their counts, each in its current state.
         ack["rev_upto"] = room.last_rev

@@ -11,7 +11,8 @@ content too: their rows go in the same transaction (no one may fetch them
 from then on), their bytes leave the storage once it has committed
 (messaging/files/storage.py), and the message and its events list them no more. Deleting a
 tombstone again is ok and changes nothing: no frame, no rev, an ack with
-the delete's version and time.
+the delete's version and time. Its emoji reactions go too (a tombstone shows
+none); its thread stays: a deleted root keeps its count and its replies.
 
 Locks, in order: the message's row, the copies' rows, its files' rows, the room's row
 (`next_rev`) last, as an edit takes the message's and then the room's.
@@ -33,6 +34,7 @@ from ..files.models import Upload
 from ..models import Message, MessageVersion, ModerationAction, Room
 from ..signals import message_deleted, send_on_commit
 from .edits import MessageRef, locked_message, record_version, validate_message_ref
+from .emoji import forget_reactions
 from .permissions import may_delete
 from .revs import next_rev
 from .rooms import joined_room
@@ -82,6 +84,8 @@ def tombstone(ctx: CommandContext, room: Room, message: Message) -> None:
     # Its files' rows now, their bytes after the commit (a post_delete receiver).
     Upload.objects.filter(room=room, seq=message.seq).delete()
     message.rev, position = next_rev(room.pk)
+    # Its emoji reactions (messaging/chat/emoji.py), after the room's row, as `reaction.set` takes them.
+    forget_reactions(message)
     message.deleted_at = timezone.now()
     message.body, message.version, message.attachments = "", message.version + 1, None
     message.save(update_fields=["body", "version", "deleted_at", "rev", "attachments"])

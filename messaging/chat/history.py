@@ -23,6 +23,7 @@ from .edits import message_seq
 from .hooks import page_hooks
 from .messages import stored_msg_frame
 from .rooms import joined_room
+from .shown import with_reactions
 from .sizes import history_page_length
 
 # PROTOCOL.md 1.1 fixes the page's bounds.
@@ -55,10 +56,11 @@ def room_history(ctx: CommandContext, page: HistoryPage) -> dict[str, Any]:
     room = joined_room(ctx.user, page.room)
     found = list(
         Message.objects.filter(room=room, seq__lt=page.before)
-        .select_related("sender")
+        .select_related("sender", "thread")
         .order_by("-seq")[: page.limit + 1]
     )
     newest = [stored_msg_frame(m, room.slug, ctx.user)["d"] for m in found[: page.limit]]
+    with_reactions(newest, found[: page.limit], ctx.user)
     kept = history_page_length(ctx.command_id, room.slug, newest)
     messages = found[:kept][::-1]
     for frames in page_hooks():

@@ -10,6 +10,7 @@ from ..core.protocol import format_time
 from ..models import Message
 from .attachments import message_files, with_files
 from .nodes import with_node
+from .shown import with_thread
 
 
 def display_name(user: Any) -> str:
@@ -55,6 +56,7 @@ def stored_msg_frame(message: Message, room: str, viewer: Any) -> dict[str, Any]
     )
     d = frame["d"]
     with_files(d, message_files(message))
+    with_thread(d, message)
     d["version"] = message.version
     if message.deleted_at is not None:
         d.update(body="", deleted=True, deleted_at=format_time(message.deleted_at))

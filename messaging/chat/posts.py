@@ -23,7 +23,7 @@ from ..core.gateway import Gateway
 from ..core.handlers import DECLINED, BatchEntries, CommandContext, Declined, command
 from ..core.protocol import format_time, message_body, room_slug
 from ..core.sql import statement
-from ..events.outbox import emit, event_table, posted_event_id_sql, posted_events_sql
+from ..events.outbox import EVENT_ID_SQL, emit, event_table, posted_event_id_sql, posted_events_sql
 from ..files.models import Upload
 from ..models import CommandRecord, Membership, Message, MessageState, Room
 from ..signals import message_posted, send_on_commit
@@ -38,9 +38,11 @@ from .attachments import (
     with_or_without_files,
 )
 from .messages import display_name, msg_frame
+from .models import Thread
 from .nodes import node_of
 from .policy import get_policy, overrides
 from .rooms import joined_room_id
+from .threads import count_reply, root_for_reply, thread_frame, validate_reply_to, with_or_without_threads
 
 
 @dataclass(frozen=True)
@@ -49,14 +51,18 @@ class Post:
     body: str
     # Upload ids (messaging/chat/attachments.py); with them the body may be empty.
     attachments: tuple[str, ...] = ()
+    # The seq of the root it replies to (messaging/chat/threads.py).
+    reply_to: int | None = None
 
 
 def validate_post(d: dict[str, Any]) -> Post:
     files = validate_attachments(d)
+    reply_to = validate_reply_to(d)
     body = d.get("body")
     if files and (body is None or (isinstance(body, str) and not body.strip())):
-        return Post(room=room_slug(d), body="", attachments=files)
-    return Post(room=room_slug(d), body=message_body(d, get_settings().BODY_MAX_CHARS), attachments=files)
+        return Post(room=room_slug(d), body="", attachments=files, reply_to=reply_to)
+    body = message_body(d, get_settings().BODY_MAX_CHARS)
+    return Post(room=room_slug(d), body=body, attachments=files, reply_to=reply_to)
 
 
 def next_seq(room_id: int) -> tuple[int, int, int]:
@@ -72,11 +78,31 @@ def next_seq(room_id: int) -> tuple[int, int, int]:
         return taken
 
 
-def posted(ctx: CommandContext, post: Post, seq: int, at: str, rev: int, files: list[dict[str, Any]]) -> dict[str, Any]:
-    """A stored post's result (its ack's data), after queueing its `msg` frame (with its `files`) for the room."""
+def post_frame(
+    ctx: CommandContext, post: Post, seq: int, at: str, rev: int, files: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A new post's `msg` frame, with its files and the root it replies to."""
     frame = msg_frame(post.room, seq, ctx.command_id, ctx.user, post.body, at, rev)
     with_files(frame["d"], files)
-    ctx.broadcast(post.room, frame)
+    if post.reply_to is not None:
+        frame["d"]["reply_to"] = post.reply_to
+    return frame
+
+
+def posted(
+    ctx: CommandContext,
+    post: Post,
+    seq: int,
+    at: str,
+    rev: int,
+    files: list[dict[str, Any]],
+    replies: int | None = None,
+) -> dict[str, Any]:
+    """A stored post's result (its ack's data), after queueing its `msg` frame (with its `files`) for the room,
+    and a reply's `thread` frame (`replies`: its root's count with it)."""
+    ctx.broadcast(post.room, post_frame(ctx, post, seq, at, rev, files))
+    if post.reply_to is not None and replies is not None:
+        ctx.broadcast(post.room, thread_frame(post.room, post.reply_to, replies, at, rev))
     return post_result(post.room, seq, at)
 
 
@@ -104,6 +130,7 @@ def with_tables(sql: str) -> str:
         room=Room._meta.db_table,
         message=Message._meta.db_table,
         record=CommandRecord._meta.db_table,
+        thread=Thread._meta.db_table,
         event=event_table(),
         user_id=Message._meta.get_field("sender").db_type(connection),
     )
@@ -137,16 +164,48 @@ def with_tables(sql: str) -> str:
 # "[]" for a batch without any.
 POSTS_AND_RECORDS = statement(__package__, "posts_and_records")
 
+# The statement's `thread.changed` events (at `{thread_events}`; with the outbox on),
+# after the batch's posts in their room's event order: its post's positions are the
+# first `posts` after `events_before`, its replies' threads the next (`{thread_positions}`).
+THREAD_EVENTS = f""", thread_event AS (
+    INSERT INTO {{event}} (event_id, type, room_id, room, position, data, created_at)
+    SELECT {EVENT_ID_SQL}, 'thread.changed', x.room_id, i.room, t.events_before + t.posts + x.j,
+           jsonb_build_object('room', i.room, 'seq', i.reply_to, 'replies', h.replies - x.later,
+                              'last_reply_at', s.at_text, 'rev', x.rev,
+                              'command_id', i.command_id, 'user', i.user_json),
+           s.at
+    FROM replied x JOIN item i USING (n) JOIN threaded h ON h.root_id = x.root_id
+    JOIN taken t ON t.id = x.room_id, stamp s
+    ORDER BY x.room_id, x.j
+)"""
+
 
 def posts_statement(
     entries: list[tuple[CommandContext, Post, str]], attachments: str = "[]"
 ) -> tuple[str, dict[str, Any]]:
     """The batch statement of `entries` and its parameters."""
     items = [
-        [post.room, ctx.user.pk, ctx.command_id, post.body, fingerprint, display_name(ctx.user), node_of(ctx.user)]
+        [
+            post.room,
+            ctx.user.pk,
+            ctx.command_id,
+            post.body,
+            fingerprint,
+            display_name(ctx.user),
+            node_of(ctx.user),
+            post.reply_to,
+        ]
         for ctx, post, fingerprint in entries
     ]
-    sql = POSTS_AND_RECORDS.replace("{events}", posted_events_sql()).replace("{event_id}", posted_event_id_sql())
+    events = posted_events_sql()
+    replies = any(post.reply_to is not None for _, post, _ in entries)
+    sql = with_or_without_threads(POSTS_AND_RECORDS, replies)
+    sql = (
+        sql.replace("{events}", events)
+        .replace("{event_id}", posted_event_id_sql())
+        .replace("{thread_events}", THREAD_EVENTS if events else "")
+        .replace("{thread_positions}", "l.replies" if events and replies else "0")
+    )
     return with_tables(with_or_without_files(sql, attachments != "[]")), {
         "items": orjson.dumps(items).decode(),
         "attachments": attachments,
@@ -170,14 +229,14 @@ def posts_results(
         if n not in found:
             results.append(Forbidden("join the room first"))
             continue
-        seq, at, rev, fingerprint, result = found[n]
+        seq, at, rev, fingerprint, result, replies = found[n]
         if seq is None and result is None:
             results.append(DECLINED)
         elif seq is None:
             recorded = orjson.loads(result)
             results.append(Stored(fingerprint, post_result(recorded["room"], recorded["seq"], recorded["at"])))
         else:
-            results.append(posted(ctx, post, seq, at, rev, files[n - 1] if files else []))
+            results.append(posted(ctx, post, seq, at, rev, files[n - 1] if files else [], replies))
     return results
 
 
@@ -214,9 +273,10 @@ async def posts_and_records(
 
 
 def signal_posts(stored: list[CommandContext]) -> None:
-    """`message_posted` for each post the batch statement stored, from its `msg` frame, the last one `posted` queued."""
+    """`message_posted` for each post the batch statement stored, from the `msg` frame `posted` queued
+    (a reply's `thread` frame follows it)."""
     for ctx in stored:
-        room, frame = ctx.broadcasts[-1]
+        room, frame = next((room, frame) for room, frame in ctx.broadcasts if frame["t"] == "msg")
         d = frame["d"]
         send_on_commit(
             message_posted, Message, room=room, seq=d["seq"], user=ctx.user, command_id=ctx.command_id, message=d
@@ -230,11 +290,12 @@ def post_message(ctx: CommandContext, post: Post) -> dict[str, Any]:
         raise Forbidden("you may not post in this room")
     uploads = hold(ctx, post.attachments)
     seq, rev, position = next_seq(room_id)
+    # Under the room's row lock: a delete of the root that committed before is seen.
+    root_id = None if post.reply_to is None else root_for_reply(room_id, post.reply_to)
     sent_at = timezone.now()
     at = format_time(sent_at)
     files = [kept(upload) for upload in uploads]
-    frame = msg_frame(post.room, seq, ctx.command_id, ctx.user, post.body, at, rev)
-    with_files(frame["d"], shown(files))
+    frame = post_frame(ctx, post, seq, at, rev, shown(files))
     event_id = emit(ctx, "message.posted", post.room, frame["d"], at=(room_id, position))
     Message.objects.create(
         room_id=room_id,
@@ -247,9 +308,13 @@ def post_message(ctx: CommandContext, post: Post) -> dict[str, Any]:
         rev=rev,
         posted_event_id=event_id,
         attachments=files or None,
+        reply_to=post.reply_to,
     )
     attach(uploads, room_id, seq)
+    ctx.broadcast(post.room, frame)
+    if post.reply_to is not None and root_id is not None:
+        count_reply(ctx, post.room, room_id, post.reply_to, root_id, sent_at, rev)
     send_on_commit(
         message_posted, Message, room=post.room, seq=seq, user=ctx.user, command_id=ctx.command_id, message=frame["d"]
     )
-    return posted(ctx, post, seq, at, rev, shown(files))
+    return post_result(post.room, seq, at)

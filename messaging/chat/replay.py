@@ -8,6 +8,10 @@ place (`rev`) of one of its changes:
   messages still come in seq order;
 - a message posted before it: the `msg.edit` or `msg.delete` of its latest
   change, at that change's place;
+- a root whose thread got a reply after `since_rev`: one `thread` frame, at
+  its latest reply's place (the reply's rev: messaging/chat/threads.py);
+- an emoji whose count changed after it: one `reactions` frame, at its
+  latest change's place (messaging/chat/emoji.py);
 - what an app beside the chat changed (its `on_replay` hook,
   messaging/chat/hooks.py): a reaction count is one `reaction` frame, at
   its latest change's place.
@@ -17,7 +21,8 @@ client ends in the same state"). The replay covers the changes up to the
 ack's `last_rev` (read before it: later ones arrive live, the socket
 subscribed first), at most `REPLAY_LIMIT` frames. Its frames' revs are
 safe resume points: the replay is "cut" at `last_rev`, or, when the limit
-cuts it short, at the place of the last frame sent; a frame carries the rev
+cuts it short, at the place of the last frame sent (never between two
+frames of one place: a reply's `msg` and its root's `thread`); a frame carries the rev
 of the state it shows where that is at most the cut, else its place. So the
 highest rev a client got says where to resume: everything up to it is
 reflected in what it holds, and whatever changed after it is sent again
@@ -37,8 +42,11 @@ from django.db.models import F
 from ..models import Message, Room
 from .deletes import delete_frame
 from .edits import edit_frame
+from .emoji import changed_tallies
 from .hooks import replay_hooks
 from .messages import stored_msg_frame
+from .shown import with_reactions
+from .threads import changed_threads
 
 
 def changes_since(room: Room, since_rev: int, viewer: Any, *, limit: int) -> tuple[list[dict[str, Any]], int]:
@@ -49,7 +57,7 @@ def changes_since(room: Room, since_rev: int, viewer: Any, *, limit: int) -> tup
     upto = room.last_rev
     if since_rev >= upto:
         return [], upto
-    messages = Message.objects.filter(room=room).select_related("sender")
+    messages = Message.objects.filter(room=room).select_related("sender", "thread")
     # Each source is read one row past the limit: one that has more left than
     # the limit is known only up to its `limit`-th place (its horizon), and
     # nothing of any source is sent past the nearest horizon.
@@ -60,10 +68,13 @@ def changes_since(room: Room, since_rev: int, viewer: Any, *, limit: int) -> tup
         .filter(rev__gt=F("posted_rev"))
         .order_by("rev")[: limit + 1]
     )
+    posted = list(posts)
+    frames = [stored_msg_frame(m, room.slug, viewer) for m in posted]
+    with_reactions([frame["d"] for frame in frames], posted, viewer)
     # Per source, (place, rev of the state shown, frame), in place order.
     sources: list[list[tuple[int, int, dict[str, Any]]]] = [
         # Filtered on their revs: none is null.
-        [(cast(int, m.posted_rev), cast(int, m.rev), stored_msg_frame(m, room.slug, viewer)) for m in posts],
+        [(cast(int, m.posted_rev), cast(int, m.rev), frame) for m, frame in zip(posted, frames, strict=True)],
         [
             (
                 cast(int, m.rev),
@@ -73,13 +84,19 @@ def changes_since(room: Room, since_rev: int, viewer: Any, *, limit: int) -> tup
             for m in changed
             if m.deleted_at is not None or m.edited_at is not None
         ],
+        changed_threads(room, since_rev, upto, limit + 1),
+        changed_tallies(room, since_rev, upto, limit + 1),
         *(changes(room, since_rev, upto, limit + 1) for changes in replay_hooks()),
     ]
     horizon = min([source[limit - 1][0] for source in sources if len(source) > limit], default=upto)
     placed = sorted((entry for source in sources for entry in source if entry[0] <= horizon), key=lambda e: e[0])
-    cut = placed[limit - 1][0] if len(placed) > limit else horizon
+    sent = placed[:limit]
+    if len(placed) > limit:
+        # Not between two frames of one place: those of the first place left out go, all of them.
+        sent = [entry for entry in sent if entry[0] < placed[limit][0]] or sent
+    cut = sent[-1][0] if len(placed) > len(sent) else horizon
     frames = []
-    for place, shown, frame in placed[:limit]:
+    for place, shown, frame in sent:
         frame["d"]["rev"] = shown if shown <= cut else place
         frames.append(frame)
     return frames, cut

@@ -58,6 +58,7 @@ from ..core.protocol import room_slug
 from ..models import Message
 from .messages import stored_msg_frame
 from .rooms import joined_room_id
+from .shown import with_reactions
 from .sizes import search_page_length
 
 # PROTOCOL.md 1.2 fixes these.
@@ -146,7 +147,7 @@ def matching(user: Any, search: Search) -> QuerySet[Message]:
         raise Invalid(f"room.search needs PostgreSQL or SQLite, not {connection.vendor}")
     if search.before is not None:
         found = found.filter(sent_at__lt=search.before)
-    found = found.filter(deleted_at__isnull=True).select_related("room", "sender")
+    found = found.filter(deleted_at__isnull=True).select_related("room", "sender", "thread")
     if search.room is not None:
         # In one room `at` follows seq (a post takes both under the room's lock): by seq, the
         # (room, seq) index walks back from the newest, which a common word stops soon.
@@ -174,6 +175,7 @@ def room_search(ctx: CommandContext, search: Search) -> dict[str, Any]:
     more = len(first) > search.limit
     page, more = whole_groups(found, first[: search.limit], more, first[-1].sent_at if more else None)
     results = [stored_msg_frame(m, m.room.slug, ctx.user)["d"] for m in page]
+    with_reactions(results, page, ctx.user)
     kept = search_page_length(ctx.command_id, results)
     if kept < len(results):
         # What fits, still ending at a change of `at` where that leaves any.

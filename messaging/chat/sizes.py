@@ -64,6 +64,9 @@ FULLEST_MESSAGE = {
     "deleted_at": A_TIME,
     "edited_at": A_TIME,
     "state": "",
+    "reply_to": INT_MAX,
+    "replies": INT_MAX,
+    "last_reply_at": A_TIME,
 }
 # One file of a message's `attachments` (messaging/chat/attachments.py), its text empty;
 # and the most a message lists, each with the longest name and type an upload has and
@@ -74,6 +77,8 @@ FILES_KEY = len(',"attachments":[]')
 MOST_FILES = 10
 FILE_TEXT_CHARS = 36 + 255 + 100
 URL_CHARS = 300
+# The longest emoji `reaction.set` takes (PROTOCOL.md 1.2).
+EMOJI_CHARS = 16
 # Every key of a member list's entry (messaging/chat/commands.py), `online` as the transport adds it.
 FULLEST_MEMBER = {
     "user": "",
@@ -95,7 +100,23 @@ def message_bytes_at_most(d: dict[str, Any]) -> int:
     sender = d["sender"]
     text = len(d["body"]) + len(sender["name"]) + len(d["id"]) + len(str(sender["id"])) + len(d.get("state") or "")
     # A slug is plain ASCII: a byte a character.
-    return MESSAGE_FIXED + len(d["room"]) + ESCAPED * text + files_bytes_at_most(d.get("attachments"))
+    fixed = MESSAGE_FIXED + len(d["room"]) + ESCAPED * text
+    return fixed + files_bytes_at_most(d.get("attachments")) + reactions_bytes_at_most(d)
+
+
+# `"reactions":{}` and `"mine":[]` with their commas; per emoji its quotes, colon and
+# comma, and a count at its longest; per own emoji its quotes and comma.
+REACTIONS_KEYS = len(',"reactions":{},"mine":[]')
+REACTION_FIXED = len('"":,') + len(str(INT_MAX))
+
+
+def reactions_bytes_at_most(d: dict[str, Any]) -> int:
+    """At most the bytes a message's `reactions` and `mine` add to its `msg` d (messaging/chat/shown.py)."""
+    reactions = d.get("reactions")
+    if not reactions:
+        return 0
+    emoji = sum(REACTION_FIXED + ESCAPED * len(e) for e in reactions)
+    return REACTIONS_KEYS + emoji + sum(3 + ESCAPED * len(e) for e in d.get("mine") or ())
 
 
 def files_bytes_at_most(files: list[dict[str, Any]] | None) -> int:
@@ -147,6 +168,13 @@ def search_page_length(command_id: str, newest_first: Sequence[dict[str, Any]]) 
     return max(1, fitting(newest_first, message_bytes_at_most, budget)) if newest_first else 0
 
 
+def thread_page_length(command_id: str, room: str, root: dict[str, Any], replies: Sequence[dict[str, Any]]) -> int:
+    """How many of a `room.thread` page's replies (their `d`, oldest first) its ack holds beside its root."""
+    empty = {"room": room, "root": root, "replies": [], "more": True}
+    budget = ack_budget(command_id, empty)
+    return max(1, fitting(replies, message_bytes_at_most, budget)) if replies else 0
+
+
 def members_page_that_fits(command_id: str, room: str, members: list[dict[str, Any]], more: bool) -> dict[str, Any]:
     """A `room.members` ack's `d` with the first of `members` that fit (at least one, so `after` moves on)."""
     budget = ack_budget(command_id, {"room": room, "members": [], "more": True})
@@ -177,7 +205,8 @@ def longest_page_of_one(conf: MessagingSettings) -> int:
     empty = ack_ok("x" * ID_CHARS, {"room": "x" * SLUG_CHARS, "messages": [], "more": True})
     text = conf.BODY_MAX_CHARS + NAME_CHARS + ID_CHARS + ID_CHARS + len(LONGEST_STATE)
     files = FILES_KEY + MOST_FILES * (FILE_FIXED + 1 + ESCAPED * (FILE_TEXT_CHARS + URL_CHARS))
-    return encoded_bytes(empty) + MESSAGE_FIXED + SLUG_CHARS + ESCAPED * text + files
+    reactions = REACTIONS_KEYS + conf.REACTION_EMOJI_MAX * (REACTION_FIXED + 3 + 2 * ESCAPED * EMOJI_CHARS)
+    return encoded_bytes(empty) + MESSAGE_FIXED + SLUG_CHARS + ESCAPED * text + files + reactions
 
 
 def check_one_message_fits(conf: MessagingSettings) -> None:

@@ -113,7 +113,9 @@ POSTED_EVENTS = """, event AS (
                                         || CASE WHEN i.node IS NULL THEN jsonb_build_object()
                                            ELSE jsonb_build_object('node', i.node) END,
                               'body', i.body, 'at', s.at_text, 'version', 1, 'rev', p.rev,
-                              'command_id', i.command_id, 'user', i.user_json){files_shown},
+                              'command_id', i.command_id, 'user', i.user_json){files_shown}
+           || CASE WHEN i.reply_to IS NULL THEN jsonb_build_object()
+              ELSE jsonb_build_object('reply_to', i.reply_to) END,
            s.at
     FROM post p JOIN item i USING (n) JOIN taken t ON t.id = p.room_id, stamp s
     ORDER BY p.room_id, p.seq

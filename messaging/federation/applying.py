@@ -20,6 +20,12 @@ the home's sockets got (the room named `slug@home`, users by their ids
 here), through this process's hub. The answer says, per room, the last
 position taken and the replica's rev: the home's cursor moves to it.
 
+A reply's post brings its `reply_to`, and its `thread.changed` (no rev of
+its own: its reply's) the root's count as the home has it; an emoji's
+`reaction.changed` (with `emoji`) sets the replica's count of it. Both are
+kept only where newer (by rev) than what the replica has, and told to its
+sockets (`thread`, `reactions`); a catch-up page brings the same as frames.
+
 Deleted means gone here too: a `message.deleted` blanks the replica's copy
 of the body, the only one it keeps (a replica writes no events, keeps no
 edit history and sends no mentions for its replicas).
@@ -35,10 +41,12 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from ..chat.emoji import forget_reactions
 from ..conf import get_settings
 from ..core.protocol import encode
 from ..models import Membership, Message, MessageState, Room
 from .addresses import replica_name
+from .counts import reacted, threaded
 from .gate import Refusal
 from .identities import identity_of, local_users
 
@@ -181,6 +189,7 @@ class Replica:
             version=data.get("version") or 1,
             posted_rev=data.get("rev"),
             rev=data.get("rev"),
+            reply_to=data.get("reply_to") if isinstance(data.get("reply_to"), int) else None,
         )
         self.new[seq] = message
         return message
@@ -190,6 +199,7 @@ class Replica:
         messages, self.new = list(self.new.values()), {}
         if not messages:
             return
+        self.known.update({m.seq: m for m in messages})
         try:
             with transaction.atomic():
                 Message.objects.bulk_create(messages)
@@ -220,6 +230,8 @@ class Replica:
         else:
             message.body, message.deleted_at = "", parse_time(data.get("deleted_at"))
             self.save(message, ["body", "version", "rev", "deleted_at"])
+            if message.pk is not None:
+                forget_reactions(message)
         frame = "msg.edit" if kind == "message.edited" else "msg.delete"
         self.frames.room(self.room.slug, {"t": frame, "d": {**data, "room": self.room.slug}})
 
@@ -267,6 +279,10 @@ class Replica:
             self.state(data)
         elif kind == "member.watermarks":
             self.watermarks(data)
+        elif kind == "reaction.changed" and "emoji" in data:
+            reacted(self, data)
+        elif kind == "thread.changed":
+            threaded(self, data)
         elif kind in _appliers:
             self.flush()  # an app's applier reads the messages from the database
             _appliers[kind](self.room, {**data, "room": self.room.slug}, self.frames)

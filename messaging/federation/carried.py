@@ -41,6 +41,7 @@ CARRIED = frozenset(
         "message.edit",
         "message.delete",
         "reaction.add",
+        "reaction.set",
         "receipt",
         "room.join",
         "room.members",

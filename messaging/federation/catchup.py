@@ -32,14 +32,17 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import F
 
+from ..chat.emoji import changed_tallies
 from ..chat.hooks import replay_hooks
 from ..chat.nodes import remote_account_name
+from ..chat.threads import changed_threads
 from ..conf import get_settings
 from ..core.protocol import ROOM_SLUG, format_time
 from ..core.runtime import runtime
 from ..models import Membership, Message, Room
 from .addresses import replica_name
 from .applying import STATES, Frames, Replica, _appliers, frame_events, parse_time, replica_room
+from .counts import reacted, threaded
 from .gate import Refusal
 from .identities import identity_of, local_users, wire_many
 from .models import PeerRoom
@@ -75,7 +78,7 @@ def page(peer: str, payload: dict[str, Any]) -> dict[str, Any]:
     ]
     changed = messages.filter(posted_rev__lte=after, rev__gt=after, rev__lte=upto).filter(rev__gt=F("posted_rev"))
     placed += [(m.rev or 0, m) for m in changed.order_by("rev")[:more]]
-    for changes in replay_hooks():
+    for changes in (changed_threads, changed_tallies, *replay_hooks()):
         placed += [(place, frame) for place, _, frame in changes(room, after, upto, more)]
     placed.sort(key=lambda entry: entry[0])
     senders = wire_many({item.sender_id for _, item in placed if isinstance(item, Message)}, found.node)
@@ -115,6 +118,7 @@ def message_entry(message: Message, senders: dict[Any, dict[str, Any]]) -> dict[
         "read_at": format_time(message.read_at) if message.read_at else None,
         "edited_at": format_time(message.edited_at) if message.edited_at else None,
         "deleted_at": format_time(message.deleted_at) if message.deleted_at else None,
+        "reply_to": message.reply_to,
     }
 
 
@@ -166,7 +170,11 @@ def apply_page(home: str, given: dict[str, Any]) -> tuple[Frames, int, bool]:
         replica.flush()
         for frame in frames_given:
             kind = frame_events.get(frame.get("t"))
-            if kind in _appliers and isinstance(frame.get("d"), dict):
+            if frame.get("t") == "thread" and isinstance(frame.get("d"), dict):
+                threaded(replica, frame["d"])
+            elif frame.get("t") == "reactions" and isinstance(frame.get("d"), dict):
+                reacted(replica, frame["d"])
+            elif kind in _appliers and isinstance(frame.get("d"), dict):
                 _appliers[kind](room, {**frame["d"], "room": room.slug}, frames)
         for mark in marks:
             user = replica.user(mark.get("user"))

@@ -31,7 +31,15 @@ from .models import PeerRoom
 
 # What a replica applies (applying.py).
 PUSHED = frozenset(
-    {"message.posted", "message.edited", "message.deleted", "reaction.changed", "message.state", "member.watermarks"}
+    {
+        "message.posted",
+        "message.edited",
+        "message.deleted",
+        "reaction.changed",
+        "thread.changed",
+        "message.state",
+        "member.watermarks",
+    }
 )
 # Rooms looked at in one round.
 ROOMS_PER_ROUND = 100

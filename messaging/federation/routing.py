@@ -13,7 +13,7 @@ here. What each type does (docs/FEDERATION.md, "The model"):
   first (a retry the home acked before is answered from it, home or not,
   and an id used before on one of this deployment's own rooms is
   `id_reused`), and written once the home acks `ok`.
-- `room.history` and `typing` (`HERE`) are not routed: they run on the
+- `room.history`, `room.thread` and `typing` (`HERE`) are not routed: they run on the
   replica, from what it applied (history) or among its own sockets (typing).
 - any other type naming a remote room is `forbidden`: rooms are created,
   invited to and moderated at home.
@@ -48,7 +48,7 @@ from .peers import PeerUnavailable, call
 log = logging.getLogger(__name__)
 
 # Types answered on the replica, not carried home.
-HERE = frozenset({"room.history", "typing"})
+HERE = frozenset({"room.history", "room.thread", "typing"})
 # The refusals a home's ack may carry, by code.
 REFUSALS: dict[str, type[CommandError]] = {
     cls.code: cls

@@ -91,3 +91,27 @@ async def test_events_pruned_while_the_peer_was_away_are_fetched_from_the_rooms(
     finally:
         await ana.close()
         await bo.close()
+
+
+async def test_a_first_join_brings_threads_and_emoji_counts(start_pair):
+    pair = await sync_to_async(start_pair)()
+    ana = await socket(pair.a.url, "ana")
+    try:
+        await ana.join("lobby")
+        await ana.call("room.post", {"room": "lobby", "body": "root"})
+        for n in range(3):
+            assert (await ana.call("room.post", {"room": "lobby", "body": f"re {n}", "reply_to": 1}))["ok"]
+        assert (await ana.call("reaction.set", {"room": "lobby", "seq": 1, "emoji": "👍", "on": True}))["ok"]
+        bo = await socket(pair.b.url, "bo")
+        try:
+            await bo.join("lobby@a", since=0)
+            await bo.messages_until("lobby@a", 4)
+            page = await bo.call("room.thread", {"room": "lobby@a", "seq": 1})
+            assert page["ok"], page
+            assert [m["body"] for m in page["d"]["replies"]] == ["re 0", "re 1", "re 2"]
+            assert page["d"]["root"]["replies"] == 3 and page["d"]["root"]["reactions"] == {"👍": 1}
+            assert page["d"]["root"]["mine"] == []
+        finally:
+            await bo.close()
+    finally:
+        await ana.close()

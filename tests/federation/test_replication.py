@@ -90,3 +90,33 @@ async def test_posts_edits_deletes_reactions_and_watermarks_reach_the_replica_an
         )
         == 0
     )
+
+
+async def test_replies_and_emoji_reactions_reach_the_replica_and_its_sockets(start_pair):
+    pair = await sync_to_async(start_pair)()
+    ana, bo = await socket(pair.a.url, "ana"), await socket(pair.b.url, "bo")
+    try:
+        await ana.join("lobby")
+        await bo.join("lobby@a")
+        root = (await ana.call("room.post", {"room": "lobby", "body": "root"}))["d"]["seq"]
+        # A reply and an emoji from the replica's side are carried home, and come back replicated.
+        reply = await bo.call("room.post", {"room": "lobby@a", "body": "re", "reply_to": root})
+        assert reply["ok"], reply
+        [thread] = await bo.frames("thread", 1)
+        assert thread["d"]["room"] == "lobby@a" and thread["d"]["seq"] == root and thread["d"]["replies"] == 1
+        [home_thread] = await ana.frames("thread", 1)
+        assert home_thread["d"]["rev"] == thread["d"]["rev"]
+        reacted = await bo.call("reaction.set", {"room": "lobby@a", "seq": root, "emoji": "👍", "on": True})
+        assert reacted["ok"] and reacted["d"]["count"] == 1, reacted
+        [reactions] = await bo.frames("reactions", 1)
+        assert reactions["d"]["room"] == "lobby@a" and reactions["d"]["emoji"] == "👍"
+        await until(lambda: same_rooms(pair, "lobby"))
+        # The replica answers room.thread and history from what it applied.
+        page = await bo.call("room.thread", {"room": "lobby@a", "seq": root})
+        assert page["ok"] and [m["body"] for m in page["d"]["replies"]] == ["re"], page
+        assert page["d"]["root"]["replies"] == 1 and page["d"]["root"]["reactions"] == {"👍": 1}
+        bad = await bo.call("room.post", {"room": "lobby@a", "body": "x", "reply_to": reply["d"]["seq"]})
+        assert not bad["ok"] and bad["error"]["code"] == "invalid", bad
+    finally:
+        await ana.close()
+        await bo.close()

@@ -261,3 +261,39 @@ async def test_search_and_files_on_the_portable_path_of_sqlite(host, tmp_path):
             await ana.close()
     finally:
         server.stop()
+
+
+async def test_threads_and_emoji_reactions_on_the_portable_path_of_sqlite(host, tmp_path):
+    """PROTOCOL.md 1.2, "Threads, reactions, files, search", on SQLite: replies counted on their root,
+    a reply to a reply refused, `room.thread` pages, an emoji once per user with the viewer's own."""
+    python, project, env = host
+    server = Daphne(env, log_dir=tmp_path, app="hostsite.asgi:application", python=python, cwd=project, base_env={})
+    server.start()
+    room = f"threads-{uuid.uuid4().hex[:8]}"
+    try:
+        ana = await SocketClient(server.url, sign_in(server.url, "ana")).connect()
+        bob = await SocketClient(server.url, sign_in(server.url, "bob")).connect()
+        try:
+            for ws in (ana, bob):
+                assert (await ws.call("room.join", {"room": room}))["ok"]
+            root = (await ana.call("room.post", {"room": room, "body": "root"}))["d"]["seq"]
+            reply = await bob.call("room.post", {"room": room, "body": "re", "reply_to": root})
+            assert reply["ok"], reply
+            refused = await ana.call("room.post", {"room": room, "body": "no", "reply_to": reply["d"]["seq"]})
+            assert refused["error"]["code"] == "invalid", refused
+            page = await ana.call("room.thread", {"room": room, "seq": root})
+            assert page["d"]["root"]["replies"] == 1 and [m["body"] for m in page["d"]["replies"]] == ["re"]
+            d = {"room": room, "seq": root, "emoji": "👍", "on": True}
+            once = await ana.call("reaction.set", d, id="same-id")
+            assert once["d"]["count"] == 1
+            again = await ana.call("reaction.set", d, id="same-id")
+            assert again["dup"] and again["d"] == once["d"]
+            assert (await bob.call("reaction.set", d))["d"]["count"] == 2
+            history = await bob.call("room.history", {"room": room, "before": 10})
+            first = history["d"]["messages"][0]
+            assert first["reactions"] == {"👍": 2} and first["mine"] == ["👍"] and first["replies"] == 1
+        finally:
+            await ana.close()
+            await bob.close()
+    finally:
+        server.stop()

@@ -146,6 +146,8 @@ on_page("reactions", backlog_reactions)
 def replicated(room: Room, d: dict[str, Any], frames: Frames) -> None:
     """A count of a room of another deployment, as its home sends it (messaging/federation):
     kept with its rev where it is newer than the replica's, and told to the room."""
+    if "emoji" in d:
+        return  # an emoji's count (`reaction.set`, messaging/chat/emoji.py): the replica applies those itself
     # Another deployment's JSON: checked below.
     seq: Any = d.get("seq")
     count, rev = d.get("count"), d.get("rev")

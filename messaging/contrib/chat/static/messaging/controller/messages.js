@@ -2,14 +2,16 @@
 // then on screen; what the user does to one (post, "+1", edit, delete,
 // retry, discard) goes into the outbox. Scroll-back's pages too.
 //
-// A frame type of a feature to come (a thread's replies, reactions per
-// emoji) gets a method here, and a line in controller/page.js's table of
-// frames. A search result opens its room at its message (`reveal`).
+// A thread's replies are drawn in its panel (controller/threads.js), emoji
+// reactions have their controller (controller/emoji.js). A search result
+// opens its room at its message (`reveal`).
 import {
   changesOf,
   DELETE,
   EDIT,
+  EMOJI,
   isChange,
+  isReaction,
   POST,
   REACTION,
   reactionsWaiting,
@@ -41,12 +43,15 @@ export class MessagesController {
   draw(room, message) {
     const entries = this.page.outbox.pending();
     const { slug } = room;
-    this.views.conversation.draw(slug, message, {
+    const context = {
       changes: message.stored ? changesOf(entries, slug, message.seq) : [],
       reactions: { count: room.reactions.of(message.seq), waiting: reactionsWaiting(entries, slug, message.seq) },
+      ...this.page.emoji.context(entries, room, message),
       files: filesOf(message, this.page.files.known),
       readers: () => room.readersOf(message),
-    });
+    };
+    if (message.replyTo !== null) this.page.threads.drawReply(room, message, context);
+    else this.views.conversation.draw(slug, message, context);
   }
 
   redraw(room, messages) {
@@ -219,6 +224,7 @@ export class MessagesController {
   /** What the outbox says of an entry: "pending", "acked", "failed" or "timeout" (outbox.js `onChange`). */
   outboxChanged({ type, entry, ack }) {
     if (entry.t === REACTION) this.reactionChanged(type, entry, ack);
+    else if (entry.t === EMOJI) this.page.emoji.changed(type, entry, ack);
     else if (isChange(entry)) this.changeChanged(type, entry, ack);
     else if (type === "pending") this.own(entry);
     else if (type === "acked") {
@@ -266,7 +272,7 @@ export class MessagesController {
   /** Refused commands kept from before a reload: a post shows failed, with Retry and Discard; the rest go. */
   restoreFailed(entries) {
     for (const entry of entries) {
-      if (entry.t === REACTION || isChange(entry)) this.page.store.forget(entry.id); // a page closed before it could
+      if (isReaction(entry) || isChange(entry)) this.page.store.forget(entry.id); // a page closed before it could
       else {
         const { room, message } = this.own(entry);
         message.fail(entry.error);
@@ -311,6 +317,7 @@ export class MessagesController {
   forget(message) {
     this.model.room(message.room)?.timeline.forget(message);
     this.views.conversation.remove(message.room, message);
+    this.views.thread.remove(message);
     this.page.store.forget(message.id);
   }
 }

@@ -12,6 +12,7 @@ import { Outbox, servedLanes } from "../outbox.js";
 import { Composer, RoomForm } from "../views/composer.js";
 import { Conversation } from "../views/conversation.js";
 import { HistoryView } from "../views/history.js";
+import { ThreadPanel } from "../views/thread.js";
 import { SearchView } from "../views/search.js";
 import { UploadsView } from "../views/uploads.js";
 import { InvitationsView } from "../views/invitations.js";
@@ -19,12 +20,15 @@ import { PeopleView } from "../views/people.js";
 import { Reading } from "../views/reading.js";
 import { Sidebar } from "../views/sidebar.js";
 import { StatusView } from "../views/status.js";
+import { PICKER } from "../model/emoji.js";
+import { EmojiController } from "./emoji.js";
 import { FilesController } from "./files.js";
 import { MessagesController } from "./messages.js";
 import { PeopleController } from "./people.js";
 import { Requests } from "./requests.js";
 import { RoomsController } from "./rooms.js";
 import { SearchController } from "./search.js";
+import { ThreadsController } from "./threads.js";
 
 export class ChatPage {
   /**
@@ -39,6 +43,8 @@ export class ChatPage {
     this.people = new PeopleController(this);
     this.files = new FilesController(this);
     this.search = new SearchController(this);
+    this.threads = new ThreadsController(this);
+    this.emoji = new EmojiController(this);
     this.views = this.makeViews(me);
     this.connection = openConnection(transport, {
       onOpen: () => this.opened(),
@@ -64,6 +70,8 @@ export class ChatPage {
       ["msg", (frame) => this.messages.msg(frame.d)],
       ["state", (frame) => this.messages.state(frame.d)],
       ["reaction", (frame) => this.messages.reaction(frame.d)],
+      ["reactions", (frame) => this.emoji.reactions(frame.d)],
+      ["thread", (frame) => this.threads.thread(frame.d)],
       ["msg.edit", (frame) => this.messages.changed(frame)],
       ["msg.delete", (frame) => this.messages.changed(frame)],
       ["status", (frame) => this.rooms.status(frame.d)],
@@ -82,6 +90,16 @@ export class ChatPage {
     const container = $("[data-testid=messages]");
     const reading = new Reading({ container, changed: () => this.rooms.markRead() });
     const messages = this.messages;
+    const actions = {
+      react: (message) => messages.react(message),
+      toggle: (message, emoji) => this.emoji.toggle(message, emoji),
+      reply: (message) => this.threads.open(message),
+      edit: (message, body) => messages.edit(message, body),
+      remove: (message) => messages.remove(message),
+      retry: (message) => messages.retry(message),
+      discard: (message) => messages.discard(message),
+      picker: PICKER,
+    };
     return {
       reading,
       status: new StatusView(),
@@ -100,14 +118,14 @@ export class ChatPage {
         container,
         title: $("#room-title"),
         empty: $("[data-testid=empty]"),
-        actions: {
-          react: (message) => messages.react(message),
-          edit: (message, body) => messages.edit(message, body),
-          remove: (message) => messages.remove(message),
-          retry: (message) => messages.retry(message),
-          discard: (message) => messages.discard(message),
-        },
+        actions,
         placed: (node) => reading.watch(node),
+      }),
+      thread: new ThreadPanel({
+        parent: $("main.room"),
+        actions,
+        send: (body) => this.threads.send(body),
+        close: () => this.threads.close(),
       }),
       history: new HistoryView({
         container,

@@ -184,6 +184,7 @@ export class RoomsController {
       this.markRead(this.views.reading.onScreenNow(this.views.conversation.list(previous.slug)));
     }
     this.model.select(room);
+    if (previous !== room) this.page.threads.close(); // a thread panel belongs to the room it was opened in
     this.views.conversation.show(room.slug);
     this.views.sidebar.select(room.slug);
     this.views.conversation.heading(room.direct ?? `# ${room.slug}`);

@@ -8,6 +8,13 @@ export const POST = "room.post";
 export const EDIT = "message.edit";
 export const DELETE = "message.delete";
 export const REACTION = "reaction.add";
+// An emoji on or off (model/emoji.js); like "+1", no lane.
+export const EMOJI = "reaction.set";
+
+/** A "+1" or an emoji. */
+export function isReaction(entry) {
+  return entry.t === REACTION || entry.t === EMOJI;
+}
 
 /** An edit or a delete. */
 export function isChange(entry) {
@@ -26,7 +33,7 @@ export function reactionsWaiting(entries, room, seq) {
 
 /** What waits in the outbox, by kind: `{messages, changes, reactions}`. */
 export function waiting(entries) {
-  const reactions = entries.filter((entry) => entry.t === REACTION).length;
+  const reactions = entries.filter(isReaction).length;
   const changes = entries.filter(isChange).length;
   return { messages: entries.length - reactions - changes, changes, reactions };
 }

@@ -8,9 +8,10 @@
 // with a higher version (changes.js `newer`): an older edit or delete never
 // overwrites a newer one.
 //
-// The place for what a message will carry next (its thread's reply count)
-// is here, beside `body` and `attachments` (its files: set from the stored
-// `d` in `applyVersion`, drawn by views/message.js).
+// Beside `body` and `attachments` (its files: set from the stored `d` in
+// `applyVersion`, drawn by views/message.js) it keeps its place in a thread:
+// `replyTo` (a reply's root seq) or, for a root, `replies` and
+// `lastReplyAt` (model/threads.js).
 import { newer } from "./changes.js";
 import { isRanked, later, rankOf } from "./states.js";
 
@@ -31,7 +32,10 @@ export class Message {
     this.deleted = false;
     this.edited = false;
     this.changeError = null; // why the last edit or delete of it was refused
-    this.reactionError = null; // why this page's last "+1" was not counted
+    this.reactionError = null; // why this page's last "+1" (or emoji) was not counted
+    this.replyTo = Number.isInteger(command?.d?.reply_to) ? command.d.reply_to : null;
+    this.replies = 0; // a root's replies, as the server told them
+    this.lastReplyAt = null;
   }
 
   get stored() {

@@ -3,13 +3,15 @@
 // and its scroll-back. No DOM, no connection: the controller hands it what
 // frames say and does what it answers (rejoin, draw, report).
 //
-// A thread's replies, when they come, belong here beside `timeline` (a
-// model of their own, keyed by the root's seq).
+// A thread's replies are messages of `timeline` with `replyTo`
+// (model/threads.js); emoji reactions are `emoji` (model/emoji.js).
 import { RevCursor } from "./changes.js";
 import { Members } from "./members.js";
 import { Paging } from "./paging.js";
+import { EmojiReactions } from "./emoji.js";
 import { ReactionCounts } from "./reactions.js";
 import { Receipts } from "./receipts.js";
+import { takeThread } from "./threads.js";
 import { Timeline } from "./timeline.js";
 import { Unread } from "./unread.js";
 
@@ -26,6 +28,7 @@ export class Room {
     this.members = new Members();
     this.receipts = new Receipts();
     this.reactions = new ReactionCounts();
+    this.emoji = new EmojiReactions();
     this.unread = new Unread();
     this.cursor = new RevCursor();
     this.paging = new Paging();
@@ -42,7 +45,8 @@ export class Room {
     const { repeat, gap, ready } = this.timeline.receive(d);
     if (repeat) {
       const message = this.timeline.at(d.seq);
-      return { messages: message?.applyVersion(d) ? [message] : [], repeat, gap };
+      const changed = message && [message.applyVersion(d), this.extras(message, d)].some(Boolean);
+      return { messages: changed ? [message] : [], repeat, gap };
     }
     return { messages: ready.map((each) => this.put(each)), repeat, gap };
   }
@@ -52,7 +56,15 @@ export class Room {
     const message = this.timeline.put(d, this.me);
     message.advance(this.stateOf(message));
     message.applyVersion(d);
+    this.extras(message, d);
     return message;
+  }
+
+  /** What a stored `d` says beyond the message's own version: its thread, its emoji; whether it moved. */
+  extras(message, d) {
+    if (Number.isInteger(d.reply_to)) message.replyTo = d.reply_to;
+    const thread = takeThread(message, d);
+    return [thread, this.emoji.fromMessage(d)].some(Boolean);
   }
 
   /** A message of a `room.history` page; null if the room has it already. */
@@ -81,6 +93,7 @@ export class Room {
   /** A `msg.edit` or `msg.delete` frame's `d`, or an own change's ack: the message it changed, or null. */
   change(seq, d, { deleted }) {
     const message = this.timeline.at(seq);
+    if (deleted) this.emoji.forget(seq);
     return message?.applyVersion(d, { deleted }) ? message : null;
   }
 
@@ -147,9 +160,16 @@ export class Room {
 
   // Reading ------------------------------------------------------------------
 
-  /** Messages `seqs` were seen on screen: whether the read mark moved. */
+  /**
+   * Messages `seqs` were seen on screen: whether the read mark moved. The
+   * replies right after the newest of them go with it: the room's list does
+   * not show replies (their thread panel does), so nothing else would pass them.
+   */
   read(seqs) {
-    return this.receipts.read(seqs, this.timeline.shown);
+    if (seqs.length === 0) return this.receipts.read(seqs, this.timeline.shown);
+    let top = Math.max(...seqs);
+    while (Number.isInteger(this.timeline.at(top + 1)?.replyTo)) top += 1;
+    return this.receipts.read([...seqs, top], this.timeline.shown);
   }
 
   /** The receipt's `d` due now, or null (none while a join is in flight: its ack resets what was told). */

@@ -6,21 +6,24 @@
 // `data-seq` once stored, `data-version`, `data-deleted`, and inside
 // `[data-testid=react]`, `[data-testid=edit]`, `[data-testid=delete]`,
 // `[data-testid=edited]`, and its files (`[data-testid=attachment]`,
-// views/files.js) under the body. A thread's reply button and count go in
-// the foot, drawn here from the model like the reactions. User text only
-// ever goes through textContent.
+// views/files.js) under the body; its emoji reactions (views/emoji.js)
+// under them, its emoji picker and its thread's reply button and count
+// (views/replies.js) in the foot. User text only ever goes through textContent.
 import { el, shownName } from "./dom.js";
 import { editControls, editedMark, editor } from "./edits.js";
+import { EmojiView } from "./emoji.js";
 import { FilesView } from "./files.js";
 import { icon, STATE_LABEL } from "./icons.js";
 import { ReactionsView } from "./reactions.js";
+import { RepliesView } from "./replies.js";
 
 const TIME = { hour: "2-digit", minute: "2-digit" };
 
 export class MessageView {
   /**
-   * `actions`: `react(message)`, `edit(message, body)`, `remove(message)`,
-   * `retry(message)`, `discard(message)`.
+   * `actions`: `react(message)`, `toggle(message, emoji)`, `reply(message)`,
+   * `edit(message, body)`, `remove(message)`, `retry(message)`,
+   * `discard(message)`; `picker`: the emoji the picker offers.
    */
   constructor(message, actions) {
     this.actions = actions;
@@ -36,13 +39,15 @@ export class MessageView {
     this.files = new FilesView();
     this.foot = el("div", "foot");
     this.reactions = new ReactionsView({ react: () => actions.react(this.message) });
+    this.emoji = new EmojiView({ toggle: (emoji) => actions.toggle(this.message, emoji), offered: actions.picker });
+    this.replies = new RepliesView({ open: () => actions.reply(this.message) });
     this.stateButton = el("button", "state");
     this.stateButton.type = "button";
     this.stateButton.setAttribute("aria-expanded", "false");
-    this.foot.append(this.reactions.button, this.stateButton);
+    this.foot.append(this.reactions.button, this.emoji.picker, this.replies.button, this.replies.count, this.stateButton);
     this.readersLine = el("p", "readers");
     this.readersLine.hidden = true;
-    this.node.append(meta, this.body, this.files.node, this.foot, this.readersLine);
+    this.node.append(meta, this.body, this.files.node, this.emoji.list, this.foot, this.readersLine);
     Object.assign(this, { editedMark: null, controls: null, editor: null, changeError: null, failure: null });
     // The whole message toggles "who has read it" for the mouse; the state
     // button is the keyboard's way to it.
@@ -57,7 +62,8 @@ export class MessageView {
 
   /**
    * Draw `message`. `context`: `changes` (its edits and deletes still in the
-   * outbox, oldest first), `reactions` ({count, waiting}), `files` (what it
+   * outbox, oldest first), `reactions` ({count, waiting}), `emoji` (model/emoji.js
+   * `of`), `emojiPending` (a Set of emoji), `files` (what it
    * shows: model/files.js `filesOf`) and `readers()` (model/room.js `readersOf`).
    */
   draw(message, context) {
@@ -74,8 +80,12 @@ export class MessageView {
       this.drawBody();
       this.files.draw(context.files ?? []);
       this.drawEdits();
-      if (message.stored) this.reactions.draw({ ...context.reactions, error: message.reactionError });
+      if (message.stored) {
+        this.reactions.draw({ ...context.reactions, error: message.reactionError });
+        this.emoji.draw(context.emoji ?? [], context.emojiPending);
+      }
     }
+    this.replies.draw(message);
     this.drawChangeError();
   }
 
@@ -159,6 +169,7 @@ export class MessageView {
     this.controls?.remove();
     this.controls = null;
     this.reactions.button.remove();
+    this.emoji.remove();
     delete this.node.dataset.changePending;
   }
 
