@@ -16,10 +16,8 @@ recorded in the moderation audit.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import Count, Max, QuerySet
@@ -30,29 +28,9 @@ from django.utils.html import format_html, format_html_join
 from .chat.moderation import delete_as_moderator
 from .chat.receipts import recipient_receipts
 from .core.exceptions import CommandError
-from .core.protocol import format_time
 from .models import CommandRecord, Invitation, Membership, Message, MessageVersion, ModerationAction, Room
+from .ops.inspection import InspectionAdmin, ReadOnly, exact, pretty_json
 from .transport.submitting import publish_from_code, submit
-
-
-class ReadOnly:
-    """Permissions of an admin that only inspects."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-class InspectionAdmin(ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]  # generic in django-stubs only: not subscriptable at run time
-    # Newest first, by the primary key's index.
-    ordering = ("-pk",)
-    # "N of M" would count the whole table once more on every filtered page.
-    show_full_result_count = False
 
 
 class ModeratorActions:
@@ -71,16 +49,6 @@ class ModeratorActions:
             self.message_user(request, f"{what}: {done}, each recorded in the moderation audit.")
         for reason in refused:
             self.message_user(request, reason, level=messages.WARNING)
-
-
-def pretty_json(value: Any) -> str:
-    return format_html("<pre>{}</pre>", json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
-
-
-def exact(at: datetime | None, empty: str = "-") -> str:
-    # To the microsecond in UTC, as on the wire: the default display stops at
-    # the minute, where a receipt and the move it completed look the same.
-    return format_time(at) if at else empty
 
 
 def reached(yes: bool, at: datetime | None) -> str:

@@ -26,11 +26,16 @@ class MessagingConfig(AppConfig):
         # Settings that cannot work stop the process as it starts, not at the first frame.
         from .chat.sizes import check_one_message_fits
         from .conf import get_settings
+        from .events.stats import backlog
         from .federation import checks as federation_checks  # noqa: F401
 
         # An upload's row that goes takes its file with it (a post_delete receiver).
         from .files import storage  # noqa: F401
         from .ops import checks  # noqa: F401
+        from .ops.metrics import OUTBOX
+
+        # The outbox's backlog, read at each scrape of /metrics.
+        OUTBOX.read = backlog
 
         # Typing, and presence, which tells the chat's member lists who is online.
         from .transport import presence, typing  # noqa: F401

@@ -55,6 +55,10 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `EVENTS_OUTBOX` | True | every effect writes its event to the outbox in its own transaction (docs/EVENTS.md); False writes none (the bench's "without") |
 | `EVENTS_URL` | None | where `messaging_relay` publishes and `messaging_consume` reads: None for the Redis stream on `REDIS_URL`, `redis://...` for another Redis, `nats://HOST:PORT` for NATS JetStream |
 | `EVENTS_STREAM` | `"messaging:events"` | the Redis stream's key |
+| `CLAIM_STORE` | None | dotted path of the claim store's class (the fast window of exactly-once); None: `ClusterClaimStore` with `REDIS_CLUSTER`, `RedisClaimStore` with `REDIS_URL`, else `ClaimStore` (every command takes the database path). messaging/backends.py, docs/INTEGRATION.md |
+| `HUB` | None | dotted path of the live fan-out's class; None: `RedisHub` with `REDIS_URL` (sharded Pub/Sub with `REDIS_CLUSTER`), else `Hub` (this process's sockets only) |
+| `EVENTS_SINK` | None | dotted path of the class the relay publishes with; None: by `EVENTS_URL`'s scheme (`NatsSink` for `nats://`, `RedisStreamSink` for `redis://`) |
+| `EVENTS_GROUP` | None | dotted path of the class of a group's consumer (`messaging_consume`); None: by the same scheme (`NatsConsumer`, `Consumer`) |
 | `EVENTS_STREAM_MAXLEN` | 1000000 | entries the Redis stream keeps, roughly (`XADD ... MAXLEN ~`); older ones are trimmed |
 | `EVENTS_BATCH` | 500 | most events a relay reads and publishes at once, and most entries a consumer reads at once |
 | `EVENTS_PARTITIONS` | 16 | the outbox's partitions (by room): each is published by one relay at a time, so several relays share the work and keep each room's order |
@@ -169,6 +173,10 @@ class MessagingSettings:
     EVENTS_OUTBOX: bool = True
     EVENTS_URL: str | None = None
     EVENTS_STREAM: str = "messaging:events"
+    CLAIM_STORE: str | None = None
+    HUB: str | None = None
+    EVENTS_SINK: str | None = None
+    EVENTS_GROUP: str | None = None
     EVENTS_STREAM_MAXLEN: int = 1_000_000
     EVENTS_BATCH: int = 500
     EVENTS_PARTITIONS: int = 16

@@ -22,8 +22,10 @@ from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
+from django.core.exceptions import ImproperlyConfigured
 
-from ..conf import get_settings
+from ..backends import backend, claim_store_path
+from ..conf import MessagingSettings, get_settings
 from .redis_clients import REDIS_FAILED
 from .runtime import runtime
 
@@ -81,7 +83,19 @@ def claim_key(user_id: Any, command_id: str) -> str:
 
 
 class ClaimStore:
-    """The fast window. The base class knows nothing: every command goes to the database."""
+    """The fast window. The base class knows nothing: every command goes to the database.
+
+    The contract (tests/contracts/test_claim_stores.py): `claim_many` answers
+    per key, in order; a key claimed is False (or its `Stored` result once
+    `finish` kept one) for every other owner until released or its lease
+    ends; `finish` keeps results and releases only the owner's own claims;
+    any failure of the store's service is None ("unknown"), never an error.
+    """
+
+    @classmethod
+    def from_settings(cls, conf: MessagingSettings) -> ClaimStore:
+        """The store the settings describe (`CLAIM_STORE` names the class)."""
+        return cls()
 
     async def claim_many(self, keys: list[str], owner: str) -> list[Stored | bool | None]:
         """Per key: True, claimed for `owner`; a `Stored`, the result; False, someone else's claim; None, unknown."""
@@ -109,6 +123,12 @@ class RedisClaimStore(ClaimStore):
         # redis-py's scripts load themselves again into a Redis that forgot
         # them (restarted, flushed) and resend the call.
         self._scripts: weakref.WeakKeyDictionary[aioredis.Redis, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+
+    @classmethod
+    def from_settings(cls, conf: MessagingSettings) -> ClaimStore:
+        if not conf.REDIS_URL:
+            raise ImproperlyConfigured(f"MESSAGING['CLAIM_STORE'] {cls.__name__} needs MESSAGING['REDIS_URL']")
+        return cls(conf.REDIS_URL, lease=conf.CLAIM_LEASE, window=conf.DEDUP_WINDOW, timeout=conf.REDIS_TIMEOUT)
 
     @property
     def client(self) -> aioredis.Redis:
@@ -196,17 +216,11 @@ _store: ClaimStore | None = None
 
 
 def get_claim_store() -> ClaimStore:
+    """The process's claim store: the class `CLAIM_STORE` names (messaging/backends.py), built once."""
     global _store
     if _store is None:
         conf = get_settings()
-        if conf.REDIS_URL:
-            from .cluster_claims import ClusterClaimStore  # it extends RedisClaimStore
-
-            _store = (ClusterClaimStore if conf.REDIS_CLUSTER else RedisClaimStore)(
-                conf.REDIS_URL, lease=conf.CLAIM_LEASE, window=conf.DEDUP_WINDOW, timeout=conf.REDIS_TIMEOUT
-            )
-        else:
-            _store = ClaimStore()
+        _store = backend("CLAIM_STORE", claim_store_path(conf)).from_settings(conf)
     return _store
 
 

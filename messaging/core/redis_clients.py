@@ -52,6 +52,9 @@ def translated() -> Iterator[None]:
         yield
     except LEAKED as exc:
         raise ClientBroke(f"the Redis client broke: {exc!r}") from exc
+    except redis.RedisClusterException as exc:
+        # Not a `RedisError`: a cluster none of whose nodes answers, or whose slots are not all served.
+        raise ClientBroke(f"the Redis Cluster failed: {exc}") from exc
 
 
 class Client(aioredis.Redis):

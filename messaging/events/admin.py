@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db import models
 
-from ..admin import InspectionAdmin, ReadOnly, exact, pretty_json
+from ..ops.inspection import InspectionAdmin, ReadOnly, exact, pretty_json
 from .models import DeadLetter, Event, Notification, WebhookAttempt, WebhookDelivery, WebhookEndpoint
 
 

@@ -39,10 +39,11 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import redis
+from django.core.exceptions import ImproperlyConfigured
 from django.db import (
     DatabaseError,
     IntegrityError,
@@ -57,6 +58,9 @@ from django.db import (
 from .models import DeadLetter, InboxRecord
 from .redaction import as_it_stands
 from .retries import exponential
+
+if TYPE_CHECKING:
+    from ..conf import MessagingSettings
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +116,26 @@ class GroupApplier:
         self.errors: OrderedDict[str, str] = OrderedDict()
         self.stopping = False
         self.periodic_at = float("-inf")
+
+    @classmethod
+    def from_settings(
+        cls,
+        conf: MessagingSettings,
+        *,
+        url: str | None,
+        group: str,
+        handler: Handler,
+        name: str | None = None,
+        claim_after: float = 30.0,
+        stream: str | None = None,
+        block: float = 1.0,
+    ) -> GroupApplier:
+        """A consumer of `group` reading `url` (`consume` passes the events' URL), as the settings describe."""
+        raise NotImplementedError
+
+    def run(self) -> None:
+        """Consume until `stop()`, waiting out the outages of the stream's service and of the database."""
+        raise NotImplementedError
 
     def stop(self) -> None:
         self.stopping = True
@@ -223,10 +247,6 @@ class GroupApplier:
         while len(self.errors) > ERRORS_KEPT:
             self.errors.popitem(last=False)
 
-    def run(self) -> None:
-        """Consume until stopped: each carrier's own (the Redis stream's, JetStream's)."""
-        raise NotImplementedError
-
 
 class Consumer(GroupApplier):
     """One consumer of a group of the Redis stream."""
@@ -250,6 +270,33 @@ class Consumer(GroupApplier):
         self.batch = batch
         self.block = block
         self.claim_cursor = "0-0"
+
+    @classmethod
+    def from_settings(
+        cls,
+        conf: MessagingSettings,
+        *,
+        url: str | None,
+        group: str,
+        handler: Handler,
+        name: str | None = None,
+        claim_after: float = 30.0,
+        stream: str | None = None,
+        block: float = 1.0,
+    ) -> GroupApplier:
+        if not url:
+            raise ImproperlyConfigured("events need a stream: set MESSAGING['EVENTS_URL'] or MESSAGING['REDIS_URL']")
+        return cls(
+            redis_for_consumer(url, block),
+            stream or conf.EVENTS_STREAM,
+            group,
+            handler,
+            name=name,
+            claim_after=claim_after,
+            max_attempts=conf.EVENTS_MAX_ATTEMPTS,
+            batch=conf.EVENTS_BATCH,
+            block=block,
+        )
 
     def ensure_group(self) -> None:
         try:
@@ -333,35 +380,18 @@ def consume(
     stream: str | None = None,
     block: float = 1.0,
 ) -> GroupApplier:
-    """A consumer of the configured stream (call `.run()`): `EVENTS_URL`, or the Redis stream on `REDIS_URL`."""
+    """A consumer of the configured stream (call `.run()`): `EVENTS_URL`, or the Redis stream on `REDIS_URL`.
+
+    Of the class `EVENTS_GROUP` names, else the one the URL's scheme picks
+    (messaging/backends.py): `Consumer` for Redis, `NatsConsumer` for NATS.
+    """
+    from .. import backends
     from ..conf import get_settings
-    from .settings import events_url
 
     conf = get_settings()
-    url = url or events_url()
-    if url and url.startswith(("nats://", "tls://")):
-        from .nats_consumer import NatsConsumer
-
-        return NatsConsumer(
-            url,
-            group,
-            handler,
-            name=name,
-            claim_after=claim_after,
-            max_attempts=conf.EVENTS_MAX_ATTEMPTS,
-            batch=min(conf.EVENTS_BATCH, 256),
-            block=block,
-        )
-    if not url or not url.startswith(("redis://", "rediss://", "unix://")):
-        raise ValueError("set EVENTS_URL (redis://... or nats://...) or REDIS_URL for the events' stream")
-    return Consumer(
-        redis_for_consumer(url, block),
-        stream or conf.EVENTS_STREAM,
-        group,
-        handler,
-        name=name,
-        claim_after=claim_after,
-        max_attempts=conf.EVENTS_MAX_ATTEMPTS,
-        batch=conf.EVENTS_BATCH,
-        block=block,
+    url = url or backends.events_url(conf)
+    cls = backends.backend("EVENTS_GROUP", backends.group_path(conf, url))
+    consumer: GroupApplier = cls.from_settings(
+        conf, url=url, group=group, handler=handler, name=name, claim_after=claim_after, stream=stream, block=block
     )
+    return consumer

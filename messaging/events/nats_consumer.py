@@ -15,17 +15,22 @@ import functools
 import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import nats
 import orjson
-from django.db import DatabaseError
+from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError, connections
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from .consumers import GroupApplier, Handler
-from .nats import STREAM, SUBJECTS
+from .nats import STREAM, SUBJECTS, connect
 from .retries import exponential
+
+if TYPE_CHECKING:
+    from ..conf import MessagingSettings
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +58,33 @@ class NatsConsumer(GroupApplier):
         self.batch = batch
         self.block = block
 
+    @classmethod
+    def from_settings(
+        cls,
+        conf: MessagingSettings,
+        *,
+        url: str | None,
+        group: str,
+        handler: Handler,
+        name: str | None = None,
+        claim_after: float = 30.0,
+        stream: str | None = None,
+        block: float = 1.0,
+    ) -> GroupApplier:
+        # JetStream's stream is `MESSAGING_EVENTS` (nats.py): `stream` names a Redis stream's key.
+        if not url:
+            raise ImproperlyConfigured("events need a stream: set MESSAGING['EVENTS_URL'] or MESSAGING['REDIS_URL']")
+        return cls(
+            url,
+            group,
+            handler,
+            name=name,
+            claim_after=claim_after,
+            max_attempts=conf.EVENTS_MAX_ATTEMPTS,
+            batch=min(conf.EVENTS_BATCH, 256),
+            block=block,
+        )
+
     def run(self) -> None:
         asyncio.run(self.consume())
 
@@ -64,7 +96,7 @@ class NatsConsumer(GroupApplier):
         while not self.stopping:
             client = None
             try:
-                client = await nats.connect(self.url, allow_reconnect=False, connect_timeout=5)
+                client = await connect(self.url)
                 subscription = await self.subscribe(client.jetstream())
                 while not self.stopping:
                     await self.step(subscription, database_thread)
@@ -82,6 +114,8 @@ class NatsConsumer(GroupApplier):
                         await client.close()
                     except Exception:
                         pass
+        # The handler's connection goes with its thread (a group stopped in a process that carries on).
+        await asyncio.get_running_loop().run_in_executor(database_thread, connections.close_all)
         database_thread.shutdown()
 
     async def subscribe(self, js: JetStreamContext) -> JetStreamContext.PullSubscription:

@@ -6,6 +6,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from ..backends import required_events_url
+from ..conf import MessagingSettings
 from .sinks import Entry
 
 
@@ -16,6 +18,10 @@ def redis_client(url: str) -> aioredis.Redis:
 
 
 class RedisStreamSink:
+    @classmethod
+    def from_settings(cls, conf: MessagingSettings) -> RedisStreamSink:
+        return cls(required_events_url(conf), conf.EVENTS_STREAM, conf.EVENTS_STREAM_MAXLEN)
+
     def __init__(self, url: str, stream: str, maxlen: int) -> None:
         self.client = redis_client(url)
         self.stream = stream
@@ -30,5 +36,5 @@ class RedisStreamSink:
             pipe.xadd(self.stream, fields, maxlen=self.maxlen, approximate=True)
         await pipe.execute()
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         await self.client.aclose()

@@ -86,7 +86,7 @@ class Relay:
             if published < self.batch:
                 await self.sleep(self.poll_interval)
         await self.disconnect()
-        await self.sink.close()
+        await self.sink.aclose()
 
     async def sleep(self, seconds: float) -> None:
         try:

@@ -6,8 +6,9 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from .. import backends
 from ..conf import get_settings
-from .sinks import Sink, sink_for
+from .sinks import Sink
 
 if TYPE_CHECKING:
     from .relay import Relay
@@ -22,13 +23,15 @@ def connection_params(alias: str = DEFAULT_DB_ALIAS) -> dict[str, Any]:
 
 
 def events_url() -> str | None:
-    conf = get_settings()
-    return conf.EVENTS_URL or conf.REDIS_URL
+    """Where the events go and are read: `EVENTS_URL`, else the Redis stream on `REDIS_URL`."""
+    return backends.events_url(get_settings())
 
 
 def configured_sink() -> Sink:
+    """A sink of the class `EVENTS_SINK` names, else the one `EVENTS_URL`'s scheme picks (messaging/backends.py)."""
     conf = get_settings()
-    return sink_for(conf.EVENTS_URL, conf.REDIS_URL, conf.EVENTS_STREAM, conf.EVENTS_STREAM_MAXLEN)
+    sink: Sink = backends.backend("EVENTS_SINK", backends.sink_path(conf)).from_settings(conf)
+    return sink
 
 
 def configured_relay() -> Relay:

@@ -1,16 +1,22 @@
-"""Where the relay publishes: the sink contract and the choice by `EVENTS_URL`.
+"""Where the relay publishes: the sink contract.
 
 A sink publishes a batch in the given order and returns only once the whole
 batch is stored; any exception means "not all of it": the relay publishes the
 batch again (the same `event_id`s), so a sink never needs to be atomic.
-Sinks take plain values, never settings (`sink_for` reads those).
+`aclose` lets go of its connections; a `publish` after it connects again.
+Sinks take plain values; their `from_settings` reads the settings. Which
+class the relay uses: `EVENTS_SINK`, else `EVENTS_URL`'s scheme
+(messaging/backends.py). tests/contracts/test_sinks.py is the contract.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, TypedDict
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 import orjson
+
+if TYPE_CHECKING:
+    from ..conf import MessagingSettings
 
 
 class Entry(TypedDict):
@@ -29,22 +35,9 @@ def entry(event_id: object, type: str, room: str, data: object) -> Entry:
 
 
 class Sink(Protocol):
+    @classmethod
+    def from_settings(cls, conf: MessagingSettings) -> Sink: ...
+
     async def publish(self, entries: list[Entry]) -> None: ...
 
-    async def close(self) -> None: ...
-
-
-def sink_for(url: str | None, redis_url: str | None, stream: str, maxlen: int) -> Sink:
-    """The sink `EVENTS_URL` names: None for the Redis stream on the app's `REDIS_URL`."""
-    url = url or redis_url
-    if not url:
-        raise ValueError("events need a sink: set MESSAGING['EVENTS_URL'] or MESSAGING['REDIS_URL']")
-    if url.startswith("nats://") or url.startswith("tls://"):
-        from .nats import NatsSink
-
-        return NatsSink(url)
-    if url.startswith(("redis://", "rediss://", "unix://")):
-        from .redis_streams import RedisStreamSink
-
-        return RedisStreamSink(url, stream, maxlen)
-    raise ValueError(f"EVENTS_URL must be redis://... or nats://..., not {url.split(':', 1)[0]}:...")
+    async def aclose(self) -> None: ...

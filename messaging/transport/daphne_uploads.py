@@ -63,7 +63,7 @@ def refuse_large_uploads_early() -> None:
 
 
 def _is_upload(channel: Any) -> bool:
-    from .http.upload_limit import is_uploads
+    from .http.upload_paths import is_uploads
 
     command, path = getattr(channel, "_command", None), getattr(channel, "_path", None)
     if command != b"POST" or not isinstance(path, bytes):

@@ -42,6 +42,7 @@ any frame it hears is handed on, and every `MEMBERSHIP_CHECK_INTERVAL`.
 
 from __future__ import annotations
 
+from ..backends import backend, hub_path
 from ..conf import get_settings
 from ..core.runtime import runtime
 from .hub import Hub, Member, user_key
@@ -52,15 +53,10 @@ __all__ = ["Hub", "Member", "RedisHub", "get_hub", "make_hub", "unpack", "unpack
 
 
 def make_hub() -> Hub:
+    """A hub of the class `HUB` names (messaging/backends.py): `RedisHub` with `REDIS_URL`, else `Hub`."""
     conf = get_settings()
-    if not conf.REDIS_URL:
-        return Hub(membership_interval=conf.MEMBERSHIP_CHECK_INTERVAL)
-    return RedisHub(
-        conf.REDIS_URL,
-        timeout=conf.REDIS_TIMEOUT,
-        sharded=conf.REDIS_CLUSTER,
-        membership_interval=conf.MEMBERSHIP_CHECK_INTERVAL,
-    )
+    hub: Hub = backend("HUB", hub_path(conf)).from_settings(conf)
+    return hub
 
 
 def get_hub() -> Hub:

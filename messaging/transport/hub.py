@@ -12,10 +12,13 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..ops import metrics
 from .memberships import MembershipWatch
+
+if TYPE_CHECKING:
+    from ..conf import MessagingSettings
 
 log = logging.getLogger("messaging.transport.fanout")
 
@@ -50,6 +53,11 @@ class Hub:
     The base class is the whole fan-out without Redis. `RedisHub` publishes
     instead of delivering, and delivers what its subscription hears.
     """
+
+    @classmethod
+    def from_settings(cls, conf: MessagingSettings) -> Hub:
+        """The hub the settings describe (`HUB` names the class: messaging/backends.py)."""
+        return cls(membership_interval=conf.MEMBERSHIP_CHECK_INTERVAL)
 
     def __init__(self, *, membership_interval: float = 0.0) -> None:
         self.members: dict[str, set[Member]] = {}

@@ -6,7 +6,9 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from django.core.exceptions import ImproperlyConfigured
 
 from ..chat.private import left_room
 from ..core.redis_clients import REDIS_FAILED
@@ -15,6 +17,9 @@ from ..ops import metrics
 from .hub import Hub, Member, queue, take, user_key
 from .packing import pack, pack_for_user, unpack, unpack_for_user
 from .subscriptions import Subscriptions
+
+if TYPE_CHECKING:
+    from ..conf import MessagingSettings
 
 log = logging.getLogger("messaging.transport.fanout")
 
@@ -30,6 +35,17 @@ class RedisHub(Hub):
     it: two projects (or test runs) on different dbs of one server never hear
     each other.
     """
+
+    @classmethod
+    def from_settings(cls, conf: MessagingSettings) -> Hub:
+        if not conf.REDIS_URL:
+            raise ImproperlyConfigured(f"MESSAGING['HUB'] {cls.__name__} needs MESSAGING['REDIS_URL']")
+        return cls(
+            conf.REDIS_URL,
+            timeout=conf.REDIS_TIMEOUT,
+            sharded=conf.REDIS_CLUSTER,
+            membership_interval=conf.MEMBERSHIP_CHECK_INTERVAL,
+        )
 
     def __init__(self, url: str, *, timeout: float, sharded: bool = False, membership_interval: float = 0.0) -> None:
         super().__init__(membership_interval=membership_interval)
@@ -106,7 +122,7 @@ class RedisHub(Hub):
         if self.retry is not None:
             self.retry.cancel()
         await super().aclose()
-        await self.subscriptions.close()
+        await self.subscriptions.aclose()
         try:
             await self.client.aclose()
         except REDIS_FAILED:

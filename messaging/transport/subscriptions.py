@@ -112,7 +112,7 @@ class Subscriptions:
             # Still subscribed at worst: the hub drops what no socket here wants.
             log.warning("unsubscribing from %s failed: %s", channel, exc)
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         listeners, self.listeners = list(self.listeners.values()), {}
         self.placed.clear()
         for listener in listeners:

@@ -9,9 +9,7 @@ so stopping them harms nothing else (`fault_redis` is the fault suite's own Redi
 from __future__ import annotations
 
 import asyncio
-import shutil
 import signal
-import subprocess
 import threading
 import time
 
@@ -26,7 +24,8 @@ from messaging.testing import SocketClient
 from messaging_client import sign_in
 
 from ..support.events import Process, check_order_and_completeness, join_rooms, outbox_by_id, post_many, stream_entries
-from ..support.servers import free_port, wait_until
+from ..support.nats import NatsServer
+from ..support.servers import wait_until
 
 pytestmark = [pytest.mark.e2e]
 
@@ -128,49 +127,6 @@ def test_redis_down_commands_keep_working_the_outbox_grows_and_drains(processes,
     lost = {k: v for k, v in expected.items() if k not in {e["event_id"] for e in entries}}
     check_order_and_completeness(entries, {k: v for k, v in expected.items() if k not in lost})
     assert all(v["data"]["body"].startswith("before") for v in lost.values())
-
-
-class NatsServer:
-    """A nats-server with JetStream of the test's own."""
-
-    def __init__(self, directory) -> None:
-        self.port = free_port()
-        self.dir = directory
-        self.process = None
-
-    @property
-    def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
-
-    def start(self) -> NatsServer:
-        self.process = subprocess.Popen(
-            [
-                shutil.which("nats-server") or "/usr/sbin/nats-server",
-                "-a",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                "-js",
-                "-sd",
-                str(self.dir),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        wait_until(lambda: asyncio.run(nats_ping(self.url)), 10, "nats-server")
-        return self
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait()
-            self.process = None
-
-
-async def nats_ping(url: str) -> bool:
-    client = await nats.connect(url, allow_reconnect=False, connect_timeout=1)
-    await client.close()
-    return True
 
 
 async def nats_entries(url: str) -> list[dict]:

@@ -283,7 +283,7 @@ def published_to_nats() -> None:
         for _ in range(20):
             await relay.step()
         await relay.disconnect()
-        await relay.sink.close()
+        await relay.sink.aclose()
 
     asyncio.run(drain())
 

@@ -80,7 +80,7 @@ def relay_round(sink) -> int:
             return await relay.step()
         finally:
             await relay.disconnect()
-            await sink.close()
+            await sink.aclose()
 
     return asyncio.run(one())
 
@@ -240,7 +240,7 @@ class RelayLoop(Loop):
     def stop(self) -> list[BaseException]:
         errors = super().stop()
         self.loop.run_until_complete(self.relay.disconnect())
-        self.loop.run_until_complete(self.relay.sink.close())
+        self.loop.run_until_complete(self.relay.sink.aclose())
         self.loop.close()
         return errors
 

@@ -73,7 +73,7 @@ async def test_published_events_are_pruned_after_the_retention(poster, redis_cli
     await relay.step()
     await relay.prune()
     await relay.disconnect()
-    await sink.close()
+    await sink.aclose()
     # The published ones are gone; the one published by that step was too, being older than 0 s.
     assert await database_sync_to_async(Event.objects.count)() == 0
 
@@ -95,7 +95,7 @@ async def test_a_second_relay_takes_no_partition_the_first_holds(poster, setting
     assert second.owned == {0, 1, 2, 3}
     await second.disconnect()
     for sink in sinks:
-        await sink.close()
+        await sink.aclose()
 
 
 def backlog():

@@ -130,7 +130,7 @@ def publish_outbox(redis_url: str, stream: str = "messaging:events") -> None:
         for _ in range(100):
             await relay.step()
         await relay.disconnect()
-        await relay.sink.close()
+        await relay.sink.aclose()
 
     asyncio.run(drain())
     assert not Event.objects.filter(published_at__isnull=True).exists()

@@ -27,28 +27,18 @@ proxy's own limit keeps out what no upload may be (nginx's
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from asgiref.typing import ASGIReceiveCallable, ASGISendCallable
-from django.urls import Resolver404, resolve
 
 from ...conf import get_settings
 from ...core.protocol import encode
 from ..daphne_uploads import refuse_large_uploads_early
+from .upload_paths import UPLOADS, is_uploads
 
-UPLOADS = "messaging-api-uploads"
+__all__ = ["UPLOADS", "UploadLimit", "is_uploads"]
 
 Scope = dict[str, Any]
-
-
-@functools.lru_cache(maxsize=256)
-def is_uploads(path: str) -> bool:
-    """Whether `path` (a request's, less the root path) is `POST /api/uploads`'s."""
-    try:
-        return resolve(path).url_name == UPLOADS
-    except Resolver404:
-        return False
 
 
 def path_info(scope: Scope) -> str:
