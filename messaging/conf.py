@@ -91,6 +91,11 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `FEDERATION_FETCH_LIMIT` | 500 | most messages (and as many reaction counts and watermarks) one catch-up page holds |
 | `FEDERATION_JOIN_WAIT` | 10.0 | seconds a first `room.join` of a remote room waits for its replica to reach the home's `rev` |
 | `FEDERATION_BACKOFF_CAP` | 5.0 | most seconds between two attempts to push to a peer that fails (full jitter beneath it) |
+| `LOOP_LAG_INTERVAL` | 0.1 | seconds between the samples of each event loop's lag (`messaging_loop_lag_seconds`, docs/OPERATIONS.md "Loop stalls"); 0 turns the sampler off |
+| `GC_TIMING` | True | time every garbage collection of the process, by generation (`messaging_gc_pause_seconds`) |
+| `STALL_LOG_AFTER` | 0.1 | seconds of a loop lag or a collection from which it is logged as a warning (`messaging.ops.loopwatch`); 0: never |
+| `GC_FREEZE` | True | `gc.freeze()` once the app is ready: what exists at start-up (Django, the apps, the modules) is left out of every later collection, so a full collection walks only what the server made since |
+| `GC_THRESHOLDS` | `"10000,10,10"` | the collector's thresholds, as `gc.set_threshold` takes them (a list or one comma-separated string), set once the app is ready: young collections rare, so none stops a busy loop (docs/OPERATIONS.md, "Loop stalls"); empty keeps Python's (700, 10, 10) |
 | `EARLY_STATEMENT` | True | a batch's statement of posts (an `early_batch` type's, on PostgreSQL) goes to the database beside the batch's claims' Redis call instead of after it, unless the loop's last batch was mostly duplicates Redis knew (`messaging/core/pipeline.py`); False: after the claims
 
 A host project may also give each option in the environment as
@@ -203,6 +208,11 @@ class MessagingSettings:
     FEDERATION_FETCH_LIMIT: int = 500
     FEDERATION_JOIN_WAIT: float = 10.0
     FEDERATION_BACKOFF_CAP: float = 5.0
+    LOOP_LAG_INTERVAL: float = 0.1
+    GC_TIMING: bool = True
+    STALL_LOG_AFTER: float = 0.1
+    GC_FREEZE: bool = True
+    GC_THRESHOLDS: Any = "10000,10,10"
 
     @property
     def largest_frame(self) -> int:
@@ -283,12 +293,15 @@ class MessagingSettings:
             raise ImproperlyConfigured("MESSAGING['PRESENCE_BEAT'] must be positive and below PRESENCE_TTL / 2.5")
         if self.RATE_WINDOW_KEYS < 2:
             raise ImproperlyConfigured("MESSAGING['RATE_WINDOW_KEYS'] must be at least 2")
-        for name in ("SESSION_CHECK_INTERVAL", "MEMBERSHIP_CHECK_INTERVAL"):
+        for name in ("SESSION_CHECK_INTERVAL", "MEMBERSHIP_CHECK_INTERVAL", "LOOP_LAG_INTERVAL", "STALL_LOG_AFTER"):
             if getattr(self, name) < 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be 0 (off) or positive")
         if self.EMPTY_ROOM_RETENTION <= 0:
             raise ImproperlyConfigured("MESSAGING['EMPTY_ROOM_RETENTION'] must be positive")
+        from .ops.loopwatch import gc_thresholds
+
         object.__setattr__(self, "UPLOAD_TYPES", upload_types(self.UPLOAD_TYPES))
+        object.__setattr__(self, "GC_THRESHOLDS", gc_thresholds(self.GC_THRESHOLDS))
         # Kept as the networks' canonical text: equal settings compare equal.
         object.__setattr__(self, "TRUSTED_PROXIES", tuple(str(n) for n in trusted_proxies(self.TRUSTED_PROXIES)))
 
