@@ -25,7 +25,7 @@ def read(url: str) -> Reading:
     text = urllib.request.urlopen(request, timeout=10).read().decode()
     found: Reading = {}
     for family in text_string_to_metric_families(text):
-        if not family.name.startswith(("messaging_gc_pause", "messaging_loop_lag")):
+        if not family.name.startswith(("messaging_gc_pause", "messaging_loop_lag", "process_cpu_seconds")):
             continue
         for sample in family.samples:
             found[sample.name, tuple(sorted(sample.labels.items()))] = sample.value
@@ -48,6 +48,10 @@ def buckets(reading: Reading, name: str, **labels: str) -> list[tuple[float, flo
 def window(before: Reading, after: Reading) -> dict:
     """One server's collections and lag between two readings."""
     out: dict = {}
+    cpu = ("process_cpu_seconds_total", ())
+    if cpu in after and cpu in before:
+        # The server process's CPU time over the window (all its threads), in seconds.
+        out["cpu_seconds"] = round(after[cpu] - before[cpu], 2)
     for generation in ("0", "1", "2"):
         key = ("messaging_gc_pause_seconds_count", (("generation", generation),))
         total = ("messaging_gc_pause_seconds_sum", (("generation", generation),))

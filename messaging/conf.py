@@ -16,6 +16,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `BAD_FRAME_LIMIT` | 10 | malformed frames in a row that close the socket with 1008 |
 | `MAX_SEND_BUFFER` | 1048576 | bytes that may wait for one socket's client to read them; past it the socket is closed with 1008 and what waited is dropped. Also the largest frame the server sends, under every server (`largest_frame`): a `room.history` page and the member lists of a join ack and of `room.members` hold what fits in it; a host type's larger frame is replaced by a `frame_too_large` error frame. The longest message (`BODY_MAX_CHARS`) must fit in it, or the app refuses to start |
 | `SERVER_ADAPTERS` | True | write a socket's frames to the server's connection itself where there is an adapter for it (daphne; uvicorn with websockets' Sans-I/O implementation: messaging/transport/servers/); False sends every frame through the ASGI `send`, by a task per busy socket: slower, for a server version whose internals the adapter does not know (docs/OPERATIONS.md) |
+| `DAPHNE_DIRECT_WRITES` | False | under daphne, a frame for a socket whose connection holds nothing unsent is written to its socket at once, as asyncio's transports do, instead of on the loop's next turn through Twisted's buffer: two system calls fewer per frame (docs/OPERATIONS.md, "Loop stalls"); plain TCP only |
 | `INBOX_LIMIT` | 200 | frames one socket may have received and not yet answered; a command past it is refused at once with `rate_limited` |
 | `REPLY_BYTES_PER_TOKEN` | 32768 | bytes of a command's replies (a join's backlog) that cost one more token of the socket's `RATE_BURST` |
 | `REDIS_URL` | None | Redis for the dedup window; None keeps only the durable record |
@@ -132,6 +133,7 @@ class MessagingSettings:
     BAD_FRAME_LIMIT: int = 10
     MAX_SEND_BUFFER: int = 1024 * 1024
     SERVER_ADAPTERS: bool = True
+    DAPHNE_DIRECT_WRITES: bool = False
     INBOX_LIMIT: int = 200
     REPLY_BYTES_PER_TOKEN: int = 32 * 1024
     REDIS_URL: str | None = None
