@@ -96,7 +96,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `GC_TIMING` | True | time every garbage collection of the process, by generation (`messaging_gc_pause_seconds`) |
 | `STALL_LOG_AFTER` | 0.1 | seconds of a loop lag or a collection from which it is logged as a warning (`messaging.ops.loopwatch`); 0: never |
 | `GC_FREEZE` | True | `gc.freeze()` once the app is ready: what exists at start-up (Django, the apps, the modules) is left out of every later collection, so a full collection walks only what the server made since |
-| `GC_THRESHOLDS` | `"10000,10,10"` | the collector's thresholds, as `gc.set_threshold` takes them (a list or one comma-separated string), set once the app is ready: young collections rare, so none stops a busy loop (docs/OPERATIONS.md, "Loop stalls"); empty keeps Python's (700, 10, 10) |
+| `GC_THRESHOLDS` | `"10000,5,2"` | the collector's thresholds, as `gc.set_threshold` takes them (a list or one comma-separated string), set once the app is ready: young collections rare, so none stops a busy loop (docs/OPERATIONS.md, "Loop stalls"); empty keeps Python's (700, 10, 10) |
 | `EARLY_STATEMENT` | True | a batch's statement of posts (an `early_batch` type's, on PostgreSQL) goes to the database beside the batch's claims' Redis call instead of after it, unless the loop's last batch was mostly duplicates Redis knew (`messaging/core/pipeline.py`); False: after the claims
 
 A host project may also give each option in the environment as
@@ -214,7 +214,7 @@ class MessagingSettings:
     GC_TIMING: bool = True
     STALL_LOG_AFTER: float = 0.1
     GC_FREEZE: bool = True
-    GC_THRESHOLDS: Any = "10000,10,10"
+    GC_THRESHOLDS: Any = "10000,5,2"
 
     @property
     def largest_frame(self) -> int:
