@@ -130,6 +130,9 @@ def collection_seconds() -> float:
     return _timer.total if _timer is not None else 0.0
 
 
+_longest_lag = 0.0
+
+
 class LagSampler:
     """Schedules a callback every `interval` seconds on `loop` and records how late each ran.
 
@@ -183,7 +186,11 @@ class LagSampler:
         LOOP_LAG.observe(lag)
         if lag > self.longest:
             self.longest = lag
-            LOOP_LAG_MAX.set(lag)
+            global _longest_lag
+            # The process's longest over all its loops (a test's, a thread's beside the server's).
+            if lag > _longest_lag:
+                _longest_lag = lag
+                LOOP_LAG_MAX.set(lag)
         if self.slow and lag >= self.slow:
             # An upper bound of the collector's share: its passes since the tick was scheduled.
             collected = collection_seconds() - self._gc_at_due
