@@ -9,7 +9,6 @@ middleware). Only the benchmark serves this module.
 
 from __future__ import annotations
 
-import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -22,6 +21,8 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path  # noqa: E402
 
+from messaging.conf import get_settings  # noqa: E402
+from messaging.ops.loopwatch import tune_collector  # noqa: E402
 from messaging.transport.consumers import ChatConsumer  # noqa: E402
 from messaging.transport.daphne_compat import allow_protocol_close_codes, defer_autobahn_log_formatting  # noqa: E402
 from messaging.transport.gate import SocketGate  # noqa: E402
@@ -52,8 +53,8 @@ application = ProtocolTypeRouter(
 )
 
 # What exists now (Django, the apps, the routing) lives as long as the
-# process: frozen, the collector's full passes skip it and scan only what the
-# server allocates from here on. A full pass over the whole heap stopped the
-# event loop, and every socket with it, for 54-104 ms; frozen, for 3-5 ms
-# (docs/PERFORMANCE.md).
-gc.freeze()
+# process: frozen (`GC_FREEZE`), the collector's full passes skip it and scan
+# only what the server allocates from here on. A full pass over the whole heap
+# stopped the event loop, and every socket with it, for 54-104 ms; frozen, for
+# 3-5 ms (docs/PERFORMANCE.md). The app's `ready()` froze what existed then.
+tune_collector(get_settings())

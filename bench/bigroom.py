@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import orjson
 from picows import WSMsgType, ws_connect
 
+from . import loopstats
 from .limits import system_limits
 from .load import Socket, Target
 from .spread import layout
@@ -131,6 +132,8 @@ async def run(urls: list[str], sessions: list[str], shape: BigRoom, progress) ->
         started = time.perf_counter()
         cpu_started = time.process_time()
         count = int(shape.per_second * shape.seconds)
+        # The servers' own collections and loop lag over the posting (messaging/ops/loopwatch.py).
+        watched = await asyncio.to_thread(loopstats.loop_watch, urls)
 
         async def send(n: int, socket: Member) -> None:
             nonlocal errors, timeouts
@@ -159,6 +162,10 @@ async def run(urls: list[str], sessions: list[str], shape: BigRoom, progress) ->
         await asyncio.gather(*(send(n, s) for n, s in enumerate(senders)))
         posting = time.perf_counter() - started
         client_cpu = (time.process_time() - cpu_started) / posting
+        stalls = [
+            loopstats.window(before, after)
+            for before, after in zip(watched, await asyncio.to_thread(loopstats.loop_watch, urls))
+        ]
         await asyncio.sleep(shape.settle)
         reached = [arrivals.get(seq, [0])[0] for seq in acked]
         lags = [max(0.0, arrivals[seq][1] - at) * 1000 for seq, at in acked.items() if seq in arrivals]
@@ -180,6 +187,8 @@ async def run(urls: list[str], sessions: list[str], shape: BigRoom, progress) ->
             "ack_to_last_delivery_max_ms": pct(lags, 100),
             # The load generator reads all the sockets' frames on the same cores as the servers.
             "client_cpu_cores": round(client_cpu, 2),
+            # Per server process: its garbage collections and event-loop lag while the posts went out.
+            "servers_loop": stalls,
         }
 
         # Every member reads up to the last post, all at once.

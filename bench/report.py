@@ -83,6 +83,10 @@ BIG_ROOM_ROWS = [
     ("receipt ack p50 / p99 ms", None),
     ("frames to all sockets per receipt", "frames_per_receipt"),
     ("load generator CPU (cores)", "client_cpu_cores"),
+    ("servers' full collections while posting: count / ms in all / longest under ms", None),
+    ("servers' young collections (generations 0, 1): count / ms in all", None),
+    ("servers' loop lag samples: 50 ms or more / all; p99 under ms", None),
+    ("servers' CPU while posting, us per `msg` frame", None),
 ]
 
 FRACTIONAL = {"frames_per_receipt", "client_cpu_cores", "receipts_per_s"}
@@ -90,6 +94,34 @@ FRACTIONAL = {"frames_per_receipt", "client_cpu_cores", "receipts_per_s"}
 
 def joined(big: dict, keys: tuple[str, ...]) -> str:
     return " / ".join(cell(big.get(k), 1) for k in keys)
+
+
+def loop_cells(servers: list[dict], frames: float = 0.0) -> dict[str, str]:
+    """Both servers' collections, loop lag and CPU while the posts went out (bench/loopstats.py), added up;
+    `frames`: the `msg` frames delivered meanwhile."""
+    if not servers:
+        return {}
+    if not all("cpu_seconds" in s for s in servers):
+        frames = 0.0
+    full = [s["gc2"] for s in servers]
+    young = [s[g] for s in servers for g in ("gc0", "gc1")]
+    lags = [s["lag"] for s in servers]
+    longest = max((g["longest_under_ms"] or 0 for g in full), default=0)
+    p99 = max((lag["p99_under_ms"] or 0 for lag in lags), default=0)
+    return {
+        "servers' full collections while posting: count / ms in all / longest under ms": (
+            f"{sum(g['count'] for g in full)} / {cell(sum(g['total_ms'] for g in full), 1)} / {cell(longest, 1)}"
+        ),
+        "servers' young collections (generations 0, 1): count / ms in all": (
+            f"{sum(g['count'] for g in young)} / {cell(sum(g['total_ms'] for g in young), 1)}"
+        ),
+        "servers' loop lag samples: 50 ms or more / all; p99 under ms": (
+            f"{sum(lag['at_least_50ms'] for lag in lags)} / {sum(lag['samples'] for lag in lags)}; {cell(p99, 1)}"
+        ),
+        "servers' CPU while posting, us per `msg` frame": cell(
+            sum(s.get("cpu_seconds", 0.0) for s in servers) / frames * 1e6 if frames else None, 1
+        ),
+    }
 
 
 def big_room_table(bigs: list[dict]) -> str:
@@ -105,6 +137,9 @@ def big_room_table(bigs: list[dict]) -> str:
                 big, ("ack_to_last_delivery_p50_ms", "ack_to_last_delivery_p99_ms", "ack_to_last_delivery_max_ms")
             ),
             "receipt ack p50 / p99 ms": joined(big, ("receipt_ack_p50_ms", "receipt_ack_p99_ms")),
+            **loop_cells(
+                big.get("servers_loop") or [], (big.get("msg_frames_per_s") or 0) * (big.get("posting_seconds") or 0)
+            ),
         }
 
     return table(
@@ -113,7 +148,9 @@ def big_room_table(bigs: list[dict]) -> str:
             [
                 name,
                 *(
-                    composed(big)[name] if key is None else cell(big.get(key), 2 if key in FRACTIONAL else None)
+                    composed(big).get(name, "-")
+                    if key is None
+                    else cell(big.get(key), 2 if key in FRACTIONAL else None)
                     for big in bigs
                 ),
             ]

@@ -42,6 +42,12 @@ class MessagingConfig(AppConfig):
 
         check_one_message_fits(get_settings())
 
+        # Every garbage collection timed, the collector's thresholds, and what exists at start-up
+        # frozen out of its passes (docs/OPERATIONS.md, "Loop stalls").
+        from .ops.loopwatch import tune_collector
+
+        tune_collector(get_settings())
+
         # Federation (docs/FEDERATION.md): `slug@node` in commands, and commands on a peer's room sent there.
         from .core.pipeline import route_with
         from .federation.addresses import install

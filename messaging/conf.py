@@ -16,6 +16,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `BAD_FRAME_LIMIT` | 10 | malformed frames in a row that close the socket with 1008 |
 | `MAX_SEND_BUFFER` | 1048576 | bytes that may wait for one socket's client to read them; past it the socket is closed with 1008 and what waited is dropped. Also the largest frame the server sends, under every server (`largest_frame`): a `room.history` page and the member lists of a join ack and of `room.members` hold what fits in it; a host type's larger frame is replaced by a `frame_too_large` error frame. The longest message (`BODY_MAX_CHARS`) must fit in it, or the app refuses to start |
 | `SERVER_ADAPTERS` | True | write a socket's frames to the server's connection itself where there is an adapter for it (daphne; uvicorn with websockets' Sans-I/O implementation: messaging/transport/servers/); False sends every frame through the ASGI `send`, by a task per busy socket: slower, for a server version whose internals the adapter does not know (docs/OPERATIONS.md) |
+| `DAPHNE_DIRECT_WRITES` | False | under daphne, a frame for a socket whose connection holds nothing unsent is written to its socket at once, as asyncio's transports do, instead of on the loop's next turn through Twisted's buffer: two system calls fewer per frame (docs/OPERATIONS.md, "Loop stalls"); plain TCP only |
 | `INBOX_LIMIT` | 200 | frames one socket may have received and not yet answered; a command past it is refused at once with `rate_limited` |
 | `REPLY_BYTES_PER_TOKEN` | 32768 | bytes of a command's replies (a join's backlog) that cost one more token of the socket's `RATE_BURST` |
 | `REDIS_URL` | None | Redis for the dedup window; None keeps only the durable record |
@@ -96,6 +97,11 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `FEDERATION_FETCH_LIMIT` | 500 | most messages (and as many reaction counts and watermarks) one catch-up page holds |
 | `FEDERATION_JOIN_WAIT` | 10.0 | seconds a first `room.join` of a remote room waits for its replica to reach the home's `rev` |
 | `FEDERATION_BACKOFF_CAP` | 5.0 | most seconds between two attempts to push to a peer that fails (full jitter beneath it) |
+| `LOOP_LAG_INTERVAL` | 0.1 | seconds between the samples of each event loop's lag (`messaging_loop_lag_seconds`, docs/OPERATIONS.md "Loop stalls"); 0 turns the sampler off |
+| `GC_TIMING` | True | time every garbage collection of the process, by generation (`messaging_gc_pause_seconds`) |
+| `STALL_LOG_AFTER` | 0.1 | seconds of a loop lag or a collection from which it is logged as a warning (`messaging.ops.loopwatch`); 0: never |
+| `GC_FREEZE` | True | `gc.freeze()` once the app is ready: what exists at start-up (Django, the apps, the modules) is left out of every later collection, so a full collection walks only what the server made since |
+| `GC_THRESHOLDS` | `"10000,5,2"` | the collector's thresholds, as `gc.set_threshold` takes them (a list or one comma-separated string), set once the app is ready: young collections rare, so none stops a busy loop (docs/OPERATIONS.md, "Loop stalls"); empty keeps Python's (700, 10, 10) |
 | `EARLY_STATEMENT` | True | a batch's statement of posts (an `early_batch` type's, on PostgreSQL) goes to the database beside the batch's claims' Redis call instead of after it, unless the loop's last batch was mostly duplicates Redis knew (`messaging/core/pipeline.py`); False: after the claims
 
 A host project may also give each option in the environment as
@@ -132,6 +138,7 @@ class MessagingSettings:
     BAD_FRAME_LIMIT: int = 10
     MAX_SEND_BUFFER: int = 1024 * 1024
     SERVER_ADAPTERS: bool = True
+    DAPHNE_DIRECT_WRITES: bool = False
     INBOX_LIMIT: int = 200
     REPLY_BYTES_PER_TOKEN: int = 32 * 1024
     REDIS_URL: str | None = None
@@ -213,12 +220,16 @@ class MessagingSettings:
     FEDERATION_FETCH_LIMIT: int = 500
     FEDERATION_JOIN_WAIT: float = 10.0
     FEDERATION_BACKOFF_CAP: float = 5.0
+    LOOP_LAG_INTERVAL: float = 0.1
+    GC_TIMING: bool = True
+    STALL_LOG_AFTER: float = 0.1
+    GC_FREEZE: bool = True
+    GC_THRESHOLDS: Any = "10000,5,2"
 
     @property
     def largest_frame(self) -> int:
-        """The most bytes of one frame the server sends: every transport's send buffer sends
-        one this large (messaging/transport/servers/), and the answers that hold lists are
-        sized to fit it (messaging/chat/sizes.py)."""
+        """The most bytes of one frame the server sends: every transport's send buffer sends one this
+        large (messaging/transport/servers/); the answers that hold lists fit it (messaging/chat/sizes.py)."""
         return self.MAX_SEND_BUFFER
 
     def __post_init__(self) -> None:
@@ -265,13 +276,7 @@ class MessagingSettings:
             if getattr(self, name) <= 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be positive")
         # A join ack always lists the joining member itself.
-        for name in (
-            "MEMBERS_ON_JOIN",
-            "STATES_PER_RECEIPT",
-            "ROOMS_LIST_LIMIT",
-            "API_TOKENS_PER_USER",
-            "INVITATIONS_LIST_LIMIT",
-        ):
+        for name in ("MEMBERS_ON_JOIN", "STATES_PER_RECEIPT", "ROOMS_LIST_LIMIT", "API_TOKENS_PER_USER"):
             if getattr(self, name) < 1:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be at least 1")
         for name in (
@@ -281,11 +286,12 @@ class MessagingSettings:
             "ROOMS_PER_SOCKET",
             "EDIT_HISTORY_RETENTION",
             "REINVITE_AFTER",
+            "INVITES_PER_HOUR",
         ):
             if getattr(self, name) < 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be 0 (off) or positive")
-        if self.INVITES_PER_HOUR < 0:
-            raise ImproperlyConfigured("MESSAGING['INVITES_PER_HOUR'] must be 0 (off) or positive")
+        if self.INVITATIONS_LIST_LIMIT < 1:
+            raise ImproperlyConfigured("MESSAGING['INVITATIONS_LIST_LIMIT'] must be at least 1")
         for name in ("TYPING_STATES", "PRESENCE_ROOMS"):
             if getattr(self, name) < 1:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be at least 1")
@@ -294,12 +300,15 @@ class MessagingSettings:
             raise ImproperlyConfigured("MESSAGING['PRESENCE_BEAT'] must be positive and below PRESENCE_TTL / 2.5")
         if self.RATE_WINDOW_KEYS < 2:
             raise ImproperlyConfigured("MESSAGING['RATE_WINDOW_KEYS'] must be at least 2")
-        for name in ("SESSION_CHECK_INTERVAL", "MEMBERSHIP_CHECK_INTERVAL"):
+        for name in ("SESSION_CHECK_INTERVAL", "MEMBERSHIP_CHECK_INTERVAL", "LOOP_LAG_INTERVAL", "STALL_LOG_AFTER"):
             if getattr(self, name) < 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be 0 (off) or positive")
         if self.EMPTY_ROOM_RETENTION <= 0:
             raise ImproperlyConfigured("MESSAGING['EMPTY_ROOM_RETENTION'] must be positive")
+        from .ops.loopwatch import gc_thresholds
+
         object.__setattr__(self, "UPLOAD_TYPES", upload_types(self.UPLOAD_TYPES))
+        object.__setattr__(self, "GC_THRESHOLDS", gc_thresholds(self.GC_THRESHOLDS))
         # Kept as the networks' canonical text: equal settings compare equal.
         object.__setattr__(self, "TRUSTED_PROXIES", tuple(str(n) for n in trusted_proxies(self.TRUSTED_PROXIES)))
 
@@ -323,11 +332,9 @@ def upload_types(given: str | Iterable[str] | None) -> tuple[str, ...]:
 
 
 def trusted_proxies(given: str | Iterable[str] | None) -> tuple[IPNetwork, ...]:
-    """The networks of a `TRUSTED_PROXIES` value: a comma-separated string or a
-    list of addresses and CIDR blocks (`10.0.0.7`, `10.0.0.0/8`, `fd00::/8`);
-    empty entries are ignored. Anything else raises `ImproperlyConfigured`
-    naming the entry: a proxy list that is quietly wrong either trusts a
-    client's own header or counts every client as the proxy."""
+    """The networks of a `TRUSTED_PROXIES` value (a comma-separated string or a list of addresses and CIDR
+    blocks; empty entries ignored). Anything else raises `ImproperlyConfigured` naming the entry: a proxy
+    list that is quietly wrong either trusts a client's own header or counts every client as the proxy."""
     if given is None:
         return ()
     entries = given.split(",") if isinstance(given, str) else list(given)

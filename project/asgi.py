@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -13,7 +12,9 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from messaging.conf import get_settings  # noqa: E402
 from messaging.federation import start as start_federation  # noqa: E402
+from messaging.ops.loopwatch import tune_collector  # noqa: E402
 from messaging.transport.daphne_compat import allow_protocol_close_codes, defer_autobahn_log_formatting  # noqa: E402
 from messaging.transport.gate import SocketGate  # noqa: E402
 from messaging.transport.http.upload_limit import UploadLimit  # noqa: E402
@@ -39,8 +40,8 @@ application = ProtocolTypeRouter(
 start_federation()
 
 # What exists now (Django, the apps, the routing) lives as long as the
-# process: frozen, the collector's full passes skip it and scan only what the
-# server allocates from here on. A full pass over the whole heap stopped the
-# event loop, and every socket with it, for 54-104 ms; frozen, for 3-5 ms
-# (docs/PERFORMANCE.md).
-gc.freeze()
+# process: frozen (`GC_FREEZE`), the collector's full passes skip it and scan
+# only what the server allocates from here on. A full pass over the whole heap
+# stopped the event loop, and every socket with it, for 54-104 ms; frozen, for
+# 3-5 ms (docs/PERFORMANCE.md). The app's `ready()` froze what existed then.
+tune_collector(get_settings())

@@ -28,6 +28,7 @@ from redis.backoff import NoBackoff
 from redis.crc import key_slot
 
 from ..conf import get_settings
+from ..ops.loopwatch import watch_loop
 from .gateway import Gateway
 from .redis_clients import Client, Cluster
 
@@ -131,6 +132,11 @@ def runtime() -> Runtime:
     if found is None:
         found = _runtimes[loop] = Runtime(loop)
         _close_with(loop)
+        # How late the loop runs its callbacks (docs/OPERATIONS.md, "Loop stalls"), for as long as the runtime.
+        settings = get_settings()
+        sampler = watch_loop(loop, settings.LOOP_LAG_INTERVAL, settings.STALL_LOG_AFTER)
+        if sampler is not None:
+            found.closers.append(sampler.stop)
     return found
 
 

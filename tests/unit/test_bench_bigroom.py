@@ -53,3 +53,25 @@ def test_a_report_of_one_big_room_only_still_reads():
         "big_room": room(1000, 40.0),
     }
     assert "| big room | 1,000 members |" in markdown(report)
+
+
+def test_the_servers_collections_and_loop_lag_are_added_up_over_both_processes():
+    def server(full_ms: float, lag_p99: float) -> dict:
+        return {
+            "gc0": {"count": 300, "total_ms": 150.0, "longest_under_ms": 25.0},
+            "gc1": {"count": 30, "total_ms": 30.0, "longest_under_ms": 10.0},
+            "gc2": {"count": 2, "total_ms": full_ms, "longest_under_ms": 250.0},
+            "lag": {"samples": 90, "p99_under_ms": lag_p99, "at_least_50ms": 4, "longest_under_ms": lag_p99},
+            "cpu_seconds": 3.06,
+        }
+
+    big = {**room(1000, 40.0), "servers_loop": [server(200.0, 100.0), server(150.0, 250.0)]}
+    lines = big_room_table([big, room(10000, 400.0)]).splitlines()
+    assert (
+        "| servers' full collections while posting: count / ms in all / longest under ms | 4 / 350.0 / 250.0 | - |"
+        in lines
+    )
+    assert "| servers' young collections (generations 0, 1): count / ms in all | 660 / 360.0 | - |" in lines
+    assert "| servers' loop lag samples: 50 ms or more / all; p99 under ms | 8 / 180; 250.0 | - |" in lines
+    # 6.12 s of CPU over 20,000 frames/s for 10.2 s.
+    assert "| servers' CPU while posting, us per `msg` frame | 30.0 | - |" in lines

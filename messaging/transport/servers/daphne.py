@@ -41,6 +41,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ...conf import get_settings
 from ..frames import encoded
 from .asgi import TRANSPORT_BUFFER, OnOverflow, Send, WritingSendBuffer, server_send
 
@@ -48,12 +49,24 @@ log = logging.getLogger(__name__)
 
 
 class FrameWriter:
-    """Writes text frames to one daphne WebSocket connection, as long as autobahn would write them the same way."""
+    """Writes text frames to one daphne WebSocket connection, as long as autobahn would write them the same way.
 
-    __slots__ = ("protocol",)
+    `direct` (`DAPHNE_DIRECT_WRITES`, on a plain TCP connection only): a frame
+    is written to the socket at once while Twisted's transport holds nothing
+    unsent, as asyncio's own transports (uvicorn's) do; what the kernel does
+    not take, and every frame while anything waits, goes to the transport.
+    Otherwise Twisted buffers each frame and writes it on the loop's next
+    turn, registering the socket's writer with epoll and unregistering it:
+    two system calls more per frame, which in a big room's fan-out (a frame
+    to each of hundreds of sockets) took a quarter of the server's samples
+    (docs/PERFORMANCE.md, "Loop stalls").
+    """
 
-    def __init__(self, protocol: Any) -> None:
+    __slots__ = ("protocol", "direct")
+
+    def __init__(self, protocol: Any, direct: bool = False) -> None:
         self.protocol = protocol
+        self.direct = direct and plain_tcp(protocol.transport)
 
     def write(self, text: str) -> bool:
         """Write `text` as one frame; False (nothing written) where the ASGI path must send it."""
@@ -66,8 +79,50 @@ class FrameWriter:
             or protocol._perMessageCompress is not None
         ):
             return False
-        protocol.transport.write(encoded(text)[0])
+        data = encoded(text)[0]
+        if self.direct:
+            data = write_now(protocol.transport, data)
+            if not data:
+                return True
+        protocol.transport.write(data)
         return True
+
+
+# What `write_now` reads of Twisted's TCP transport (twisted.internet.abstract.FileDescriptor, tcp.Connection).
+TCP_ATTRIBUTES = (
+    "socket",
+    "dataBuffer",
+    "offset",
+    "_tempDataBuffer",
+    "connected",
+    "disconnecting",
+    "_writeDisconnected",
+)
+
+
+def plain_tcp(transport: Any) -> bool:
+    """Whether `transport` is Twisted's TCP connection without TLS, as `write_now` knows it."""
+    return getattr(transport, "TLS", True) is False and all(hasattr(transport, name) for name in TCP_ATTRIBUTES)
+
+
+def write_now(transport: Any, data: bytes) -> bytes:
+    """Write `data` to a plain TCP transport's socket at once if the transport holds nothing unsent;
+    what is left to write through the transport (all of `data` if it holds some: the order stays)."""
+    if (
+        transport._tempDataBuffer
+        or len(transport.dataBuffer) != transport.offset
+        or not transport.connected
+        or transport.disconnecting
+        or transport._writeDisconnected
+    ):
+        return data
+    try:
+        sent = transport.socket.send(data)
+    except OSError:
+        # The kernel's buffer full (BlockingIOError), or the connection broken:
+        # the transport's own write buffers it, or meets the error and closes.
+        return data
+    return data[sent:]
 
 
 def daphne_connection(send: Callable[[dict[str, Any]], Awaitable[None]]) -> Any | None:
@@ -119,7 +174,8 @@ class DaphneSendBuffer(WritingSendBuffer):
         super().__init__(send, limit, on_overflow)
         self.protocol = protocol
         self.slot = slot
-        self.writer = FrameWriter(protocol) if writes_plainly(protocol) else None
+        direct = get_settings().DAPHNE_DIRECT_WRITES
+        self.writer = FrameWriter(protocol, direct) if writes_plainly(protocol) else None
         # The transport pauses its producer only once it holds more than this.
         self.reserve = getattr(protocol.transport, "bufferSize", TRANSPORT_BUFFER)
         self.paused = False
