@@ -227,3 +227,25 @@ async def test_the_portable_path_gives_the_thread_its_own_rev_and_event_after_th
     with pytest.raises(Invalid):
         await sync_to_async(post_portably)(bob, "no", 2)
     assert await sync_to_async(lambda: Room.objects.get(slug="r").last_rev)() == room.last_rev
+
+
+async def test_a_batch_over_two_rooms_numbers_each_rooms_posts_and_threads_gapless(people):
+    ana, bob = people
+    await submit(bob, "room.join", {"room": "s"})
+    await submit(ana, "room.join", {"room": "s"})
+    for room in ("r", "s"):
+        await submit(ana, "room.post", {"room": room, "body": "root"})
+    before = await sync_to_async(lambda: dict(Room.objects.values_list("slug", "last_rev")))()
+    plan = [("s", 1), ("r", None), ("r", 1), ("s", None), ("s", 1), ("r", 1), ("s", 1)]
+    commands = [command("room.post", {"room": room, "body": "x", "reply_to": to}) for room, to in plan]
+    outcomes = await sync_to_async(run_batch)([pipeline.prepare(bob, c) for c in commands])
+    after = await sync_to_async(lambda: dict(Room.objects.values_list("slug", "last_rev")))()
+    for room in ("r", "s"):
+        frames = [f for o in outcomes for _, f in o.broadcasts if f["d"]["room"] == room]
+        kinds = [k for r, to in plan if r == room for k in (["msg", "thread"] if to else ["msg"])]
+        assert [f["t"] for f in frames] == kinds
+        assert [f["d"]["rev"] for f in frames] == list(range(before[room] + 1, after[room] + 1))
+        threads = [f["d"] for f in frames if f["t"] == "thread"]
+        assert [t["replies"] for t in threads] == list(range(1, len(threads) + 1))
+        stored = await sync_to_async(lambda r=room: Thread.objects.get(room__slug=r).rev)()
+        assert stored == after[room]
