@@ -15,8 +15,9 @@ class Thread(models.Model):
 
     A row of its own, made by the first reply: a post without `reply_to`
     writes nothing here, and frames read it with the message (one join).
-    `rev` is the rev of the latest reply, whose post changed the thread: a
-    `since_rev` replay finds a room's changed threads by (room, rev).
+    `rev` is the rev of its latest change, which the latest reply's post
+    took right after its own: a `since_rev` replay finds a room's changed
+    threads by (room, rev).
     """
 
     root = models.OneToOneField("messaging.Message", on_delete=models.CASCADE, primary_key=True, related_name="thread")

@@ -65,14 +65,15 @@ def validate_post(d: dict[str, Any]) -> Post:
     return Post(room=room_slug(d), body=body, attachments=files, reply_to=reply_to)
 
 
-def next_seq(room_id: int) -> tuple[int, int, int]:
-    """Take the room's next seq, rev and event position (messaging/events/outbox.py).
+def next_seq(room_id: int, changes: int = 1) -> tuple[int, int, int]:
+    """Take the room's next seq, and `changes` revs and event positions (messaging/events/outbox.py):
+    a reply takes two, its post's and its root's thread's. Returns the seq and the first rev and position.
     Holds the room's row lock until commit."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {Room._meta.db_table} SET last_seq = last_seq + 1, last_rev = last_rev + 1,"
-            " last_event = last_event + 1 WHERE id = %s RETURNING last_seq, last_rev, last_event",
-            [room_id],
+            f"UPDATE {Room._meta.db_table} SET last_seq = last_seq + 1, last_rev = last_rev + %s,"
+            " last_event = last_event + %s WHERE id = %s RETURNING last_seq, last_rev - %s, last_event - %s",
+            [changes, changes, room_id, changes - 1, changes - 1],
         )
         taken: tuple[int, int, int] = cursor.fetchone()
         return taken
@@ -99,10 +100,10 @@ def posted(
     replies: int | None = None,
 ) -> dict[str, Any]:
     """A stored post's result (its ack's data), after queueing its `msg` frame (with its `files`) for the room,
-    and a reply's `thread` frame (`replies`: its root's count with it)."""
+    and a reply's `thread` frame (`replies`: its root's count with it), at its own rev, the next."""
     ctx.broadcast(post.room, post_frame(ctx, post, seq, at, rev, files))
     if post.reply_to is not None and replies is not None:
-        ctx.broadcast(post.room, thread_frame(post.room, post.reply_to, replies, at, rev))
+        ctx.broadcast(post.room, thread_frame(post.room, post.reply_to, replies, at, rev + 1))
     return post_result(post.room, seq, at)
 
 
@@ -165,18 +166,19 @@ def with_tables(sql: str) -> str:
 POSTS_AND_RECORDS = statement(__package__, "posts_and_records")
 
 # The statement's `thread.changed` events (at `{thread_events}`; with the outbox on),
-# after the batch's posts in their room's event order: its post's positions are the
-# first `posts` after `events_before`, its replies' threads the next (`{thread_positions}`).
+# each right after its reply's `message.posted` in the room's event order: the batch
+# took as many positions as revs (`{thread_positions}`), and each event's position is
+# as far after `events_before` as its rev is after `rev_before`.
 THREAD_EVENTS = f""", thread_event AS (
     INSERT INTO {{event}} (event_id, type, room_id, room, position, data, created_at)
-    SELECT {EVENT_ID_SQL}, 'thread.changed', x.room_id, i.room, t.events_before + t.posts + x.j,
+    SELECT {EVENT_ID_SQL}, 'thread.changed', x.room_id, i.room, t.events_before + (x.rev - t.rev_before),
            jsonb_build_object('room', i.room, 'seq', i.reply_to, 'replies', h.replies - x.later,
                               'last_reply_at', s.at_text, 'rev', x.rev,
                               'command_id', i.command_id, 'user', i.user_json),
            s.at
     FROM replied x JOIN item i USING (n) JOIN threaded h ON h.root_id = x.root_id
     JOIN taken t ON t.id = x.room_id, stamp s
-    ORDER BY x.room_id, x.j
+    ORDER BY x.room_id, x.rev
 )"""
 
 
@@ -289,7 +291,7 @@ def post_message(ctx: CommandContext, post: Post) -> dict[str, Any]:
     if overrides("can_post") and not get_policy().can_post(ctx.user, Room.objects.get(pk=room_id)):
         raise Forbidden("you may not post in this room")
     uploads = hold(ctx, post.attachments)
-    seq, rev, position = next_seq(room_id)
+    seq, rev, position = next_seq(room_id, 1 if post.reply_to is None else 2)
     # Under the room's row lock: a delete of the root that committed before is seen.
     root_id = None if post.reply_to is None else root_for_reply(room_id, post.reply_to)
     sent_at = timezone.now()
@@ -313,7 +315,7 @@ def post_message(ctx: CommandContext, post: Post) -> dict[str, Any]:
     attach(uploads, room_id, seq)
     ctx.broadcast(post.room, frame)
     if post.reply_to is not None and root_id is not None:
-        count_reply(ctx, post.room, room_id, post.reply_to, root_id, sent_at, rev)
+        count_reply(ctx, post.room, (room_id, position + 1), post.reply_to, root_id, sent_at, rev + 1)
     send_on_commit(
         message_posted, Message, room=post.room, seq=seq, user=ctx.user, command_id=ctx.command_id, message=frame["d"]
     )

@@ -9,7 +9,8 @@ place (`rev`) of one of its changes:
 - a message posted before it: the `msg.edit` or `msg.delete` of its latest
   change, at that change's place;
 - a root whose thread got a reply after `since_rev`: one `thread` frame, at
-  its latest reply's place (the reply's rev: messaging/chat/threads.py);
+  its latest change's place (its own rev, the one after its reply's:
+  messaging/chat/threads.py);
 - an emoji whose count changed after it: one `reactions` frame, at its
   latest change's place (messaging/chat/emoji.py);
 - what an app beside the chat changed (its `on_replay` hook,
@@ -22,7 +23,7 @@ ack's `last_rev` (read before it: later ones arrive live, the socket
 subscribed first), at most `REPLAY_LIMIT` frames. Its frames' revs are
 safe resume points: the replay is "cut" at `last_rev`, or, when the limit
 cuts it short, at the place of the last frame sent (never between two
-frames of one place: a reply's `msg` and its root's `thread`); a frame carries the rev
+frames of one place); a frame carries the rev
 of the state it shows where that is at most the cut, else its place. So the
 highest rev a client got says where to resume: everything up to it is
 reflected in what it holds, and whatever changed after it is sent again

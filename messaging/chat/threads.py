@@ -11,12 +11,13 @@ in the room's history), `last_reply_at` and `rev`. Both forms of
 `room.post` count a reply in the post's transaction, under the room's row
 lock they hold for its seq, so counts never skip or repeat.
 
-**The `thread` frame's rev is its reply's.** A reply is one change: its
-post takes the room's next rev, and the root's thread changes with it. The
-`thread` frame that tells it carries that same rev, and a `since_rev`
-replay sends it at that place (after the reply's `msg`; the replay never
-cuts between the two). So revs stay one per change, and a replica that
-applies the reply applies its thread with it (messaging/federation).
+**The `thread` frame takes its own rev.** A reply is two changes: its
+post takes the room's next rev, and the root's thread the one after, in
+the same transaction (the room's `last_rev` goes up by two). The `thread`
+frame carries the thread's rev, which the root's `Thread` keeps, and a
+`since_rev` replay sends it at that place, after the reply's `msg`. So
+every frame's rev is unique and revs stay gapless, and a replica applies
+the thread change in the rev order, as any other (messaging/federation).
 
 A deleted root keeps its thread: `room.thread` still pages its replies
 (the root as a tombstone), its tombstone's frames still carry `replies`,
@@ -88,11 +89,24 @@ def with_or_without_threads(sql: str, threads: bool) -> str:
     """The posts' statement `sql` with its parts for replies, or without them (a batch without replies)."""
     if threads:
         sql = THREADS_MARK.sub("", sql)
-        return sql.replace("{thread_replies}", "h.replies - x.later").replace("{thread_joins}", THREAD_JOINS)
-    plain = THREADS_LINE.sub("", THREADS_BLOCK.sub("", sql))
-    return (
-        plain.replace("{thread_replies}", "NULL::bigint").replace("{thread_joins}", "").replace("{thread_events}", "")
-    )
+        for mark, part in THREAD_PARTS.items():
+            sql = sql.replace(mark, part)
+        return sql
+    plain = THREADS_LINE.sub("", THREADS_BLOCK.sub("", sql)).replace("{thread_replies}", "NULL::bigint")
+    for mark in [*THREAD_PARTS, "{thread_events}"]:
+        plain = plain.replace(mark, "")
+    return plain
+
+
+# The statement's parts for replies at their marks (a batch without replies has none of them):
+# a reply takes two revs, its post's and its thread's, the next.
+THREAD_PARTS = {
+    "{thread_replies}": "h.replies - x.later",
+    "{thread_joins}": THREAD_JOINS,
+    "{thread_revs}": " + l.replies",
+    "{thread_revs_back}": " - l.replies",
+    "{thread_rev}": " + earlier",
+}
 
 
 def thread_frame(room: str, seq: int, replies: int, last_reply_at: str, rev: int | None) -> dict[str, Any]:
@@ -102,15 +116,19 @@ def thread_frame(room: str, seq: int, replies: int, last_reply_at: str, rev: int
     }
 
 
-def count_reply(ctx: CommandContext, room: str, room_id: int, root: int, root_id: int, at: datetime, rev: int) -> None:
-    """The portable form's count of a reply (its post holds the room's row lock), its
-    `thread.changed` event and its `thread` frame, after the reply's `msg`."""
+def count_reply(
+    ctx: CommandContext, room: str, place: tuple[int, int], root: int, root_id: int, at: datetime, rev: int
+) -> None:
+    """The portable form's count of a reply (its post holds the room's row lock and took the
+    thread's `rev` and event position, the room's id and it in `place`), its `thread.changed`
+    event and its `thread` frame, after the reply's `msg`."""
+    room_id = place[0]
     updated = Thread.objects.filter(root_id=root_id).update(replies=F("replies") + 1, last_reply_at=at, rev=rev)
     if not updated:
         Thread.objects.create(root_id=root_id, room_id=room_id, replies=1, last_reply_at=at, rev=rev)
     replies = Thread.objects.filter(root_id=root_id).values_list("replies", flat=True).get()
     frame = thread_frame(room, root, replies, format_time(at), rev)
-    emit(ctx, "thread.changed", room, frame["d"])
+    emit(ctx, "thread.changed", room, frame["d"], at=place)
     ctx.broadcast(room, frame)
 
 

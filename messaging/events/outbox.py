@@ -101,13 +101,14 @@ EVENT_ID_SQL = (
 # The sender's `node` is there with federation on (messaging/chat/nodes.py).
 # Its id is minted with the post's seq (at `{event_id}`), so the message keeps
 # it too (`posted_event_id`). Its position follows the room's event counter as
-# its seq follows last_seq: both were bumped by the same count in the same
-# UPDATE. Rows go in in seq order so that ids, too, follow the room's order.
+# its rev follows last_rev: both were bumped by the same count in the same
+# UPDATE (a reply's root's `thread.changed` takes the position after its post's,
+# as its rev is the next). Rows go in in seq order.
 # A post's files are in its data as its frame shows them (at `{files_shown}`,
 # messaging/chat/attachments.py).
 POSTED_EVENTS = """, event AS (
     INSERT INTO {event} (event_id, type, room_id, room, position, data, created_at)
-    SELECT p.event_id, 'message.posted', p.room_id, i.room, t.events_before + (p.seq - t.before),
+    SELECT p.event_id, 'message.posted', p.room_id, i.room, t.events_before + (p.rev - t.rev_before),
            jsonb_build_object('room', i.room, 'seq', p.seq, 'id', i.command_id,
                               'sender', jsonb_build_object('id', i.user_json, 'name', i.name)
                                         || CASE WHEN i.node IS NULL THEN jsonb_build_object()

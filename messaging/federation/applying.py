@@ -6,7 +6,7 @@ in one transaction, under the replica's room row lock, with the room's
 `last_rev`: the replica's record of what it applied, so a change is applied
 once however often it comes.
 
-- A change with a rev (a post, edit, delete, reaction) at most `last_rev`
+- A change with a rev (a post, edit, delete, reaction, thread) at most `last_rev`
   came before: it is passed over. The next rev is applied. A later one is a
   gap: it and what follows stay for the next push, and the replica fetches
   what it missed (catchup.py).
@@ -20,8 +20,8 @@ the home's sockets got (the room named `slug@home`, users by their ids
 here), through this process's hub. The answer says, per room, the last
 position taken and the replica's rev: the home's cursor moves to it.
 
-A reply's post brings its `reply_to`, and its `thread.changed` (no rev of
-its own: its reply's) the root's count as the home has it; an emoji's
+A reply's post brings its `reply_to`, and its `thread.changed` (with a rev
+of its own, the next after its reply's) the root's count as the home has it; an emoji's
 `reaction.changed` (with `emoji`) sets the replica's count of it. Both are
 kept only where newer (by rev) than what the replica has, and told to its
 sockets (`thread`, `reactions`); a catch-up page brings the same as frames.
@@ -53,7 +53,7 @@ from .identities import identity_of, local_users
 log = logging.getLogger(__name__)
 
 # Types whose changes take a rev: applied in rev order.
-WITH_REV = frozenset({"message.posted", "message.edited", "message.deleted", "reaction.changed"})
+WITH_REV = frozenset({"message.posted", "message.edited", "message.deleted", "reaction.changed", "thread.changed"})
 STATES = (MessageState.SENT, MessageState.DELIVERED, MessageState.READ)
 # A frame type's applier from an app beside the chat (`on_replicated`): `(room, data, frames) -> None`,
 # in the room's transaction; `data` is the frame's `d` as the home sent it, its room the replica's.

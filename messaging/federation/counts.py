@@ -1,7 +1,7 @@
 """A replica's thread and emoji counts, as the room's home has them (PROTOCOL.md 1.2, "Threads, reactions").
 
-A push brings a reply's `thread.changed` (its rev is its reply's: it takes
-none of its own, and is applied beside the rev order) and an emoji's
+A push brings a reply's `thread.changed` (with its own rev, the one after its
+reply's, applied in the rev order as every change with a rev) and an emoji's
 `reaction.changed` (with `emoji`); a catch-up page brings the same as
 `thread` and `reactions` frames. Each sets the count it carries, where its
 rev is newer than the replica's, and tells the replica's sockets. Who

@@ -60,7 +60,7 @@ async def test_a_reply_sent_to_two_processes_at_once_is_one_reply_and_one_count(
     [thread] = await frames_of(watcher, "thread", 1)
     assert msg["d"]["reply_to"] == root and msg["d"]["seq"] == ack["seq"]
     assert thread["d"] == {
-        "room": "lobby", "seq": root, "replies": 1, "last_reply_at": msg["d"]["at"], "rev": msg["d"]["rev"],
+        "room": "lobby", "seq": root, "replies": 1, "last_reply_at": msg["d"]["at"], "rev": msg["d"]["rev"] + 1,
     }  # fmt: skip
     assert await sync_to_async(lambda: list(Thread.objects.values_list("replies", flat=True)))() == [1]
     assert await sync_to_async(Message.objects.filter(reply_to=root).count)() == 1
@@ -72,6 +72,42 @@ async def test_a_reply_sent_to_two_processes_at_once_is_one_reply_and_one_count(
     assert await sync_to_async(lambda: Room.objects.get(slug="lobby").last_rev)() == last
     page = await watcher.call("room.thread", {"room": "lobby", "seq": root})
     assert page["ok"] and page["d"]["root"]["replies"] == 1 and [m["body"] for m in page["d"]["replies"]] == ["re"]
+
+
+async def test_replies_racing_on_two_processes_keep_revs_gapless_each_thread_at_its_own(two_processes):
+    sockets, watcher = two_processes
+    root = (await sockets[0].call("room.post", {"room": "lobby", "body": "root"}))["d"]["seq"]
+    before = await sync_to_async(lambda: Room.objects.get(slug="lobby").last_rev)()
+    # Each socket (two on each process) sends replies and plain posts without waiting, all at once.
+
+    async def post_all(n: int, ws: SocketClient) -> list[dict]:
+        ids = [
+            await ws.send("room.post", {"room": "lobby", "body": f"{n}.{k}", **({"reply_to": root} if k % 3 else {})})
+            for k in range(6)
+        ]
+        return [await ws.ack(id) for id in ids]
+
+    acks = [ack for sent in await asyncio.gather(*map(post_all, range(4), sockets)) for ack in sent]
+    assert len(acks) == 24 and all(ack["ok"] for ack in acks), acks
+    replies = 16
+    frames = [f for f in watcher.inbox if f.get("t") in ("msg", "thread")]
+    while len(frames) < 1 + len(acks) + replies:
+        frame = await watcher.receive(timeout=15)
+        if frame.get("t") in ("msg", "thread"):
+            frames.append(frame)
+    msgs = [f for f in frames if f["t"] == "msg"][1:]
+    threads = [f for f in frames if f["t"] == "thread"]
+    assert len(msgs) == len(acks) and len(threads) == replies
+    room = await sync_to_async(lambda: Room.objects.get(slug="lobby"))()
+    revs = sorted(f["d"]["rev"] for f in [*msgs, *threads])
+    assert revs == list(range(before + 1, room.last_rev + 1))
+    # Each thread change right after its reply's post, and the counts in rev order.
+    reply_revs = {m["d"]["rev"] for m in msgs if m["d"].get("reply_to") == root}
+    assert {t["d"]["rev"] - 1 for t in threads} == reply_revs and len(reply_revs) == replies
+    in_order = sorted(threads, key=lambda t: t["d"]["rev"])
+    assert [t["d"]["replies"] for t in in_order] == list(range(1, replies + 1))
+    stored = await sync_to_async(lambda: Thread.objects.values_list("replies", "rev").get())()
+    assert stored == (replies, in_order[-1]["d"]["rev"])
 
 
 async def test_a_reaction_sent_to_two_processes_at_once_counts_once(two_processes):

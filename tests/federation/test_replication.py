@@ -111,6 +111,10 @@ async def test_replies_and_emoji_reactions_reach_the_replica_and_its_sockets(sta
         [reactions] = await bo.frames("reactions", 1)
         assert reactions["d"]["room"] == "lobby@a" and reactions["d"]["emoji"] == "👍"
         await until(lambda: same_rooms(pair, "lobby"))
+        # The thread change came with its own rev, the one after its reply's, and took it on the replica too.
+        revs = "SELECT t.rev - m.posted_rev FROM messaging_thread t JOIN messaging_message m ON m.reply_to = %s"
+        for url in (pair.a.database_url, pair.b.database_url):
+            assert await sync_to_async(truth.scalar)(url, revs, root) == 1
         # The replica answers room.thread and history from what it applied.
         page = await bo.call("room.thread", {"room": "lobby@a", "seq": root})
         assert page["ok"] and [m["body"] for m in page["d"]["replies"]] == ["re"], page

@@ -52,17 +52,21 @@ WITH item AS (
     JOIN (SELECT room_id, count(*) AS posts, count(reply_to) AS replies FROM member GROUP BY room_id) c ON c.room_id = r.id
     ORDER BY r.id FOR UPDATE OF r
 ), taken AS (
-    UPDATE {room} r SET last_seq = r.last_seq + l.posts, last_rev = r.last_rev + l.posts,
+    -- A reply takes two revs (and event positions with the outbox on): its post's, then its root's thread's.
+    UPDATE {room} r SET last_seq = r.last_seq + l.posts, last_rev = r.last_rev + l.posts{thread_revs},
            last_event = r.last_event + l.posts + {thread_positions}
     FROM locked l WHERE r.id = l.id
-    RETURNING r.id, r.last_seq - l.posts AS before, r.last_rev - l.posts AS rev_before,
+    RETURNING r.id, r.last_seq - l.posts AS before, r.last_rev - l.posts{thread_revs_back} AS rev_before,
               r.last_event - l.posts - {thread_positions} AS events_before, l.posts
 ), stamp AS MATERIALIZED (
     SELECT at, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at_text
     FROM (SELECT clock_timestamp() AS at FROM (SELECT count(*) FROM taken) t) now
 ), post AS (
-    SELECT n, room_id, reply_to, before + k AS seq, rev_before + k AS rev, {event_id} AS event_id FROM (
-        SELECT m.n, m.room_id, m.reply_to, t.before, t.rev_before, row_number() OVER (PARTITION BY m.room_id ORDER BY m.n) AS k
+    -- Per room in batch order: a post's rev follows the revs of the posts before it and of their threads.
+    SELECT n, room_id, reply_to, before + k AS seq, rev_before + k{thread_rev} AS rev, {event_id} AS event_id FROM (
+        SELECT m.n, m.room_id, m.reply_to, t.before, t.rev_before,
+               count(m.reply_to) OVER (PARTITION BY m.room_id ORDER BY m.n ROWS UNBOUNDED PRECEDING EXCLUDE CURRENT ROW) AS earlier,  -- threads
+               row_number() OVER (PARTITION BY m.room_id ORDER BY m.n) AS k
         FROM member m JOIN taken t ON t.id = m.room_id
     ) numbered
 ), message AS (
@@ -84,10 +88,10 @@ WITH item AS (
 -- files:end
 -- threads:begin
 ), replied AS (
-    -- The replies (messaging/chat/threads.py): each one's root, its place among the room's
-    -- replies of the batch (its `thread.changed` event's), and how many of the batch reply
-    -- to its root after it (its `thread` frame's count is the root's less those).
-    SELECT p.n, p.room_id, p.rev, r.id AS root_id, row_number() OVER (PARTITION BY p.room_id ORDER BY p.n) AS j,
+    -- The replies (messaging/chat/threads.py): each one's root, its thread's rev (the one after
+    -- its post's), and how many of the batch reply to its root after it (its `thread` frame's
+    -- count is the root's less those).
+    SELECT p.n, p.room_id, p.rev + 1 AS rev, r.id AS root_id,
            row_number() OVER (PARTITION BY r.id ORDER BY p.n DESC) - 1 AS later
     FROM post p JOIN {message} r ON r.room_id = p.room_id AND r.seq = p.reply_to
     WHERE p.reply_to IS NOT NULL
