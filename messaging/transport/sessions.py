@@ -37,6 +37,8 @@ from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_K
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.sessions.backends import db
+from django.db import connections
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
@@ -67,8 +69,21 @@ def encoded_sessions(keys: Collection[str]) -> dict[str, str] | None:
     if store.load is not db.SessionStore.load or store._get_session_from_db is not db.SessionStore._get_session_from_db:
         return None
     # What `load` reads, for every key at once.
-    rows = store.get_model_class().objects.filter(session_key__in=keys, expire_date__gt=timezone.now())
+    rows = among(store.get_model_class().objects.filter(expire_date__gt=timezone.now()), "session_key", keys)
     return dict(rows.values_list("session_key", "session_data"))
+
+
+def among(rows: QuerySet[Any], field: str, values: Collection[Any]) -> QuerySet[Any]:
+    """`rows` whose `field` is one of `values` (not empty). On PostgreSQL one array
+    parameter (`= ANY(%s)`): an `IN` list of 2,000 parameters costs Django and
+    psycopg more CPU than the rest of a round of credential checks."""
+    connection = connections[rows.db]
+    if connection.vendor != "postgresql":
+        return rows.filter(**{f"{field}__in": values})
+    meta = rows.model._meta
+    column = meta.pk.column if field == "pk" else meta.get_field(field).column
+    quote = connection.ops.quote_name
+    return rows.extra(where=[f"{quote(meta.db_table)}.{quote(column)} = ANY(%s)"], params=[list(values)])
 
 
 def plain_hash(user: Any) -> bool:

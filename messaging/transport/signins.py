@@ -31,7 +31,7 @@ from django.utils import timezone
 from ..conf import get_settings
 from ..core.runtime import runtime
 from ..models import ApiToken
-from .sessions import Verified, encoded_sessions, signs_in, stored_sessions
+from .sessions import Verified, among, encoded_sessions, signs_in, stored_sessions
 from .watch import CredentialWatch
 
 # Credentials asked about in one query of each kind: an `IN` list of this many
@@ -73,13 +73,14 @@ def ended(credentials: Collection[Credential], verified: Verified | None = None)
 def _ended(credentials: list[Credential], verified: Verified | None) -> set[Credential]:
     now = timezone.now()
     users = {
-        str(user.pk): user for user in get_user_model()._default_manager.filter(pk__in={c.user_id for c in credentials})
+        str(user.pk): user
+        for user in among(get_user_model()._default_manager.all(), "pk", {c.user_id for c in credentials})
     }
     token_ids = {c.token_id for c in credentials if c.token_id is not None}
     tokens = (
         {
             pk: (str(owner), revoked_at, expires_at)
-            for pk, owner, revoked_at, expires_at in ApiToken.objects.filter(pk__in=token_ids).values_list(
+            for pk, owner, revoked_at, expires_at in among(ApiToken.objects.all(), "pk", token_ids).values_list(
                 "pk", "user_id", "revoked_at", "expires_at"
             )
         }
