@@ -10,7 +10,7 @@ committed (`pg_stat_database`, read from another database so that the
 bench's own reads are not counted; every check's query is one autocommit
 transaction; `--interval 0` turns the checks off, for what the process
 does without them), per `SESSION_CHECK_INTERVAL` (docs/PERFORMANCE.md,
-"Credential checks of idle sockets"); and the Redis commands the bench's
+"Idle sockets"); and the Redis commands the bench's
 db received (`INFO commandstats`, the presence heartbeats), and the server's
 resident memory before the first socket and with all of them open, per
 socket (docs/PERFORMANCE.md, "Idle sockets"). `--server uvicorn` runs
@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 import tempfile
 import threading
 import time
@@ -35,7 +36,7 @@ import redis
 import websockets
 
 from .http_vs_socket import fresh_database, manage
-from .servers import ROOT, Server
+from .servers import ROOT, UVICORN_ARGS, Server
 
 SESSIONS_AND_TOKENS = """
 import json
@@ -73,6 +74,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=60)
     p.add_argument("--interval", type=float, default=5.0, help="MESSAGING_SESSION_CHECK_INTERVAL")
     p.add_argument("--server", choices=("daphne", "uvicorn"), default="daphne")
+    p.add_argument(
+        "--server-args", default="", help="the server's own options, added (e.g. daphne's `--ping-interval 300`)"
+    )
     p.add_argument("--out", type=Path, default=ROOT / "artifacts" / "idle_checks.json")
     return p.parse_args()
 
@@ -211,14 +215,15 @@ def main() -> None:
     # So that autovacuum has nothing to do on the new rows while the bench counts.
     with psycopg.connect(args.database, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
-    server = Server(args.server, env, Path(tempfile.mkdtemp()), app="project.asgi:application").start()
+    own = (*(UVICORN_ARGS if args.server == "uvicorn" else ()), *shlex.split(args.server_args))
+    server = Server(args.server, env, Path(tempfile.mkdtemp()), app="project.asgi:application", args=own).start()
     try:
         report = asyncio.run(
             hold(server.port, credentials, args.seconds, args.interval, server.pid, args.database, args.redis)
         )
     finally:
         server.stop()
-    report |= {"server": args.server, "tokens": args.tokens, "interval": args.interval}
+    report |= {"server": args.server, "server_args": args.server_args, "tokens": args.tokens, "interval": args.interval}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))
