@@ -66,7 +66,9 @@ def encoded_sessions(keys: Collection[str]) -> dict[str, str] | None:
     """The stored data, still encoded, of each session of `keys` that exists and
     has not expired: one query, with the database engine (None with another)."""
     store = import_module(settings.SESSION_ENGINE).SessionStore
-    if store.load is not db.SessionStore.load or store._get_session_from_db is not db.SessionStore._get_session_from_db:
+    # `_get_session_from_db` is private (not in django-stubs): read by name.
+    own_read = getattr(store, "_get_session_from_db", None) is getattr(db.SessionStore, "_get_session_from_db", None)
+    if store.load is not db.SessionStore.load or not own_read:
         return None
     # What `load` reads, for every key at once.
     rows = among(store.get_model_class().objects.filter(expire_date__gt=timezone.now()), "session_key", keys)
@@ -91,7 +93,7 @@ def plain_hash(user: Any) -> bool:
     kind = type(user)
     return (
         kind.get_session_auth_hash is AbstractBaseUser.get_session_auth_hash
-        and kind._get_session_auth_hash is AbstractBaseUser._get_session_auth_hash
+        and getattr(kind, "_get_session_auth_hash", None) is getattr(AbstractBaseUser, "_get_session_auth_hash", None)
         and kind.get_session_auth_fallback_hash is AbstractBaseUser.get_session_auth_fallback_hash
     )
 
@@ -131,7 +133,11 @@ class Verified:
         backend_path = self.last.get(digest)
         if backend_path is not None:
             backend = load_backend(backend_path)
-            if type(backend).get_user is ModelBackend.get_user and backend.user_can_authenticate(current):
+            if (
+                isinstance(backend, ModelBackend)
+                and type(backend).get_user is ModelBackend.get_user
+                and backend.user_can_authenticate(current)
+            ):
                 self.this[digest] = backend_path
                 return True
         data = import_module(settings.SESSION_ENGINE).SessionStore().decode(encoded)
@@ -154,7 +160,7 @@ def signs_in(data: Mapping[str, Any], user_pk: Any, users: Mapping[str, Any] | N
     if user_id is None or str(user_id) != str(user_pk) or backend_path not in settings.AUTHENTICATION_BACKENDS:
         return False
     backend = load_backend(backend_path)
-    if users is not None and type(backend).get_user is ModelBackend.get_user:
+    if users is not None and isinstance(backend, ModelBackend) and type(backend).get_user is ModelBackend.get_user:
         current = users.get(str(user_pk))
         if current is not None and not backend.user_can_authenticate(current):
             current = None
