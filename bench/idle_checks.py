@@ -10,7 +10,11 @@ committed (`pg_stat_database`, read from another database so that the
 bench's own reads are not counted; every check's query is one autocommit
 transaction; `--interval 0` turns the checks off, for what the process
 does without them), per `SESSION_CHECK_INTERVAL` (docs/PERFORMANCE.md,
-"Credential checks of idle sockets").
+"Idle sockets"); and the Redis commands the bench's
+db received (`INFO commandstats`, the presence heartbeats), and the server's
+resident memory before the first socket and with all of them open, per
+socket (docs/PERFORMANCE.md, "Idle sockets"). `--server uvicorn` runs
+uvicorn as a deployment does instead of daphne.
 
 Traffic goes to 127.0.0.1 only; every run is bounded in count.
 """
@@ -21,7 +25,9 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -30,7 +36,7 @@ import redis
 import websockets
 
 from .http_vs_socket import fresh_database, manage
-from .servers import ROOT, Server
+from .servers import ROOT, UVICORN_ARGS, Server
 
 SESSIONS_AND_TOKENS = """
 import json
@@ -67,6 +73,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--tokens", type=int, default=0, help="how many of them sign in with an API token")
     p.add_argument("--seconds", type=float, default=60)
     p.add_argument("--interval", type=float, default=5.0, help="MESSAGING_SESSION_CHECK_INTERVAL")
+    p.add_argument("--server", choices=("daphne", "uvicorn"), default="daphne")
+    p.add_argument(
+        "--server-args", default="", help="the server's own options, added (e.g. daphne's `--ping-interval 300`)"
+    )
     p.add_argument("--out", type=Path, default=ROOT / "artifacts" / "idle_checks.json")
     return p.parse_args()
 
@@ -77,6 +87,51 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def rss_bytes(pid: int) -> int:
+    """The process's resident memory (field 24 of /proc/<pid>/stat, in pages)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class RedisCommands:
+    """The commands Redis runs on the bench's db while open, by name (`MONITOR`: other dbs' are not counted)."""
+
+    def __init__(self, url: str) -> None:
+        self.client = redis.Redis.from_url(url)
+        self.db = self.client.connection_pool.connection_kwargs.get("db", 0)
+        self.counts: dict[str, int] = {}
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self.listen, daemon=True)
+
+    def __enter__(self) -> RedisCommands:
+        self.thread.start()
+        return self
+
+    def listen(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                self.count()
+            except redis.TimeoutError:
+                continue  # a quiet moment: listen again
+
+    def count(self) -> None:
+        with self.client.monitor() as monitor:
+            for command in monitor.listen():
+                if self.stopped.is_set():
+                    return
+                if command.get("db") == self.db:
+                    name = command["command"].split(" ", 1)[0].lower()
+                    if command.get("client_type") == "lua":
+                        name = f"{name} (by a script)"
+                    self.counts[name] = self.counts.get(name, 0) + 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        # The next command anywhere wakes the listener.
+        self.client.ping()
+        self.thread.join(timeout=5)
+
+
 def committed(database: str) -> int:
     base, name = database.rsplit("/", 1)
     with psycopg.connect(base + "/postgres", autocommit=True) as conn:
@@ -85,7 +140,9 @@ def committed(database: str) -> int:
         ).fetchone()[0]
 
 
-async def hold(port: int, credentials: list[dict], seconds: float, interval: float, pid: int, database: str) -> dict:
+async def hold(
+    port: int, credentials: list[dict], seconds: float, interval: float, pid: int, database: str, redis_url: str
+) -> dict:
     gate = asyncio.Semaphore(20)
 
     async def open_one(credential: dict):
@@ -104,13 +161,16 @@ async def hold(port: int, credentials: list[dict], seconds: float, interval: flo
                 ping_interval=None,
             )
 
+    rss_before = rss_bytes(pid)
     sockets = await asyncio.gather(*(open_one(c) for c in credentials))
     # The checks spread out, and what the handshakes did reaches the statistics
     # (an idle backend reports within 10 s).
     await asyncio.sleep(max(2 * interval, SETTLE))
-    cpu, transactions, started = cpu_seconds(pid), await asyncio.to_thread(committed, database), time.monotonic()
-    await asyncio.sleep(seconds)
-    cpu, elapsed = cpu_seconds(pid) - cpu, time.monotonic() - started
+    with RedisCommands(redis_url) as commands:
+        cpu, transactions, started = cpu_seconds(pid), await asyncio.to_thread(committed, database), time.monotonic()
+        await asyncio.sleep(seconds)
+        cpu, elapsed = cpu_seconds(pid) - cpu, time.monotonic() - started
+    rss_after = rss_bytes(pid)
     # The statistics a backend reports reach pg_stat_database within a second or so.
     await asyncio.sleep(1.5)
     transactions = await asyncio.to_thread(committed, database) - transactions
@@ -124,6 +184,12 @@ async def hold(port: int, credentials: list[dict], seconds: float, interval: flo
         "server_cpu_share": round(cpu / elapsed, 4),
         "transactions": transactions,
         "transactions_per_interval": round(transactions * interval / elapsed, 1),
+        "redis_commands_per_second": round(sum(commands.counts.values()) / elapsed, 1),
+        "redis_commands": commands.counts,
+        "rss_before_mb": round(rss_before / 2**20, 1),
+        "rss_mb": round(rss_after / 2**20, 1),
+        "kb_per_socket": round((rss_after - rss_before) / len(sockets) / 1024, 2),
+        "cpu_share_per_10k": round(cpu / elapsed * 10000 / len(sockets), 4),
     }
 
 
@@ -149,12 +215,15 @@ def main() -> None:
     # So that autovacuum has nothing to do on the new rows while the bench counts.
     with psycopg.connect(args.database, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")
-    server = Server("daphne", env, Path(tempfile.mkdtemp()), app="project.asgi:application").start()
+    own = (*(UVICORN_ARGS if args.server == "uvicorn" else ()), *shlex.split(args.server_args))
+    server = Server(args.server, env, Path(tempfile.mkdtemp()), app="project.asgi:application", args=own).start()
     try:
-        report = asyncio.run(hold(server.port, credentials, args.seconds, args.interval, server.pid, args.database))
+        report = asyncio.run(
+            hold(server.port, credentials, args.seconds, args.interval, server.pid, args.database, args.redis)
+        )
     finally:
         server.stop()
-    report |= {"tokens": args.tokens, "interval": args.interval}
+    report |= {"server": args.server, "server_args": args.server_args, "tokens": args.tokens, "interval": args.interval}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))

@@ -12,7 +12,11 @@ other (online stays true, or the last frame says false). A user's
 (`online: true`) or back (`false`), not for every socket.
 
 Every `PRESENCE_BEAT` seconds a process renews its entries, for all its
-users in one pipelined round trip, and looks for processes whose heartbeat
+users in one round trip of a few commands whatever their number: a script
+(`RENEW`) renews `RENEW_CHUNK` users' entries inside Redis, so the process
+does not build and parse two commands per user (with Redis Cluster, whose
+users' keys lie on many nodes, one pipeline of two commands per user), and
+the process's one task does it for every socket. It then looks for processes whose heartbeat
 expired (killed, frozen): the first process to claim one (`ZREM` answers 1
 to one caller) takes its users out and announces those who are offline
 everywhere. Entries expire `PRESENCE_TTL - 1.5 * PRESENCE_BEAT` seconds
@@ -41,6 +45,7 @@ from typing import Any, cast
 import redis.asyncio as aioredis
 from django.contrib.auth import get_user_model
 from django.utils import timezone
+from redis.exceptions import NoScriptError, ResponseError
 
 from ..conf import get_settings
 from ..core.protocol import encode
@@ -50,6 +55,19 @@ from ..models import Membership, Room
 from .fanout import get_hub, user_key
 
 log = logging.getLogger(__name__)
+
+# The heartbeat's renewal of users' entries, inside Redis: KEYS are the users'
+# sets, ARGV the process, its entries' expiry and the sets' TTL.
+RENEW = """
+for i = 1, #KEYS do
+  redis.call('ZADD', KEYS[i], ARGV[2], ARGV[1])
+  redis.call('EXPIRE', KEYS[i], ARGV[3])
+end
+return #KEYS
+"""
+# Users renewed by one call of the script: Redis runs nothing else meanwhile
+# (5,000 users take it about 3 ms), and a beat sends one call per chunk, all in one pipeline.
+RENEW_CHUNK = 5000
 
 
 def presence_frame(room: str, user_id: Any, online: bool) -> dict[str, Any]:
@@ -84,6 +102,8 @@ class Presence:
         self.sockets: dict[str, int] = {}
         self.client: aioredis.Redis | None = None
         self.beating: asyncio.Task[Any] | None = None
+        # The `RENEW` script's SHA once Redis has it; False where it cannot run it (Cluster, scripting off).
+        self.renew: str | bool | None = None
         # Per user, the last of their writes and announcements not yet done (`in_turn`).
         self.turns: dict[str, asyncio.Task[Any]] = {}
         if url:
@@ -224,15 +244,44 @@ class Presence:
                 log.warning("presence heartbeat failed: %s", exc)
 
     async def heartbeat(self) -> None:
-        """Renew this process's entries, all its users in one round trip."""
+        """Renew this process's entries, all its users in one round trip: a
+        call of `RENEW` per `RENEW_CHUNK` of them (a command pair per user
+        where Redis cannot run it)."""
         assert self.client is not None
-        expiry = self.expiry()
+        if self.renew is None:
+            self.renew = await self.load_renew()
+        try:
+            await self.renew_entries()
+        except NoScriptError:
+            # Redis forgot its scripts (a restart, SCRIPT FLUSH): load it again, once.
+            self.renew = await self.load_renew()
+            await self.renew_entries()
+
+    async def load_renew(self) -> str | bool:
+        assert self.client is not None
+        if clustered():
+            return False
+        try:
+            return str(await self.client.script_load(RENEW))
+        except ResponseError as exc:
+            log.warning("presence renews with a command pair per user: Redis runs no scripts (%s)", exc)
+            return False
+
+    async def renew_entries(self) -> None:
+        assert self.client is not None
+        expiry, ttl = self.expiry(), int(self.ttl) + 1
         pipe = self.client.pipeline(transaction=False)
         pipe.zadd(self.processes, {self.process: expiry})
-        pipe.expire(self.process_set(self.process), int(self.ttl) + 1)
-        for key in self.sockets:
-            pipe.zadd(self.user_set(key), {self.process: expiry})
-            pipe.expire(self.user_set(key), int(self.ttl) + 1)
+        pipe.expire(self.process_set(self.process), ttl)
+        sets = [self.user_set(key) for key in self.sockets]
+        if isinstance(self.renew, str):
+            for start in range(0, len(sets), RENEW_CHUNK):
+                chunk = sets[start : start + RENEW_CHUNK]
+                pipe.evalsha(self.renew, len(chunk), *chunk, self.process, expiry, ttl)
+        else:
+            for user_set in sets:
+                pipe.zadd(user_set, {self.process: expiry})
+                pipe.expire(user_set, ttl)
         await pipe.execute()
 
     async def reap(self) -> None:

@@ -8,7 +8,9 @@ the token was revoked, expired or deleted, or the user was deleted or made
 inactive. `ended` answers for every socket of a process at once, in a
 bounded number of reads (below); `credential_watch` is the event loop's
 watcher (messaging/transport/watch.py) that asks it every
-`SESSION_CHECK_INTERVAL` and closes those sockets with 4401.
+`SESSION_CHECK_INTERVAL` and closes those sockets with 4401. A session
+that signed its user in at the watch's last round, and whose data, user and
+password are the same, is not decoded again (`Verified`, sessions.py).
 
 The reads, per `CHUNK` distinct credentials: one query for the users, one
 for the tokens, and with the database session engine one for the sessions
@@ -29,7 +31,7 @@ from django.utils import timezone
 from ..conf import get_settings
 from ..core.runtime import runtime
 from ..models import ApiToken
-from .sessions import signs_in, stored_sessions
+from .sessions import Verified, among, encoded_sessions, signs_in, stored_sessions
 from .watch import CredentialWatch
 
 # Credentials asked about in one query of each kind: an `IN` list of this many
@@ -54,25 +56,31 @@ def credential_of(scope: dict[str, Any], user: Any) -> Credential:
     return Credential(user.pk, session_key=getattr(scope.get("session"), "session_key", None))
 
 
-def ended(credentials: Collection[Credential]) -> set[Credential]:
-    """Those of `credentials` that no longer sign their users in."""
+def ended(credentials: Collection[Credential], verified: Verified | None = None) -> set[Credential]:
+    """Those of `credentials` that no longer sign their users in; `verified`:
+    the sessions the last call with it found signing in (a watch's rounds)."""
     given = list(credentials)
     found: set[Credential] = set()
+    if verified is not None:
+        verified.start()
     for start in range(0, len(given), CHUNK):
-        found |= _ended(given[start : start + CHUNK])
+        found |= _ended(given[start : start + CHUNK], verified)
+    if verified is not None:
+        verified.end()
     return found
 
 
-def _ended(credentials: list[Credential]) -> set[Credential]:
+def _ended(credentials: list[Credential], verified: Verified | None) -> set[Credential]:
     now = timezone.now()
     users = {
-        str(user.pk): user for user in get_user_model()._default_manager.filter(pk__in={c.user_id for c in credentials})
+        str(user.pk): user
+        for user in among(get_user_model()._default_manager.all(), "pk", {c.user_id for c in credentials})
     }
     token_ids = {c.token_id for c in credentials if c.token_id is not None}
     tokens = (
         {
             pk: (str(owner), revoked_at, expires_at)
-            for pk, owner, revoked_at, expires_at in ApiToken.objects.filter(pk__in=token_ids).values_list(
+            for pk, owner, revoked_at, expires_at in among(ApiToken.objects.all(), "pk", token_ids).values_list(
                 "pk", "user_id", "revoked_at", "expires_at"
             )
         }
@@ -80,7 +88,8 @@ def _ended(credentials: list[Credential]) -> set[Credential]:
         else {}
     )
     keys = {c.session_key for c in credentials if c.token_id is None and c.session_key}
-    sessions = stored_sessions(keys) if keys else {}
+    encoded = encoded_sessions(keys) if keys and verified is not None else None
+    sessions = stored_sessions(keys) if keys and encoded is None else {}
 
     def token_signs_in(token_id: int, user_id: Any) -> bool:
         owner, revoked_at, expires_at = tokens.get(token_id, (None, None, None))
@@ -92,6 +101,8 @@ def _ended(credentials: list[Credential]) -> set[Credential]:
             return False
         if credential.token_id is not None:
             return token_signs_in(credential.token_id, credential.user_id)
+        if credential.session_key and encoded is not None and verified is not None:
+            return verified.signs_in(encoded.get(credential.session_key), credential.user_id, users)
         if credential.session_key:
             return signs_in(sessions.get(credential.session_key, {}), credential.user_id, users)
         return True  # signed in by something else (a host's own middleware): the user alone
@@ -105,11 +116,13 @@ def credential_watch() -> CredentialWatch[Credential] | None:
     if interval <= 0:
         return None
     loop_runtime = runtime()
+    # The watch runs one round at a time, so its rounds share this.
+    verified = Verified()
 
     async def check(credentials: set[Credential]) -> set[Credential]:
         # On the commands' threads: channels' one database thread also signs
         # in every new socket, and must not queue behind checks.
-        gone: set[Credential] = await loop_runtime.gateway.run(ended, credentials)
+        gone: set[Credential] = await loop_runtime.gateway.run(ended, credentials, verified)
         return gone
 
     return loop_runtime.part("credential_watch", lambda: CredentialWatch(check, interval), CredentialWatch.stop)

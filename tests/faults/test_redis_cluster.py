@@ -150,3 +150,25 @@ async def test_the_handshake_window_and_health_use_the_cluster(start_daphne, red
     assert sorted(statuses) == [101] * 5 + [403] * 3, "one window over both processes, counted in the cluster"
     status, _, body = a.request("GET", "/healthz")
     assert status == 200 and b'"redis": "ok"' in body.replace(b'":"', b'": "'), body
+
+
+async def test_a_heartbeat_on_a_cluster_renews_every_user_without_a_script(redis_cluster, settings):
+    from messaging.transport.presence import Presence
+
+    settings.MESSAGING = {**settings.MESSAGING, "REDIS_CLUSTER": True, "REDIS_URL": redis_cluster.url}
+    presence = Presence(redis_cluster.url, timeout=2, ttl=30, beat=10, rooms=10)
+
+    async def no_rooms(user_id, online, at) -> None:
+        pass
+
+    presence.send_presence = no_rooms
+    for user in range(50):
+        await presence.opened(user)
+    presence.beating.cancel()
+    check = ClusterClient.from_url(redis_cluster.url)
+    for user in range(50):
+        check.zadd(presence.user_set(str(user)), {presence.process: 0})
+    await presence.heartbeat()
+    assert presence.renew is False, "a cluster's users lie on many nodes: no script"
+    assert all(check.zscore(presence.user_set(str(user)), presence.process) > 0 for user in range(50))
+    presence.close()

@@ -97,11 +97,11 @@ def rounds(monkeypatch):
     seen = Rounds()
     check = signins.ended
 
-    def counted(credentials):
+    def counted(credentials, verified=None):
         seen.append((set(credentials), threading.current_thread().name))
         if seen.failing:
             raise DatabaseError("the database is down")
-        return check(credentials)
+        return check(credentials, verified)
 
     monkeypatch.setattr(signins, "ended", counted)
     return seen
@@ -310,3 +310,64 @@ def test_a_round_of_more_credentials_than_a_chunk_reads_in_chunks(
     _, credentials = many_credentials(django_user_model, 10)
     with django_assert_num_queries(3 * 3):
         assert ended(credentials) == set()
+
+
+def test_a_watch_decodes_a_session_again_only_once_something_of_it_changed(django_user_model, monkeypatch):
+    from django.contrib.sessions.backends.base import SessionBase
+
+    from messaging.transport.sessions import Verified
+
+    decoded = 0
+    seen: list[str] = []
+    decode = SessionBase.decode
+
+    def counting_decode(self, session_data):
+        nonlocal decoded
+        decoded += 1
+        seen.append(session_data)
+        return decode(self, session_data)
+
+    monkeypatch.setattr(SessionBase, "decode", counting_decode)
+    users = [django_user_model.objects.create_user(username=f"v{n}") for n in range(8)]
+    credentials = [Credential(u.pk, session_key=log_in_now(u)) for u in users]
+    verified = Verified()
+    decoded = 0  # the logins' own
+    assert ended(credentials, verified) == set()
+    assert (decoded, len(verified.last)) == (8, 8)
+    decoded = 0
+    assert ended(credentials, verified) == set()
+    assert decoded == 0, "a session unchanged since the last round is not decoded again"
+
+    # Each way a session stops signing in, behind a session the last round verified.
+    store = import_module(django_settings.SESSION_ENGINE).SessionStore
+    store(credentials[0].session_key).delete()
+    users[1].set_password("new")
+    users[1].save()
+    django_user_model.objects.filter(pk=users[2].pk).update(is_active=False)
+    users[3].delete()
+    Session = store.get_model_class()
+    Session.objects.filter(session_key=credentials[4].session_key).update(expire_date=timezone.now())
+    # Its data rewritten to sign another user in: decided again, and refused.
+    other = store(credentials[5].session_key)
+    other["_auth_user_id"] = str(users[6].pk)
+    other.save()
+    seen.clear()
+    assert ended(credentials, verified) == set(credentials[:6])
+    unchanged = Session.objects.filter(session_key__in=[c.session_key for c in credentials[6:]])
+    assert not {s.session_data for s in unchanged} & set(seen), "the unchanged sessions are not decoded again"
+    assert len(verified.last) == 2
+
+    # What a round was not asked about, it forgets.
+    assert ended(credentials[7:], verified) == set()
+    assert len(verified.last) == 1
+
+
+def test_a_watch_decides_again_under_new_secret_keys(django_user_model, settings):
+    from messaging.transport.sessions import Verified
+
+    user = django_user_model.objects.create_user(username="rekeyed")
+    credential = Credential(user.pk, session_key=log_in_now(user))
+    verified = Verified()
+    assert ended([credential], verified) == set()
+    settings.SECRET_KEY = "a-new-secret-and-no-fallback"
+    assert ended([credential], verified) == {credential}

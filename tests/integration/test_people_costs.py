@@ -10,6 +10,7 @@ import time
 import pytest
 import redis
 
+from messaging.transport import presence as presence_module
 from messaging.transport.presence import Presence
 
 # Per socket per minute, with one socket per user: six beats of two commands
@@ -118,3 +119,112 @@ async def test_a_typing_burst_costs_a_frame_per_two_seconds(make_user, open_clie
     ceiling = math.ceil(duration / 2) + 1  # the trues, one per 2 s, and the false
     assert sent >= 15 and len(heard) <= ceiling, (sent, len(heard))
     assert heard[-1]["d"]["typing"] is False
+
+
+OWN = {"PING", "HELLO", "CLIENT"}
+
+
+def sent_commands(server, during):
+    """The commands clients sent `server` while `during()` ran (MONITOR; those a script ran are not sent)."""
+    import threading
+
+    client = redis.Redis(port=server.port)
+    sent: list[list[str]] = []
+    ready, stop = threading.Event(), threading.Event()
+
+    def listen():
+        with client.monitor() as monitor:
+            ready.set()
+            for command in monitor.listen():
+                if stop.is_set() and command["command"] == "PING":
+                    return
+                words = command["command"].split(" ")
+                # Not the script's commands, nor what a connection says of itself.
+                if command.get("client_type") != "lua" and words[0].strip('"').upper() not in OWN:
+                    sent.append(words)
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    ready.wait(5)
+
+    async def run():
+        await during()
+        # MONITOR relays in order: once our PING comes through, so has everything before it.
+        stop.set()
+        client.ping()
+        await asyncio.to_thread(thread.join, 5)
+        return sent
+
+    return run()
+
+
+@pytest.mark.parametrize("users", [10, 2000])
+async def test_a_heartbeat_sends_the_same_few_commands_however_many_users(own_redis, users):
+    presence = Presence(own_redis.url, timeout=0.5, ttl=30, beat=10, rooms=10)
+    presence.send_presence = no_rooms
+    await asyncio.gather(*(presence.opened(user) for user in range(users)))
+    presence.beating.cancel()
+    await presence.heartbeat()  # loads the script
+    check = redis.Redis(port=own_redis.port)
+    before = {user: check.zscore(presence.user_set(str(user)), presence.process) for user in range(users)}
+    sent = await sent_commands(own_redis, presence.heartbeat)
+    # The process's own entry and set, and one script call for every user's.
+    assert sorted(command[0].strip('"').lower() for command in sent) == ["evalsha", "expire", "zadd"]
+    after = {user: check.zscore(presence.user_set(str(user)), presence.process) for user in range(users)}
+    assert all(after[user] > before[user] for user in range(users)), "every user's entry is renewed"
+    assert all(0 < check.ttl(presence.user_set(str(user))) <= 31 for user in range(users))
+
+
+async def test_a_heartbeat_calls_the_script_once_per_chunk_in_one_pipeline(own_redis, monkeypatch):
+    monkeypatch.setattr(presence_module, "RENEW_CHUNK", 40)
+    presence = Presence(own_redis.url, timeout=0.5, ttl=30, beat=10, rooms=10)
+    presence.send_presence = no_rooms
+    for user in range(100):
+        await presence.opened(user)
+    presence.beating.cancel()
+    await presence.heartbeat()
+    round_trips = 0
+    real_execute = redis.asyncio.client.Pipeline.execute
+
+    async def counting_execute(self, *args, **kwargs):
+        nonlocal round_trips
+        round_trips += 1
+        return await real_execute(self, *args, **kwargs)
+
+    monkeypatch.setattr(redis.asyncio.client.Pipeline, "execute", counting_execute)
+    sent = await sent_commands(own_redis, presence.heartbeat)
+    assert [c[0].strip('"').lower() for c in sent].count("evalsha") == 3
+    assert round_trips == 1
+    keys = {key.strip('"') for command in sent if command[0].strip('"').lower() == "evalsha" for key in command[3:-3]}
+    assert keys == {presence.user_set(str(user)) for user in range(100)}
+
+
+async def test_a_user_whose_last_socket_closed_leaves_the_heartbeat(own_redis):
+    presence = Presence(own_redis.url, timeout=0.5, ttl=30, beat=10, rooms=10)
+    presence.send_presence = no_rooms
+    for user in (1, 2, 2, 3):
+        await presence.opened(user)
+    presence.beating.cancel()
+    await presence.closed(2)
+    await presence.heartbeat()
+    check = redis.Redis(port=own_redis.port)
+    assert check.zscore(presence.user_set("2"), presence.process) is not None, "one of the user's sockets is open"
+    await presence.closed(2)
+    sent = await sent_commands(own_redis, presence.heartbeat)
+    [script] = [c for c in sent if c[0].strip('"').lower() == "evalsha"]
+    assert {key.strip('"') for key in script[3:-3]} == {presence.user_set("1"), presence.user_set("3")}
+    assert check.zscore(presence.user_set("2"), presence.process) is None
+    assert presence.sockets == {"1": 1, "3": 1}
+
+
+async def test_a_redis_that_forgot_the_script_is_given_it_again(own_redis):
+    presence = Presence(own_redis.url, timeout=0.5, ttl=30, beat=10, rooms=10)
+    presence.send_presence = no_rooms
+    await presence.opened(1)
+    presence.beating.cancel()
+    await presence.heartbeat()
+    check = redis.Redis(port=own_redis.port)
+    check.script_flush()
+    check.zadd(presence.user_set("1"), {presence.process: 0})
+    await presence.heartbeat()
+    assert check.zscore(presence.user_set("1"), presence.process) > time.time()
