@@ -40,7 +40,8 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `ROOMS_CREATED_PER_ADDRESS_PER_HOUR` | 500 | rooms that may be created from one client address (messaging/transport/addresses.py) in any hour, by every user together (`room.join` of a new slug, `room.create`, `dm.open`), counted in the database; past it `rate_limited` and nothing is created; commands from server code (`messaging.submit`) have no address and are not counted; 0 turns it off |
 | `EMPTY_ROOM_RETENTION` | 2592000 | seconds (30 days) a room that never had a message (`last_rev` 0) must be old, and its newest member must have joined or invitation been sent, before `prune_empty_rooms` deletes it |
 | `TRUSTED_PROXIES` | `()` | the reverse proxies in front of the servers: addresses or CIDR blocks, as a list or one comma-separated string. A connection from one of them is taken to come from the address its `X-Forwarded-For` names (read from the right, past the trusted ones); from anyone else, from its peer address. A malformed entry stops the start with `ImproperlyConfigured` (check `messaging.E001`) |
-| `ROOMS_PER_SOCKET` | 200 | rooms one socket may have joined at once; a join of one more is `invalid` and changes nothing; 0 turns it off |
+| `ROOMS_PER_SOCKET` | 200 | rooms one socket may have joined at once; a join of one more is `invalid` and changes nothing; 0 turns it off. Also the most rooms of one event stream (`GET /api/stream?rooms=`; more: 400) |
+| `STREAM_PING_INTERVAL` | 15.0 | seconds between the `: ping` comments an idle event stream (`GET /api/stream`) sends, so that proxies keep it open |
 | `EDIT_HISTORY_RETENTION` | 0 | seconds the body an edit replaced is kept in the message's version history (the admin shows it); 0 keeps none. A delete clears them at once; `prune_edit_history` clears older ones |
 | `MODERATION_RETENTION` | 31536000 | seconds (365 days) `prune_moderation_actions` keeps the moderation audit's rows (`ModerationAction`: removals, invitations, deletes by a moderator) |
 | `ROOMS_LIST_LIMIT` | 500 | most rooms one `rooms.list` answer lists (the most recently active; `more` says whether there are others) |
@@ -152,6 +153,7 @@ class MessagingSettings:
     EMPTY_ROOM_RETENTION: int = 30 * 24 * 3600
     TRUSTED_PROXIES: tuple[str, ...] = ()
     ROOMS_PER_SOCKET: int = 200
+    STREAM_PING_INTERVAL: float = 15.0
     LOOP_DATABASE: bool = True
     EARLY_STATEMENT: bool = True
     EDIT_HISTORY_RETENTION: int = 0
