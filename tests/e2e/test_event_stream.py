@@ -230,3 +230,38 @@ async def test_refused_streams_answer_400_401_403_and_change_nothing(start, stre
         body = json.loads(await stream.whole())
         assert body["t"] == "error" and body["error"]["code"], path
     assert await sync_to_async(rooms_and_members)() == before
+
+
+async def test_an_idle_stream_gets_a_ping_comment_every_stream_ping_interval(start, streams):
+    server = start(MESSAGING_STREAM_PING_INTERVAL="0.3")
+    ana = await sync_to_async(user_with_token)("ana")
+    stream = await streams(server.url, "/api/stream?rooms=lobby", ana)
+    assert (await stream.event())["event"] == "ready"
+    while stream.body.count(b": ping\n\n") < 2:
+        stream.body += await asyncio.wait_for(stream.chunk(), 30)
+
+
+def revoke(token: str) -> None:
+    from messaging.models import ApiToken
+    from messaging.transport.tokens import digest
+
+    ApiToken.objects.get(digest=digest(token)).revoke()
+
+
+async def test_a_stream_whose_token_is_revoked_ends_and_another_users_goes_on(start, streams):
+    server = start(MESSAGING_SESSION_CHECK_INTERVAL="0.3")
+    ana, bob = await sync_to_async(user_with_token)("ana"), await sync_to_async(user_with_token)("bob")
+    ana_stream = await streams(server.url, "/api/stream?rooms=lobby", ana)
+    bob_stream = await streams(server.url, "/api/stream?rooms=lobby", bob)
+    for stream in (ana_stream, bob_stream):
+        assert (await stream.event())["event"] == "ready"
+    await sync_to_async(revoke)(ana)
+    while (fields := await ana_stream.event()) is not None:
+        assert fields["event"] != "msg"
+    # The revoked token opens no stream; the other user's still hears the room.
+    assert (await streams(server.url, "/api/stream?rooms=lobby", ana)).status == 401
+    poster = await streams.client(server.url, token=bob)
+    await poster.join("lobby")
+    await poster.post("lobby", "still here")
+    [msg] = await bob_stream.frames("msg", 1)
+    assert msg["d"]["body"] == "still here"
