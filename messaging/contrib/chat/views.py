@@ -49,6 +49,7 @@ CHAT_MODULES = (
     "messaging/connection.js",
     "messaging/outbox.js",
     "messaging/store.js",
+    "messaging/stream.js",
     "messaging/controller/files.js",
     "messaging/controller/messages.js",
     "messaging/controller/page.js",
