@@ -224,6 +224,7 @@ class MessagingSettings:
             "INBOX_LIMIT",
             "REPLY_BYTES_PER_TOKEN",
             "CONNECT_RATE_WINDOW",
+            "STREAM_PING_INTERVAL",
             "EVENTS_STREAM_MAXLEN",
             "EVENTS_BATCH",
             "EVENTS_PARTITIONS",
