@@ -24,9 +24,11 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import redis
 import websockets
+from websockets.typing import Origin
 
 from .cpu import process_cpu_seconds
 from .http_vs_socket import USERS_AND_TOKENS, Socket, fresh_database, manage
@@ -66,7 +68,7 @@ class Listener:
         self.ws = await websockets.connect(
             f"ws://127.0.0.1:{self.port}/ws/",
             max_size=None,
-            origin=f"http://127.0.0.1:{self.port}",
+            origin=Origin(f"http://127.0.0.1:{self.port}"),
             additional_headers={"Authorization": f"Bearer {self.token}"},
         )
         await self.ws.send(json.dumps({"id": uuid.uuid4().hex, "t": "room.join", "d": {"room": self.room}}))
@@ -75,7 +77,8 @@ class Listener:
         return self
 
     async def read_socket(self) -> None:
-        async for text in self.ws:
+        async for message in self.ws:
+            text = message if isinstance(message, str) else message.decode()
             if text.startswith('{"t":"msg"'):
                 self.heard += 1
             elif '"t":"ack"' in text:
@@ -113,7 +116,9 @@ async def open_listeners(kind: str, port: int, tokens: list[str], room: str) -> 
     return listeners
 
 
-async def deliveries(kind: str, port: int, pid: int, poster: Socket, tokens: list[str], messages: int) -> dict:
+async def deliveries(
+    kind: str, port: int, pid: int, poster: Socket, tokens: list[str], messages: int
+) -> dict[str, float]:
     room = f"r-{uuid.uuid4().hex[:8]}"
     assert (await poster.call(uuid.uuid4().hex, "room.join", {"room": room}))["ok"]
     listeners = await open_listeners(kind, port, tokens, room)
@@ -146,10 +151,10 @@ async def idle_memory(kind: str, port: int, pid: int, tokens: list[str], count: 
     return per
 
 
-async def measure(args: argparse.Namespace, port: int, pid: int, tokens: list[str]) -> dict:
+async def measure(args: argparse.Namespace, port: int, pid: int, tokens: list[str]) -> dict[str, Any]:
     poster = await Socket(port, tokens[0]).open()
     listeners = tokens[1 : args.listeners + 1]
-    runs: dict[str, list[dict]] = {"socket": [], "stream": []}
+    runs: dict[str, list[dict[str, float]]] = {"socket": [], "stream": []}
     for round in range(args.rounds):
         for kind in ("socket", "stream"):
             runs[kind].append(await deliveries(kind, port, pid, poster, listeners, args.messages))
