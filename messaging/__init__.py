@@ -42,6 +42,7 @@ _PUBLIC = {
     "SameOriginValidator": "messaging.transport.origins",
     "SocketGate": "messaging.transport.gate",
     "UploadLimit": "messaging.transport.http.upload_limit",
+    "StreamRoute": "messaging.transport.stream",
     "allow_protocol_close_codes": "messaging.transport.daphne_compat",
     "defer_autobahn_log_formatting": "messaging.transport.daphne_compat",
     "limit_posts_per_address": "messaging.transport.addresses",

@@ -41,7 +41,8 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `ROOMS_CREATED_PER_ADDRESS_PER_HOUR` | 500 | rooms that may be created from one client address (messaging/transport/addresses.py) in any hour, by every user together (`room.join` of a new slug, `room.create`, `dm.open`), counted in the database; past it `rate_limited` and nothing is created; commands from server code (`messaging.submit`) have no address and are not counted; 0 turns it off |
 | `EMPTY_ROOM_RETENTION` | 2592000 | seconds (30 days) a room that never had a message (`last_rev` 0) must be old, and its newest member must have joined or invitation been sent, before `prune_empty_rooms` deletes it |
 | `TRUSTED_PROXIES` | `()` | the reverse proxies in front of the servers: addresses or CIDR blocks, as a list or one comma-separated string. A connection from one of them is taken to come from the address its `X-Forwarded-For` names (read from the right, past the trusted ones); from anyone else, from its peer address. A malformed entry stops the start with `ImproperlyConfigured` (check `messaging.E001`) |
-| `ROOMS_PER_SOCKET` | 200 | rooms one socket may have joined at once; a join of one more is `invalid` and changes nothing; 0 turns it off |
+| `ROOMS_PER_SOCKET` | 200 | rooms one socket may have joined at once; a join of one more is `invalid` and changes nothing; 0 turns it off. Also the most rooms of one event stream (`GET /api/stream?rooms=`; more: 400) |
+| `STREAM_PING_INTERVAL` | 15.0 | seconds between the `: ping` comments an idle event stream (`GET /api/stream`) sends, so that proxies keep it open |
 | `EDIT_HISTORY_RETENTION` | 0 | seconds the body an edit replaced is kept in the message's version history (the admin shows it); 0 keeps none. A delete clears them at once; `prune_edit_history` clears older ones |
 | `MODERATION_RETENTION` | 31536000 | seconds (365 days) `prune_moderation_actions` keeps the moderation audit's rows (`ModerationAction`: removals, invitations, deletes by a moderator) |
 | `ROOMS_LIST_LIMIT` | 500 | most rooms one `rooms.list` answer lists (the most recently active; `more` says whether there are others) |
@@ -164,6 +165,7 @@ class MessagingSettings:
     EMPTY_ROOM_RETENTION: int = 30 * 24 * 3600
     TRUSTED_PROXIES: tuple[str, ...] = ()
     ROOMS_PER_SOCKET: int = 200
+    STREAM_PING_INTERVAL: float = 15.0
     LOOP_DATABASE: bool = True
     EARLY_STATEMENT: bool = True
     EDIT_HISTORY_RETENTION: int = 0
@@ -243,6 +245,7 @@ class MessagingSettings:
             "INBOX_LIMIT",
             "REPLY_BYTES_PER_TOKEN",
             "CONNECT_RATE_WINDOW",
+            "STREAM_PING_INTERVAL",
             "EVENTS_STREAM_MAXLEN",
             "EVENTS_BATCH",
             "EVENTS_PARTITIONS",
@@ -305,6 +308,7 @@ class MessagingSettings:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be 0 (off) or positive")
         if self.EMPTY_ROOM_RETENTION <= 0:
             raise ImproperlyConfigured("MESSAGING['EMPTY_ROOM_RETENTION'] must be positive")
+        from .files.kinds import upload_types
         from .ops.loopwatch import gc_thresholds
 
         object.__setattr__(self, "UPLOAD_TYPES", upload_types(self.UPLOAD_TYPES))
@@ -316,19 +320,6 @@ class MessagingSettings:
     def trusted_networks(self) -> tuple[IPNetwork, ...]:
         """`TRUSTED_PROXIES` as networks, made once per settings."""
         return trusted_proxies(self.TRUSTED_PROXIES)
-
-
-def upload_types(given: str | Iterable[str] | None) -> tuple[str, ...]:
-    """An `UPLOAD_TYPES` value (a comma-separated string or a list) as lower-cased types; a malformed
-    one raises `ImproperlyConfigured`, as a type no request could ever match would be a silent no."""
-    from .files.kinds import MEDIA_TYPE
-
-    entries = (given or "").split(",") if isinstance(given, str) or given is None else list(given)
-    kinds = tuple(sorted({str(entry).strip().lower() for entry in entries if str(entry).strip()}))
-    for kind in kinds:
-        if not MEDIA_TYPE.fullmatch(kind):
-            raise ImproperlyConfigured(f"UPLOAD_TYPES: {kind!r} is not a content type (type/subtype)")
-    return kinds
 
 
 def trusted_proxies(given: str | Iterable[str] | None) -> tuple[IPNetwork, ...]:

@@ -19,6 +19,7 @@ from messaging.transport.daphne_compat import allow_protocol_close_codes, defer_
 from messaging.transport.gate import SocketGate  # noqa: E402
 from messaging.transport.http.upload_limit import UploadLimit  # noqa: E402
 from messaging.transport.routing import websocket_urlpatterns  # noqa: E402
+from messaging.transport.stream import StreamRoute  # noqa: E402
 
 # Without this, daphne turns the protocol's 1003, 1008 and 1009 closes into 1011.
 allow_protocol_close_codes()
@@ -28,7 +29,8 @@ defer_autobahn_log_formatting()
 application = ProtocolTypeRouter(
     {
         # An upload over MAX_UPLOAD_BYTES is refused before Django reads its body.
-        "http": UploadLimit(django_asgi_app),
+        # GET /api/stream: server-sent events, served beside Django (messaging/transport/stream.py).
+        "http": StreamRoute(UploadLimit(django_asgi_app)),
         # Handshakes per client address (CONNECT_RATE), the origin by scheme, host and port
         # (CSRF_TRUSTED_ORIGINS, else the handshake's own), then the session's or API token's
         # user: one layer, messaging/transport/gate.py.

@@ -27,7 +27,7 @@ from ..core.handlers import CommandContext, command
 from ..core.protocol import room_slug
 from ..models import Membership, ModerationAction, Room
 from ..signals import member_joined, member_left, send_on_commit
-from .invitations import check_reinvite, declined, invited_frame, is_invited, withdrawn
+from .invitations import check_reinvite, declined, invited_frame, is_invited, may_accept, withdrawn
 from .invitations import invite as send_invitation
 from .policy import get_policy
 from .rooms import check_creation
@@ -48,6 +48,13 @@ def room_and_membership(user: Any, slug: str) -> tuple[Room | None, bool]:
         .first()
     )
     return room, bool(room is not None and room.member)
+
+
+def may_join(user: Any, slug: str) -> bool:
+    """Whether `room.join` of `slug` by `user` passes the room's rule: a room that does not exist yet
+    (the join creates it), one the policy lets the user join, or a private one they are invited to."""
+    room, member = room_and_membership(user, slug)
+    return room is None or get_policy().can_join(user, room, member=member) or (not member and may_accept(user, room))
 
 
 def visible_room(user: Any, slug: str, *, moderating: bool = False, invitee: bool = False) -> tuple[Room, bool]:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
+from django.core.exceptions import ImproperlyConfigured
+
 ALWAYS_ALLOWED = frozenset({"text/plain", "application/pdf", "image/png", "image/jpeg", "image/gif", "image/webp"})
 # Shown in a page as an `img`: raster formats that run nothing. SVG is not one.
 INLINE = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
@@ -86,3 +88,14 @@ def is_text(kind: str) -> bool:
 
 def shown_inline(kind: str) -> bool:
     return kind in INLINE
+
+
+def upload_types(given: str | Iterable[str] | None) -> tuple[str, ...]:
+    """An `UPLOAD_TYPES` value (a comma-separated string or a list) as lower-cased types; a malformed
+    one raises `ImproperlyConfigured`, as a type no request could ever match would be a silent no."""
+    entries = (given or "").split(",") if isinstance(given, str) or given is None else list(given)
+    kinds = tuple(sorted({str(entry).strip().lower() for entry in entries if str(entry).strip()}))
+    for kind in kinds:
+        if not MEDIA_TYPE.fullmatch(kind):
+            raise ImproperlyConfigured(f"UPLOAD_TYPES: {kind!r} is not a content type (type/subtype)")
+    return kinds

@@ -3,7 +3,7 @@ of deploy/nginx/ itself, served by daphne or by gunicorn with uvicorn's workers
 (deploy/gunicorn.conf.py), `DEBUG=0`, static files collected.
 
 Through nginx: the sign-in form, a static file from disk, a WebSocket that
-joins and posts, an HTTP command, and the client address the app keys its
+joins and posts, an HTTP command, an event stream (unbuffered), and the client address the app keys its
 limits on (TRUSTED_PROXIES names nginx; clients connect from other loopback
 addresses, and one writes an X-Forwarded-For of its own).
 """
@@ -189,3 +189,40 @@ def test_the_prune_unit_runs_every_retention_command():
     commands = {p.stem for p in (ROOT / "messaging" / "management" / "commands").glob("prune_*.py")}
     unit = (ROOT / "deploy" / "systemd" / "messaging-prune.service").read_text()
     assert commands == set(re.findall(r"manage\.py (prune_\w+)", unit))
+
+
+async def test_an_event_stream_through_nginx_gets_each_event_as_it_is_written(deployed):
+    from .test_event_stream import Stream
+
+    status, cookies = sign_in(deployed, "cy")
+    assert status == 302
+    stream = await Stream.open(
+        deployed.url,
+        "/api/stream?rooms=deployed",
+        None,
+        Origin=deployed.url,
+        Cookie=f"sessionid={cookies['sessionid']}",
+    )
+    try:
+        assert stream.status == 200 and stream.headers["content-type"] == "text/event-stream"
+        assert (await stream.event())["event"] == "ready"
+        body = json.dumps({"t": "room.post", "d": {"room": "deployed", "body": "to the stream"}})
+        status, _, answer = request(
+            deployed,
+            "POST",
+            "/api/commands",
+            body=body,
+            headers={
+                "Content-Type": "application/json",
+                "Idempotency-Key": time_ordered_id(),
+                "Origin": deployed.url,
+                "Cookie": f"sessionid={cookies['sessionid']}; csrftoken={cookies['csrftoken']}",
+                "X-CSRFToken": cookies["csrftoken"],
+            },
+        )
+        assert status == 200 and json.loads(answer)["ok"], answer
+        # Unbuffered: the one event arrives while the response goes on.
+        [msg] = await stream.frames("msg", 1)
+        assert msg["d"]["body"] == "to the stream"
+    finally:
+        stream.close()

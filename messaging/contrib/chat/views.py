@@ -50,6 +50,7 @@ CHAT_MODULES = (
     "messaging/outbox.js",
     "messaging/store.js",
     "messaging/controller/emoji.js",
+    "messaging/stream.js",
     "messaging/controller/files.js",
     "messaging/controller/messages.js",
     "messaging/controller/page.js",

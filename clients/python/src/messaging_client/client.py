@@ -88,7 +88,16 @@ class Client(Connection):
         on_event: Callable[[dict[str, Any]], Any] | None = None,
         rand: Callable[[], float] = random.random,
         lanes: Mapping[str, str] = LANES,
+        transport: str = "ws",
     ) -> None:
+        if transport not in ("ws", "sse"):
+            raise ValueError('transport is "ws" (a WebSocket) or "sse" (the event stream and POST /api/commands)')
+        if transport == "sse" and token is None:
+            raise ValueError('transport="sse" signs in with an API token (token=...)')
+        # "sse": what the socket would receive comes from GET /api/stream, commands go to POST /api/commands
+        # (messaging_client.sse), for networks that refuse WebSockets.
+        self.transport = transport
+        self._resume: dict[str, Any] = {}
         self.urls = [urls] if isinstance(urls, str) else list(urls)
         if not self.urls:
             raise ValueError("give at least one server URL")

@@ -22,6 +22,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from .auth import handshake_headers
 from .outbox import backoff_delay
+from .sse import EventSocket
 
 if TYPE_CHECKING:
     from .client import _Request
@@ -69,6 +70,8 @@ class Connection:
     _waiters: dict[str, asyncio.Future[Any]]
     _requests: dict[str, _Request]
     _ws: Any
+    transport: str
+    _resume: dict[str, Any]
     _ready: bool
     _server: int
     _wake: asyncio.Event | None
@@ -95,16 +98,20 @@ class Connection:
             base, url = self._url()
             self.state = "connecting"
             try:
-                ws = await connect_refusing_redirects(
-                    url,
-                    additional_headers=handshake_headers(
-                        base, session=self.session, token=self.token, origin=self.origin
-                    ),
-                    open_timeout=self.open_timeout,
-                    max_size=None,
-                    compression=None,
-                    ping_interval=20,
-                )
+                ws: Any
+                if self.transport == "sse":
+                    ws = EventSocket(base, token=self.token, origin=self.origin, resume=self._resume)
+                else:
+                    ws = await connect_refusing_redirects(
+                        url,
+                        additional_headers=handshake_headers(
+                            base, session=self.session, token=self.token, origin=self.origin
+                        ),
+                        open_timeout=self.open_timeout,
+                        max_size=None,
+                        compression=None,
+                        ping_interval=20,
+                    )
             except (TimeoutError, OSError, InvalidHandshake) as exc:
                 self.stats["handshake_failures"] += 1
                 if isinstance(exc, InvalidStatus):

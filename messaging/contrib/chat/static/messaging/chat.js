@@ -12,7 +12,9 @@
 //                 commands.js (the outbox's commands);
 //   views/        the DOM, drawn from the model; user clicks go back as calls;
 //   controller/   frames and the outbox into the model, then the views;
-//   connection.js the connection the controller talks to (WebSocket now);
+//   connection.js the connection the controller talks to: a WebSocket, or
+//                 stream.js (server-sent events and POST /api/commands)
+//                 where WebSockets are refused;
 //   outbox.js, store.js  the outbox and its IndexedDB store.
 //
 // No module keeps state of its own: it all lives in the objects ChatPage makes.
@@ -24,4 +26,4 @@ import { IdbStore } from "./store.js";
 // Compared with `===` to ids from frames, and it names the user's outbox.
 const me = JSON.parse(document.getElementById("messaging-me").textContent);
 
-IdbStore.open(`messaging-user-${me}`).then((store) => new ChatPage({ me, store }).start());
+IdbStore.open(`messaging-user-${me}`).then((store) => new ChatPage({ me, store, transport: "auto" }).start());
