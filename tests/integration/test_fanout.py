@@ -299,7 +299,9 @@ async def test_a_member_whose_client_is_gone_costs_its_frames_only(make_user, op
             (2, "from bob"),
             (3, "and again"),
         ]
-        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+        # (A busy machine's loop stalls are logged too, by messaging.ops.loopwatch: not failures.)
+        failures = [r for r in caplog.records if r.levelno >= logging.WARNING and r.name != "messaging.ops.loopwatch"]
+        assert [r.getMessage() for r in failures] == []
     finally:
         ClientGoneConsumer.gone = set()
         await bob_socket.close()

@@ -216,7 +216,9 @@ async def test_users_keyed_by_uuid_on_postgresql(uuid_host, tmp_path):
         finally:
             await ana.close()
             await bea.close()
-        assert "WARNING" not in server.log() and "ERROR" not in server.log(), server.log()
+        # Save a busy machine's loop stalls (messaging.ops.loopwatch), nothing is logged as a warning or an error.
+        logged = [line for line in server.log().splitlines() if "messaging.ops.loopwatch" not in line]
+        assert not [line for line in logged if "WARNING" in line or "ERROR" in line], server.log()
     finally:
         server.stop()
 

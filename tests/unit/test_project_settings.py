@@ -128,7 +128,11 @@ def test_the_proxys_header_is_named_as_the_proxy_sends_it():
 def test_check_deploy_is_clean_with_production_settings():
     checked = manage("check", "--deploy", "--fail-level", "WARNING", **PRODUCTION)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "no issues" in checked.stdout and "WARNING" not in checked.stderr, checked.stdout + checked.stderr
+    # A long garbage collection on a busy machine is logged too (messaging.ops.loopwatch): not a check's warning.
+    warnings = [
+        line for line in checked.stderr.splitlines() if "WARNING" in line and "messaging.ops.loopwatch" not in line
+    ]
+    assert "no issues" in checked.stdout and not warnings, checked.stdout + checked.stderr
 
 
 def test_a_malformed_trusted_proxy_stops_the_start_and_names_the_entry():
