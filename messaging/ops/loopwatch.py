@@ -23,6 +23,7 @@ exists at start-up (`GC_FREEZE`).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import gc
 import logging
 import time
@@ -111,6 +112,8 @@ def time_collections(slow: float = 0.0) -> GcTimer:
     if _timer is None:
         _timer = GcTimer(slow)
         gc.callbacks.append(_timer)
+        # The interpreter's last collections run after logging's streams may be closed.
+        atexit.register(stop_timing_collections)
     else:
         _timer.slow = slow
     return _timer

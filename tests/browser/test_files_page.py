@@ -69,27 +69,30 @@ def test_a_reload_after_a_lost_answer_sends_the_same_key_and_posts_the_file_once
     join(ana, "files")
     write(ana, "before the file")
     expect(ana.locator("[data-msg-id][data-state=sent]")).to_have_count(1)
-    keys = []
+    keys, sent, reloaded = [], [], []
 
-    def lose_the_answer(route):
-        # The server stores the file; its answer never reaches the page.
-        keys.append(route.request.headers["idempotency-key"])
-        route.fetch()
+    def uploads(route):
+        key = route.request.headers["idempotency-key"]
+        if reloaded:
+            sent.append(key)
+            route.continue_()
+            return
+        # The server stores the file; its answer never reaches the page, nor does any retry before the reload.
+        keys.append(key)
+        if len(keys) == 1:
+            route.fetch()
         route.abort()
 
-    ana.route("**/api/uploads", lose_the_answer)
+    ana.route("**/api/uploads", uploads)
     ana.locator("[data-testid=attach]").set_input_files([CAT])
     poll(ana, lambda: keys, "the upload sent")
     poll(ana, lambda: Upload.objects.count() == 1, "the upload stored")
     # Reloaded before any retry got through: the file is still the browser's, with its key.
-    ana.unroute("**/api/uploads")
-    sent = []
-    ana.route(
-        "**/api/uploads", lambda route: (sent.append(route.request.headers["idempotency-key"]), route.continue_())
-    )
+    ana.once("framenavigated", lambda frame: reloaded.append(frame))
     ana.reload()
     expect(attachment(ana, "cat.png").locator("img")).to_be_visible()
-    assert set(sent) <= {keys[0]} and sent, "the reload sent the file again with its key"
+    assert set(keys) == {keys[0]}, "every retry before the reload kept the key"
+    assert sent and set(sent) == {keys[0]}, "the reload sent the file again with its key"
     expect(ana.locator("[data-testid=upload]")).to_have_count(0)
     ana.wait_for_timeout(1500)
     assert messages_with_files("files") == [["cat.png"]], "one post"
