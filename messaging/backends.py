@@ -81,11 +81,18 @@ def events_url(conf: MessagingSettings) -> str | None:
     return conf.EVENTS_URL or conf.REDIS_URL
 
 
+NO_EVENTS_URL = "events need a stream: set MESSAGING['EVENTS_URL'] or MESSAGING['REDIS_URL']"
+
+
 def required_events_url(conf: MessagingSettings) -> str:
     """`events_url`; ImproperlyConfigured if there is none."""
-    url = events_url(conf)
+    return required_url(events_url(conf))
+
+
+def required_url(url: str | None) -> str:
+    """The events' `url`, as given; ImproperlyConfigured if there is none."""
     if not url:
-        raise ImproperlyConfigured("events need a stream: set MESSAGING['EVENTS_URL'] or MESSAGING['REDIS_URL']")
+        raise ImproperlyConfigured(NO_EVENTS_URL)
     return url
 
 
@@ -95,7 +102,7 @@ def _by_scheme(setting: str, url: str | None, choices: dict[str, str]) -> str:
     if url and url.startswith(REDIS_SCHEMES):
         return choices["redis"]
     if not url:
-        raise ValueError("events need a stream: set MESSAGING['EVENTS_URL'] or MESSAGING['REDIS_URL']")
+        raise ValueError(NO_EVENTS_URL)
     raise ValueError(
         f"EVENTS_URL must be redis://... or nats://... (or set MESSAGING['{setting}']), not {url.split(':', 1)[0]}:..."
     )

@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 import redis
-from django.core.exceptions import ImproperlyConfigured
 from django.db import (
     DatabaseError,
     IntegrityError,
@@ -55,6 +54,7 @@ from django.db import (
     transaction,
 )
 
+from ..backends import required_url
 from .models import DeadLetter, InboxRecord
 from .redaction import as_it_stands
 from .retries import exponential
@@ -284,10 +284,8 @@ class Consumer(GroupApplier):
         stream: str | None = None,
         block: float = 1.0,
     ) -> GroupApplier:
-        if not url:
-            raise ImproperlyConfigured("events need a stream: set MESSAGING['EVENTS_URL'] or MESSAGING['REDIS_URL']")
         return cls(
-            redis_for_consumer(url, block),
+            redis_for_consumer(required_url(url), block),
             stream or conf.EVENTS_STREAM,
             group,
             handler,

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING
 
 import nats
 import orjson
-from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from ..backends import required_url
 from .consumers import GroupApplier, Handler
 from .nats import STREAM, SUBJECTS, connect
 from .retries import exponential
@@ -72,10 +72,8 @@ class NatsConsumer(GroupApplier):
         block: float = 1.0,
     ) -> GroupApplier:
         # JetStream's stream is `MESSAGING_EVENTS` (nats.py): `stream` names a Redis stream's key.
-        if not url:
-            raise ImproperlyConfigured("events need a stream: set MESSAGING['EVENTS_URL'] or MESSAGING['REDIS_URL']")
         return cls(
-            url,
+            required_url(url),
             group,
             handler,
             name=name,
