@@ -8,7 +8,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `CLAIM_LEASE` | 10 | seconds a claim blocks its id if its owner dies |
 | `IN_PROGRESS_WAIT` | 2.0 | seconds a duplicate waits for the first attempt before `in_progress` |
 | `MAX_FRAME_BYTES` | 65536 | largest text frame; larger ones close the socket with 1009 |
-| `REPLAY_LIMIT` | 500 | most messages sent as backlog on `room.join` with `since` |
+| `REPLAY_LIMIT` | 500 | most messages sent as backlog on `room.join` with `since`, and most changes with `since_rev` (which also stops at half of `MAX_SEND_BUFFER` in bytes; the ack's `rev_upto` says where) |
 | `RECENT_ON_JOIN` | 50 | messages sent as backlog on `room.join` without `since` |
 | `MEMBERS_ON_JOIN` | 100 | most members a `room.join` ack lists (with `members_total`; `room.members` pages through the rest); in a room of more members, receipts broadcast no `status` frames |
 | `STATES_PER_RECEIPT` | 500 | most `state` frames one receipt sends per state (`delivered`, `read`): those of the newest messages it moved |

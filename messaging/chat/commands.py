@@ -128,7 +128,9 @@ def join_room(ctx: CommandContext, join: Join) -> dict[str, Any]:
         **unread_in(room.pk, ctx.user, cast(int, read)),  # a member's, or 0 for the newcomer
     }
     if join.since_rev is not None:
-        frames, ack["rev_upto"] = changes_since(room, join.since_rev, ctx.user, limit=conf.REPLAY_LIMIT)
+        frames, ack["rev_upto"] = changes_since(
+            room, join.since_rev, ctx.user, limit=conf.REPLAY_LIMIT, max_bytes=conf.MAX_SEND_BUFFER // 2
+        )
         ctx.replies.extend(frames)
         # No backlog: a hook sends what it has for the messages the client holds.
         return replayed(ack, ctx, join_hook_replies(ctx, room, join, []))

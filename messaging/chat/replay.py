@@ -20,8 +20,10 @@ place (`rev`) of one of its changes:
 PROTOCOL.md allows this ("the latest change of a message ... as long as the
 client ends in the same state"). The replay covers the changes up to the
 ack's `last_rev` (read before it: later ones arrive live, the socket
-subscribed first), at most `REPLAY_LIMIT` frames. Its frames' revs are
-safe resume points: the replay is "cut" at `last_rev`, or, when the limit
+subscribed first), at most `REPLAY_LIMIT` frames and half of
+`MAX_SEND_BUFFER` in bytes (so that a page of long messages fits what an
+event stream holds before its first event, messaging/transport/events.py).
+Its frames' revs are safe resume points: the replay is "cut" at `last_rev`, or, when the limit
 cuts it short, at the place of the last frame sent (never between two
 frames of one place); a frame carries the rev
 of the state it shows where that is at most the cut, else its place. So the
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import orjson
 from django.db.models import F
 
 from ..models import Message, Room
@@ -49,10 +52,15 @@ from .messages import stored_msg_frame
 from .shown import with_reactions
 from .threads import changed_threads
 
+# A frame of a replay: its place (the rev of the change it is sent for), the rev of the state it shows, the frame.
+Placed = tuple[int, int, dict[str, Any]]
 
-def changes_since(room: Room, since_rev: int, viewer: Any, *, limit: int) -> tuple[list[dict[str, Any]], int]:
+
+def changes_since(
+    room: Room, since_rev: int, viewer: Any, *, limit: int, max_bytes: int = 0
+) -> tuple[list[dict[str, Any]], int]:
     """The frames that bring a client at `since_rev` to the room's state at
-    `room.last_rev`, at most `limit`, and the rev they bring it to: the cut
+    `room.last_rev`, at most `limit` and `max_bytes` of JSON (0: any), and the rev they bring it to: the cut
     (see the module's docstring). A replay hook returns its entries in place
     order, at most the `limit` it is given."""
     upto = room.last_rev
@@ -73,7 +81,7 @@ def changes_since(room: Room, since_rev: int, viewer: Any, *, limit: int) -> tup
     frames = [stored_msg_frame(m, room.slug, viewer) for m in posted]
     with_reactions([frame["d"] for frame in frames], posted, viewer)
     # Per source, (place, rev of the state shown, frame), in place order.
-    sources: list[list[tuple[int, int, dict[str, Any]]]] = [
+    sources: list[list[Placed]] = [
         # Filtered on their revs: none is null.
         [(cast(int, m.posted_rev), cast(int, m.rev), frame) for m, frame in zip(posted, frames, strict=True)],
         [
@@ -90,14 +98,32 @@ def changes_since(room: Room, since_rev: int, viewer: Any, *, limit: int) -> tup
         *(changes(room, since_rev, upto, limit + 1) for changes in replay_hooks()),
     ]
     horizon = min([source[limit - 1][0] for source in sources if len(source) > limit], default=upto)
-    placed = sorted((entry for source in sources for entry in source if entry[0] <= horizon), key=lambda e: e[0])
-    sent = placed[:limit]
-    if len(placed) > limit:
-        # Not between two frames of one place: those of the first place left out go, all of them.
-        sent = [entry for entry in sent if entry[0] < placed[limit][0]] or sent
+    placed: list[Placed] = sorted(
+        (entry for source in sources for entry in source if entry[0] <= horizon), key=lambda e: e[0]
+    )
+    sent = within(placed, limit, max_bytes)
     cut = sent[-1][0] if len(placed) > len(sent) else horizon
     frames = []
     for place, shown, frame in sent:
         frame["d"]["rev"] = shown if shown <= cut else place
         frames.append(frame)
     return frames, cut
+
+
+def within(placed: list[Placed], limit: int, max_bytes: int) -> list[Placed]:
+    """The first of `placed` (in place order) that a replay sends: at most `limit` of them and
+    `max_bytes` of JSON (0: any), never two frames of one place apart; the first place goes whole."""
+    sent = placed[:limit]
+    if max_bytes:
+        size = 0
+        for n, (_, _, frame) in enumerate(sent):
+            # (Each frame's rev is set once the cut is known: its size here is within a few bytes.)
+            size += len(orjson.dumps(frame))
+            if size > max_bytes:
+                sent = sent[:n]
+                break
+    if len(placed) > len(sent):
+        # Those of the first place left out go, all of them.
+        left_out = placed[len(sent)][0]
+        sent = [entry for entry in sent if entry[0] < left_out] or [e for e in placed if e[0] == placed[0][0]]
+    return sent

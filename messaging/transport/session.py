@@ -157,6 +157,11 @@ class Session:
         if self.worker is None:
             self.worker = asyncio.create_task(self.answer_inbox())
 
+    async def idle(self) -> None:
+        """Return once every frame received so far is answered (its replies put in the buffer)."""
+        while self.worker is not None:
+            await asyncio.wait([self.worker])
+
     async def answer_inbox(self) -> None:
         try:
             while self.inbox and not self.closed:

@@ -174,7 +174,7 @@ class EventStream:
                 session.overflowed(frames, waited)
 
         inner = stream_buffer(send, conf.MAX_SEND_BUFFER, overflowed, adapters=conf.SERVER_ADAPTERS)
-        port.buffer = buffer = EventBuffer(inner, rooms, since or [0] * len(rooms))
+        port.buffer = buffer = EventBuffer(inner, rooms, since)
         watch = credential_watch()
         session = Session(
             port,
@@ -184,10 +184,10 @@ class EventStream:
             credential=credential_of(given, user) if watch is not None else None,
             watch=watch,
         )
-        ping: asyncio.Task[None] | None = None
+        tasks: list[asyncio.Task[None]] = []
         try:
             await session.start()
-            acks = await self.join(session, port, rooms, since)
+            acks = await self.join_all(session, port, rooms, since)
             if isinstance(acks, Refused):
                 if not port.finished:
                     port.finished = True
@@ -196,44 +196,68 @@ class EventStream:
             await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
             port.started = True
             buffer.ready(orjson.dumps({"rooms": acks}).decode())
-            ping = asyncio.ensure_future(self.ping(buffer, conf.STREAM_PING_INTERVAL))
+            tasks += [
+                asyncio.ensure_future(self.ping(buffer, conf.STREAM_PING_INTERVAL)),
+                asyncio.ensure_future(self.catch_up(session, port)),
+            ]
             await until_first(disconnected(receive), port.done.wait())
         finally:
-            if ping is not None:
-                ping.cancel()
+            for task in tasks:
+                task.cancel()
             await session.end()
 
-    async def join(
+    async def join_all(
         self, session: Session, port: StreamPort, rooms: list[str], since: list[int] | None
     ) -> list[Any] | Refused:
         """Join `rooms` in turn as `room.join` does; the acks' `d`, or why the stream does not start."""
-        buffer = port.buffer
         acks: list[Any] = []
-        prefix = "stream-" + secrets.token_hex(8)
         for n, room in enumerate(rooms):
             d: dict[str, Any] = {"room": room} if since is None else {"room": room, "since_rev": since[n]}
-            while True:
-                if port.finished:
-                    return Refused(503, "unavailable", "the stream ended before it started")
-                id = f"{prefix}-{n}"
-                buffer.expected, buffer.acks = {id: room}, {}
-                buffer.acked.clear()
-                await session.receive(encode({"id": id, "t": "room.join", "d": d}))
-                await until_first(buffer.acked.wait(), port.done.wait())
-                ack = buffer.acks.get(id)
-                if ack is None:
-                    return Refused(503, "unavailable", "the stream ended before it started")
-                if ack.get("ok"):
-                    acks.append(ack["d"])
-                    break
-                error = ack.get("error") or {}
-                if error.get("code") == "rate_limited":
-                    await asyncio.sleep(float(error.get("retry_after") or 1))
-                    continue
-                status = {"forbidden": 403, "invalid": 400, "rate_limited": 429}.get(str(error.get("code")), 503)
-                return Refused(status, str(error.get("code")), f"{room}: {error.get('message')}")
-        buffer.expected = {}
+            ack = await self.join(session, port, d)
+            if isinstance(ack, Refused):
+                return ack
+            acks.append(ack)
         return acks
+
+    async def catch_up(self, session: Session, port: StreamPort) -> None:
+        """After `ready`: join again each room whose backlog did not fit before it, and each room
+        behind, from where its cursor is, until every one is at its `last_rev`.
+
+        Each join's backlog goes as fast as the client reads (the session waits
+        for the buffer between its frames). A join refused now (the user left a
+        private room) ends the stream; its client's next request is refused."""
+        buffer = port.buffer
+        while not port.finished and (n := buffer.lagging()) is not None:
+            room = buffer.rooms[n]
+            d: dict[str, Any] = {"room": room}
+            if buffer.resumed or n in buffer.behind:
+                d["since_rev"] = buffer.revs[n]
+            if isinstance(await self.join(session, port, d), Refused):
+                await port.end(None)
+
+    async def join(self, session: Session, port: StreamPort, d: dict[str, Any]) -> Any:
+        """One `room.join` with `d`, answered and its backlog put: the ack's `d`, or `Refused`."""
+        buffer, room = port.buffer, d["room"]
+        while True:
+            if port.finished:
+                return Refused(503, "unavailable", "the stream ended before it started")
+            id = "stream-" + secrets.token_hex(8)
+            buffer.expected = {id: room}
+            await session.receive(encode({"id": id, "t": "room.join", "d": d}))
+            await until_first(session.idle(), port.done.wait())
+            buffer.expected = {}
+            ack = buffer.acks.pop(id, None)
+            if ack is None:
+                return Refused(503, "unavailable", "the stream ended before it started")
+            if ack.get("ok"):
+                buffer.joined(room)
+                return ack["d"]
+            error = ack.get("error") or {}
+            if error.get("code") == "rate_limited":
+                await asyncio.sleep(float(error.get("retry_after") or 1))
+                continue
+            status = {"forbidden": 403, "invalid": 400, "rate_limited": 429}.get(str(error.get("code")), 503)
+            return Refused(status, str(error.get("code")), f"{room}: {error.get('message')}")
 
     async def ping(self, buffer: EventBuffer, interval: float) -> None:
         while True:

@@ -180,9 +180,12 @@ async def truth(open_clients, make_user) -> Shown:
     return shown
 
 
-@pytest.mark.parametrize("replay_limit", [500, 2])
-async def test_a_resume_by_since_rev_brings_every_kind_of_change(make_user, open_clients, settings, replay_limit):
-    settings.MESSAGING = {**settings.MESSAGING, "REPLAY_LIMIT": replay_limit}
+@pytest.mark.parametrize(("replay_limit", "send_buffer"), [(500, 1 << 20), (2, 1 << 20), (500, 1200)])
+async def test_a_resume_by_since_rev_brings_every_kind_of_change(
+    make_user, open_clients, settings, replay_limit, send_buffer
+):
+    # The replay stops at REPLAY_LIMIT frames, or at half of MAX_SEND_BUFFER in bytes (here about 3 frames).
+    settings.MESSAGING = {**settings.MESSAGING, "REPLAY_LIMIT": replay_limit, "MAX_SEND_BUFFER": send_buffer}
     ana, bob = await open_clients(await make_user("ana")), await open_clients(await make_user("bob"))
     await ana.join("lobby")
     await bob.join("lobby")
@@ -201,8 +204,8 @@ async def test_a_resume_by_since_rev_brings_every_kind_of_change(make_user, open
     assert shown.messages[5]["body"] == "four, fixed" and shown.messages[6]["deleted"] and len(shown.messages) == 7
     assert shown.counts == {4: 2, 2: 1}
     assert shown.rev == await database_sync_to_async(lambda: Room.objects.get(slug="lobby").last_rev)()
-    # Every change was in one replay, or REPLAY_LIMIT frames at a time.
-    assert joins == 1 if replay_limit == 500 else joins > 2
+    # Every change was in one replay, or a few frames at a time.
+    assert joins == 1 if (replay_limit, send_buffer) == (500, 1 << 20) else joins > 2
 
 
 async def test_a_replay_sends_a_message_changed_several_times_once(make_user, open_clients):
