@@ -65,14 +65,20 @@ def stored_sessions(keys: Collection[str]) -> dict[str, Mapping[str, Any]]:
 def encoded_sessions(keys: Collection[str]) -> dict[str, str] | None:
     """The stored data, still encoded, of each session of `keys` that exists and
     has not expired: one query, with the database engine (None with another)."""
-    store = import_module(settings.SESSION_ENGINE).SessionStore
-    # `_get_session_from_db` is private (not in django-stubs): read by name.
-    own_read = getattr(store, "_get_session_from_db", None) is getattr(db.SessionStore, "_get_session_from_db", None)
-    if store.load is not db.SessionStore.load or not own_read:
+    if not sessions_are_rows():
         return None
+    store = import_module(settings.SESSION_ENGINE).SessionStore
     # What `load` reads, for every key at once.
     rows = among(store.get_model_class().objects.filter(expire_date__gt=timezone.now()), "session_key", keys)
     return dict(rows.values_list("session_key", "session_data"))
+
+
+def sessions_are_rows() -> bool:
+    """Whether the session engine loads a session as the database engine does: its row, if not expired."""
+    store = import_module(settings.SESSION_ENGINE).SessionStore
+    # `_get_session_from_db` is private (not in django-stubs): read by name.
+    own_read = getattr(store, "_get_session_from_db", None) is getattr(db.SessionStore, "_get_session_from_db", None)
+    return store.load is db.SessionStore.load and own_read
 
 
 def among(rows: QuerySet[Any], field: str, values: Collection[Any]) -> QuerySet[Any]:

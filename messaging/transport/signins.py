@@ -10,7 +10,9 @@ bounded number of reads (below); `credential_watch` is the event loop's
 watcher (messaging/transport/watch.py) that asks it every
 `SESSION_CHECK_INTERVAL` and closes those sockets with 4401. A session
 that signed its user in at the watch's last round, and whose data, user and
-password are the same, is not decoded again (`Verified`, sessions.py).
+password are the same, is not decoded again (`Verified`, sessions.py), and
+on PostgreSQL a credential whose rows are the versions the last round
+decided on is not read again (`Stamps`, stamps.py).
 
 The reads, per `CHUNK` distinct credentials: one query for the users, one
 for the tokens, and with the database session engine one for the sessions
@@ -32,6 +34,7 @@ from ..conf import get_settings
 from ..core.runtime import runtime
 from ..models import ApiToken
 from .sessions import Verified, among, encoded_sessions, signs_in, stored_sessions
+from .stamps import Stamp, Stamps
 from .watch import CredentialWatch
 
 # Credentials asked about in one query of each kind: an `IN` list of this many
@@ -56,15 +59,28 @@ def credential_of(scope: dict[str, Any], user: Any) -> Credential:
     return Credential(user.pk, session_key=getattr(scope.get("session"), "session_key", None))
 
 
-def ended(credentials: Collection[Credential], verified: Verified | None = None) -> set[Credential]:
-    """Those of `credentials` that no longer sign their users in; `verified`:
-    the sessions the last call with it found signing in (a watch's rounds)."""
+def ended(
+    credentials: Collection[Credential], verified: Verified | None = None, stamps: Stamps | None = None
+) -> set[Credential]:
+    """Those of `credentials` that no longer sign their users in. A watch's rounds pass what the
+    last round kept: `verified`, the sessions it found signing in, and `stamps`, the versions of
+    the rows its decisions were made on (those whose rows are unchanged are not read again)."""
     given = list(credentials)
     found: set[Credential] = set()
     if verified is not None:
         verified.start()
+    fresh: dict[Credential, Stamp] = {}
+    stamped = stamps is not None and stamps.start()
+    if stamps is not None and stamped:
+        same = stamps.unchanged(given, timezone.now())
+        stamps.keep((c, stamps.last[c]) for c in same)
+        given = [c for c in given if c not in same]
+        fresh = stamps.read(given) if given else {}
     for start in range(0, len(given), CHUNK):
         found |= _ended(given[start : start + CHUNK], verified)
+    if stamps is not None:
+        stamps.keep((c, stamp) for c, stamp in fresh.items() if c not in found)
+        stamps.end()
     if verified is not None:
         verified.end()
     return found
@@ -116,13 +132,13 @@ def credential_watch() -> CredentialWatch[Credential] | None:
     if interval <= 0:
         return None
     loop_runtime = runtime()
-    # The watch runs one round at a time, so its rounds share this.
-    verified = Verified()
+    # The watch runs one round at a time, so its rounds share these.
+    verified, stamps = Verified(), Stamps()
 
     async def check(credentials: set[Credential]) -> set[Credential]:
         # On the commands' threads: channels' one database thread also signs
         # in every new socket, and must not queue behind checks.
-        gone: set[Credential] = await loop_runtime.gateway.run(ended, credentials, verified)
+        gone: set[Credential] = await loop_runtime.gateway.run(ended, credentials, verified, stamps)
         return gone
 
     return loop_runtime.part("credential_watch", lambda: CredentialWatch(check, interval), CredentialWatch.stop)

@@ -26,7 +26,9 @@ from django.utils import timezone
 
 from messaging.models import ApiToken
 from messaging.transport import signins
+from messaging.transport.sessions import Verified
 from messaging.transport.signins import Credential, ended
+from messaging.transport.stamps import Stamps, rows_decide
 from messaging.transport.tokens import create_token
 from project.asgi import application
 
@@ -97,11 +99,11 @@ def rounds(monkeypatch):
     seen = Rounds()
     check = signins.ended
 
-    def counted(credentials, verified=None):
+    def counted(credentials, verified=None, stamps=None):
         seen.append((set(credentials), threading.current_thread().name))
         if seen.failing:
             raise DatabaseError("the database is down")
-        return check(credentials, verified)
+        return check(credentials, verified, stamps)
 
     monkeypatch.setattr(signins, "ended", counted)
     return seen
@@ -253,8 +255,13 @@ def test_a_round_is_three_queries_however_many_credentials(django_user_model, dj
     ]
 
 
-def test_each_way_a_credential_ends_ends_it_and_nothing_else(django_user_model):
+@pytest.mark.parametrize("watched", [False, True])
+def test_each_way_a_credential_ends_ends_it_and_nothing_else(django_user_model, watched):
+    # `watched`: as a watch's round after one that found every credential signing in, its rows stamped.
     users, credentials = many_credentials(django_user_model, 12)
+    verified, stamps = (Verified(), Stamps()) if watched else (None, None)
+    if watched:
+        assert ended(credentials, verified, stamps) == set() and len(stamps.last) == 12
     by_token = [c for c in credentials if c.token_id is not None]
     by_session = [c for c in credentials if c.session_key is not None]
     now = timezone.now()
@@ -277,7 +284,40 @@ def test_each_way_a_credential_ends_ends_it_and_nothing_else(django_user_model):
     # A socket signed in by neither (a host's own middleware) ends with its user.
     alone = [Credential(users[0].pk), Credential(inactive[0].pk)]
 
-    assert ended([*credentials, *stolen, *alone]) == {*by_token[:3], by_token[4], *by_session[:4], *stolen, alone[1]}
+    assert ended([*credentials, *stolen, *alone], verified, stamps) == {
+        *by_token[:3],
+        by_token[4],
+        *by_session[:4],
+        *stolen,
+        alone[1],
+    }
+
+
+def test_a_watch_reads_again_only_the_credentials_whose_rows_changed(django_user_model, django_assert_num_queries):
+    assert rows_decide(), "the suite's settings (PostgreSQL, database sessions, ModelBackend) keep stamps"
+    users, credentials = many_credentials(django_user_model, 12)
+    verified, stamps = Verified(), Stamps()
+    # The first round: the rows' versions, read before the rows, then the rows.
+    with django_assert_num_queries(6) as captured:
+        assert ended(credentials, verified, stamps) == set()
+    assert ["xmin" in q["sql"] for q in captured.captured_queries] == [True] * 3 + [False] * 3
+    # Nothing changed: a query per table asks which rows are no longer those versions, and none is read.
+    with django_assert_num_queries(3) as captured:
+        assert ended(credentials, verified, stamps) == set()
+    assert all("unnest" in q["sql"] for q in captured.captured_queries)
+    # A change that ends nothing (a login's `last_login`) is read again, and still signs in.
+    users[1].last_login = timezone.now()
+    users[1].save(update_fields=["last_login"])
+    assert ended(credentials, verified, stamps) == set() and len(stamps.last) == 12
+    # A token that expires ends at its expiry with no change of its row: the stamp knows it.
+    token = next(c for c in credentials if c.token_id is not None)
+    ApiToken.objects.filter(pk=token.token_id).update(expires_at=timezone.now() + timedelta(seconds=1))
+    assert ended(credentials, verified, stamps) == set()
+    time.sleep(1.1)
+    assert ended(credentials, verified, stamps) == {token}
+    # A round forgets what it was not asked about.
+    assert token == credentials[0]
+    assert ended(credentials[1:4], verified, stamps) == set() and set(stamps.last) == set(credentials[1:4])
 
 
 @pytest.mark.parametrize(
@@ -314,8 +354,6 @@ def test_a_round_of_more_credentials_than_a_chunk_reads_in_chunks(
 
 def test_a_watch_decodes_a_session_again_only_once_something_of_it_changed(django_user_model, monkeypatch):
     from django.contrib.sessions.backends.base import SessionBase
-
-    from messaging.transport.sessions import Verified
 
     decoded = 0
     seen: list[str] = []
@@ -363,7 +401,6 @@ def test_a_watch_decodes_a_session_again_only_once_something_of_it_changed(djang
 
 
 def test_a_watch_decides_again_under_new_secret_keys(django_user_model, settings):
-    from messaging.transport.sessions import Verified
 
     user = django_user_model.objects.create_user(username="rekeyed")
     credential = Credential(user.pk, session_key=log_in_now(user))

@@ -1,0 +1,173 @@
+"""Which credentials' rows are as a watch's last round read them: one query per table, on PostgreSQL.
+
+A round of credential checks (signins.py) decides, for each of a process's
+sockets, from its user's row and its session's or token's row. Between two
+rounds of an idle process almost none of those rows change, yet reading
+them all again costs the process most of an idle socket's CPU (a model
+instance per user, a row per session). PostgreSQL gives every version of a
+row its own `xmin`, the transaction that wrote it, so a round asks only
+which rows are no longer the version the last decision was made on: one
+query per table, the rows' keys and `xmin`s sent as two array literals, and
+only the changed or deleted rows' keys come back. Those credentials, the
+new ones and the ones whose expiry has come, are decided again in full; the
+others still sign in.
+
+A stamp is read before the rows its decision reads: a row that changes in
+between is decided on its newer version and stamped with the older one, so
+the next round decides it again. Stamps are kept only where the decision
+is the rows' alone: on PostgreSQL, with the database session engine, and
+backends whose `get_user` is `ModelBackend`'s (or that have none) over a
+user model with Django's session hash. Anything else is decided in full every round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model, load_backend
+from django.contrib.auth.backends import ModelBackend
+from django.db import connections, router
+
+from ..models import ApiToken
+from .sessions import plain_hash, sessions_are_rows
+
+if TYPE_CHECKING:
+    from .signins import Credential
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """The versions a credential was decided on: its user's row's and its session's or token's, and its expiry."""
+
+    user: str
+    row: str | None = None
+    until: datetime | None = None
+
+
+class Stamps:
+    """A watch's stamps of the credentials its last round found signing in (held by one watch, one round at a time)."""
+
+    def __init__(self) -> None:
+        self.last: dict[Credential, Stamp] = {}
+        self.this: dict[Credential, Stamp] = {}
+        self.settings: tuple[Any, ...] = ()
+
+    def start(self) -> bool:
+        """A round begins: whether stamps hold (else every credential is decided in full, as without them)."""
+        now = (
+            settings.SECRET_KEY,
+            tuple(settings.SECRET_KEY_FALLBACKS),
+            tuple(settings.AUTHENTICATION_BACKENDS),
+            settings.SESSION_ENGINE,
+        )
+        if now != self.settings:
+            self.settings, self.last, self.this = now, {}, {}
+        return rows_decide()
+
+    def unchanged(self, credentials: Collection[Credential], now: datetime) -> set[Credential]:
+        """Those of `credentials` stamped by the last round whose rows are the same versions and not expired."""
+        stamped = {
+            c: stamp
+            for c in credentials
+            if (stamp := self.last.get(c)) is not None and (stamp.until is None or stamp.until > now)
+        }
+        if not stamped:
+            return set()
+        users = {str(c.user_id): stamp.user for c, stamp in stamped.items()}
+        sessions = {c.session_key: stamp.row for c, stamp in stamped.items() if c.session_key and stamp.row}
+        tokens = {str(c.token_id): stamp.row for c, stamp in stamped.items() if c.token_id is not None and stamp.row}
+        changed_users = changed(get_user_model(), users)
+        changed_sessions = changed(session_model(), sessions) if sessions else set()
+        changed_tokens = changed(ApiToken, tokens) if tokens else set()
+        return {
+            c
+            for c in stamped
+            if str(c.user_id) not in changed_users
+            and c.session_key not in changed_sessions
+            and str(c.token_id) not in changed_tokens
+        }
+
+    def read(self, credentials: Collection[Credential]) -> dict[Credential, Stamp]:
+        """The stamps of `credentials` as their rows are now (read before the rows their decision reads)."""
+        users = versions(get_user_model(), {str(c.user_id) for c in credentials})
+        session_keys = {c.session_key for c in credentials if c.token_id is None and c.session_key}
+        sessions = versions(session_model(), session_keys, "expire_date") if session_keys else {}
+        token_ids = {str(c.token_id) for c in credentials if c.token_id is not None}
+        tokens = versions(ApiToken, token_ids, "expires_at") if token_ids else {}
+        stamps = {}
+        for c in credentials:
+            user = users.get(str(c.user_id))
+            own = tokens.get(str(c.token_id)) if c.token_id is not None else sessions.get(c.session_key or "")
+            if user is None or (c.token_id is not None or c.session_key) and own is None:
+                continue  # gone: decided (and refused) in full, never stamped
+            stamps[c] = Stamp(user[0], own[0], own[1]) if own is not None else Stamp(user[0])
+        return stamps
+
+    def keep(self, stamps: Iterable[tuple[Credential, Stamp]]) -> None:
+        self.this.update(stamps)
+
+    def end(self) -> None:
+        self.last, self.this = self.this, {}
+
+
+def rows_decide() -> bool:
+    """Whether a credential's decision is its rows' alone (the module's docstring)."""
+    if connections[router.db_for_read(get_user_model())].vendor != "postgresql":
+        return False
+    if not sessions_are_rows():
+        return False
+    store = import_module(settings.SESSION_ENGINE).SessionStore
+    if connections[router.db_for_read(store.get_model_class())].vendor != "postgresql":
+        return False
+    # A backend without `get_user` (django-axes' standalone backend, say) never signs a session in.
+    backends = [b for b in map(load_backend, settings.AUTHENTICATION_BACKENDS) if hasattr(b, "get_user")]
+    user = get_user_model()
+    return (
+        all(isinstance(b, ModelBackend) and type(b).get_user is ModelBackend.get_user for b in backends)
+        and plain_hash(user())
+        and hasattr(user, "password")
+    )
+
+
+def session_model() -> Any:
+    return import_module(settings.SESSION_ENGINE).SessionStore.get_model_class()
+
+
+def array(values: Iterable[str]) -> str:
+    """A PostgreSQL array literal of `values`: keys, ids and `xmin`s, none of which needs quoting."""
+    return "{" + ",".join(values) + "}"
+
+
+def changed(model: Any, stamps: dict[str, str]) -> set[str]:
+    """The primary keys (as text) of `stamps` whose row of `model` is gone or no longer the stamped version."""
+    connection, table, key, key_type = about(model)
+    sql = (
+        f"SELECT k.key FROM unnest(%s::{key_type}[], %s::xid[]) AS k(key, stamp) "
+        f"LEFT JOIN {table} AS r ON r.{key} = k.key AND r.xmin = k.stamp WHERE r.{key} IS NULL"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [array(stamps), array(stamps.values())])
+        return {str(row[0]) for row in cursor.fetchall()}
+
+
+def versions(model: Any, keys: Collection[str], *also: str) -> dict[str, tuple[Any, ...]]:
+    """Each row of `model` whose primary key (as text) is among `keys`: its `xmin`, then the fields `also`."""
+    connection, table, key, key_type = about(model)
+    columns = "".join(f", {connection.ops.quote_name(model._meta.get_field(name).column)}" for name in also)
+    sql = f"SELECT {key}, xmin::text{columns} FROM {table} WHERE {key} = ANY(%s::{key_type}[])"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [array(keys)])
+        return {str(row[0]): tuple(row[1:]) for row in cursor.fetchall()}
+
+
+def about(model: Any) -> tuple[Any, str, str, str]:
+    """The connection that reads `model`, its quoted table, its quoted primary key column and that column's type."""
+    connection = connections[router.db_for_read(model)]
+    quote = connection.ops.quote_name
+    pk = model._meta.pk
+    return connection, quote(model._meta.db_table), quote(pk.column), pk.rel_db_type(connection)
