@@ -8,7 +8,9 @@ stream is `ready`, what the joins send is held, so that the `ready` event goes
 first: at most `MAX_SEND_BUFFER` per room. A room whose join sends more (its
 50 latest messages, all long) is "deferred": what it held is dropped, and the
 stream joins it again once `ready` is sent, when its backlog goes as fast
-as the client reads. The bound, the order, the close and the overflow are
+as the client reads. Past `MAX_SEND_BUFFER` times the rooms in all, or a
+joined room's live frames past its share, the stream ends as an overflowing
+socket is closed. The bound, the order, the close and the overflow are
 those of the buffer it wraps (messaging/transport/servers/streams.py).
 
 The cursor is the stream's rooms' revs (PROTOCOL.md, "One cursor for every
@@ -190,14 +192,15 @@ class EventBuffer:
             return False
         if self.inner.overflowed:
             return True
-        if n is not None and self.held_by_room[n] + len(text) > self.inner.limit:
+        if n is not None and n in self.joining and self.held_by_room[n] + len(text) > self.inner.limit:
+            # Its join's backlog: nothing of the room has moved the cursor yet, so it can be sent later.
             self.defer(n)
             return True
         self.held.append((n, text))
         self.held_bytes += len(text)
         if n is not None:
             self.held_by_room[n] += len(text)
-        if self.held_bytes > self.hold_limit:
+        if self.held_bytes > self.hold_limit or n is not None and self.held_by_room[n] > self.inner.limit:
             self.overflow()
         return True
 

@@ -134,3 +134,21 @@ async def test_held_frames_of_no_room_past_the_hold_overflow_the_stream():
     # Dropped from now on, never held.
     assert buffer.send(frame("msg", room="lobby", seq=1, rev=1))
     assert len(inner.queue) == 0
+
+
+async def test_live_frames_of_a_joined_room_past_its_share_before_ready_overflow_the_stream():
+    # Only a join's own backlog can be sent again later: a joined room's cursor has moved.
+    overflows = []
+    inner = SendBuffer(drop, 4000, lambda frames, waited: overflows.append((frames, waited)))
+    buffer = EventBuffer(inner, ROOMS, [0, 0])
+    buffer.expected = {"j1": "lobby"}
+    buffer.send(ack("j1", room="lobby", last_rev=0, rev_upto=0))
+    buffer.joined("lobby")
+    rev = 0
+    while not overflows:
+        rev += 1
+        assert rev < 100
+        buffer.send(frame("msg", room="lobby", seq=rev, rev=rev, body="x" * 500))
+    assert buffer.overflowed and buffer.lagging() is None
+    [(frames, waited)] = overflows
+    assert waited > 4000 and waited < 2 * 4000, "past its share, not the whole hold"
