@@ -139,8 +139,9 @@ def session_model() -> Any:
 
 
 def array(values: Iterable[str]) -> str:
-    """A PostgreSQL array literal of `values`: keys, ids and `xmin`s, none of which needs quoting."""
-    return "{" + ",".join(values) + "}"
+    """A PostgreSQL array literal of `values`, each quoted: one text parameter, which costs the
+    driver far less than adapting a list of thousands of values every round."""
+    return "{" + ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
 
 
 def changed(model: Any, stamps: dict[str, str]) -> set[str]:

@@ -408,3 +408,14 @@ def test_a_watch_decides_again_under_new_secret_keys(django_user_model, settings
     assert ended([credential], verified) == set()
     settings.SECRET_KEY = "a-new-secret-and-no-fallback"
     assert ended([credential], verified) == {credential}
+
+
+def test_the_stamps_array_literal_carries_any_text_as_it_is():
+    from django.db import connection
+
+    from messaging.transport.stamps import array
+
+    values = ["plain", "a,b", 'say "hi"', "back\\slash", "{braces}", " spaced ", "NULL", ""]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT %s::text[]", [array(values)])
+        assert cursor.fetchone()[0] == values
