@@ -63,7 +63,10 @@ async def stop_a_server_past_the_lease(run: Run) -> None:
     run.servers[0].signal(signal.SIGSTOP)
     for outbox in run.fleet:
         outbox.ack_timeout = 1.0  # notice the silent server sooner and move on
-    await asyncio.sleep(4)  # twice CLAIM_LEASE: its claims run out, retries take new ones
+    # Commands in flight on the stopped server, however much of the burst it had answered:
+    # its outboxes hear nothing for 3 ack timeouts and move to the other server.
+    await burst(run.fleet, 2, "stopped")
+    await asyncio.sleep(6)  # three CLAIM_LEASEs: its claims run out, retries take new ones
     run.servers[0].signal(signal.SIGCONT)
 
 
