@@ -15,12 +15,12 @@ import re
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.utils import timezone
 from playwright.sync_api import expect
 
 from messaging.files.models import Upload
-from messaging.models import Membership, Message, Room
+from messaging.models import Message
 
+from ..support.archives import archive
 from ..support.uploads import PDF, PNG_PIXEL
 from .conftest import join, poll, sign_in, write
 
@@ -99,34 +99,12 @@ def test_a_reload_after_a_lost_answer_sends_the_same_key_and_posts_the_file_once
     assert Upload.objects.count() == 1, "one upload"
 
 
-def archive(slug: str, member, bodies: dict[int, str], count: int) -> None:
-    """A room of `count` messages by another user, `member` a member of it; `bodies` by seq, else `old <seq>`."""
-    sender = get_user_model().objects.create_user(username=f"poster-{slug}", first_name="poster")
-    room = Room.objects.create(slug=slug, last_seq=count, last_rev=count)
-    Membership.objects.create(room=room, user=sender)
-    if member is not None:
-        Membership.objects.create(room=room, user=member)
-    Message.objects.bulk_create(
-        Message(
-            room=room,
-            seq=n,
-            sender=sender,
-            client_msg_id=f"{slug}-{n}",
-            body=bodies.get(n, f"old {n}"),
-            sent_at=timezone.now(),
-            posted_rev=n,
-            rev=n,
-        )
-        for n in range(1, count + 1)
-    )
-
-
 def test_a_search_lists_the_users_messages_and_opens_one_in_its_room(server, new_context):
     ana = sign_in(new_context(), server.url, "Ana")
     user = get_user_model().objects.get(first_name="Ana")
-    archive("archive", user, {12: "the needle we want"}, 130)
-    archive("other", user, {1: "another needle here"}, 1)
-    archive("secret", None, {1: "a needle not for ana"}, 1)
+    archive("archive", user, ["the needle we want" if n == 12 else f"old {n}" for n in range(1, 131)])
+    archive("other", user, ["another needle here"])
+    archive("secret", None, ["a needle not for ana"])
     search = ana.locator("[data-testid=search-input]")
     search.fill("NEEDLE")
     search.press("Enter")

@@ -9,12 +9,13 @@ from urllib.parse import urlsplit
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
-from django.utils import timezone
 
-from messaging.models import Membership, Message, Room
+from messaging.models import Membership, Room
 from messaging.transport.events import encode_cursor
 from messaging.transport.tokens import create_token
 from messaging_client import Client
+
+from ..support.archives import archive
 
 pytestmark = [pytest.mark.e2e]
 
@@ -269,25 +270,8 @@ async def test_a_stream_whose_token_is_revoked_ends_and_another_users_goes_on(st
     assert msg["d"]["body"] == "still here"
 
 
-def archive(slug: str, member: str, bodies: list[str]) -> None:
-    """A room of `bodies`, posted by another user, `member` a member of it."""
-    sender = get_user_model().objects.create_user(username=f"poster-{slug}", first_name="poster")
-    room = Room.objects.create(slug=slug, last_seq=len(bodies), last_rev=len(bodies))
-    Membership.objects.create(room=room, user=sender)
-    Membership.objects.create(room=room, user=get_user_model().objects.get(username=member))
-    Message.objects.bulk_create(
-        Message(
-            room=room,
-            seq=n,
-            sender=sender,
-            client_msg_id=f"{slug}-{n}",
-            body=body,
-            sent_at=timezone.now(),
-            posted_rev=n,
-            rev=n,
-        )
-        for n, body in enumerate(bodies, start=1)
-    )
+def archive_of(slug: str, username: str, bodies: list[str]) -> None:
+    archive(slug, get_user_model().objects.get(username=username), bodies)
 
 
 async def test_a_resume_larger_than_the_hold_comes_in_pages_each_change_once_then_live(start, streams):
@@ -295,7 +279,7 @@ async def test_a_resume_larger_than_the_hold_comes_in_pages_each_change_once_the
     # (MAX_SEND_BUFFER) a stream holds before `ready`, and a replay's 500 KB page.
     server = start()
     ana, bob = await sync_to_async(user_with_token)("ana"), await sync_to_async(user_with_token)("bob")
-    await sync_to_async(archive)("archive", "ana", [f"{n:04} " + "x" * 3995 for n in range(1, 401)])
+    await sync_to_async(archive_of)("archive", "ana", [f"{n:04} " + "x" * 3995 for n in range(1, 401)])
     stream = await streams(server.url, "/api/stream?rooms=archive", ana, Last_Event_ID=encode_cursor(["archive"], [0]))
     ready = await stream.event()
     assert ready["event"] == "ready" and ready["id"] == encode_cursor(["archive"], [0])
@@ -316,8 +300,8 @@ async def test_a_first_join_larger_than_the_hold_is_sent_after_ready(start, stre
     # The 50 latest messages, each 4,000 control characters (24 kB of JSON): 1.2 MB, more than the hold.
     server = start()
     ana = await sync_to_async(user_with_token)("ana")
-    await sync_to_async(archive)("noisy", "ana", ["\x01" * 4000] * 60)
-    await sync_to_async(archive)("calm", "ana", ["hello"] * 3)
+    await sync_to_async(archive_of)("noisy", "ana", ["\x01" * 4000] * 60)
+    await sync_to_async(archive_of)("calm", "ana", ["hello"] * 3)
     stream = await streams(server.url, "/api/stream?rooms=noisy,calm", ana)
     ready = await stream.event()
     assert ready["event"] == "ready" and [r["room"] for r in json.loads(ready["data"])["rooms"]] == ["noisy", "calm"]

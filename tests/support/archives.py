@@ -1,0 +1,32 @@
+"""Rooms of many stored messages, written in bulk: what long histories look like without posting them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from messaging.models import Membership, Message, Room
+
+
+def archive(slug: str, member: Any, bodies: list[str]) -> None:
+    """A room of `bodies` (seq and rev 1, 2, ...), posted by a user of its own; `member` (or None) a member of it."""
+    sender = get_user_model().objects.create_user(username=f"poster-{slug}", first_name="poster")
+    room = Room.objects.create(slug=slug, last_seq=len(bodies), last_rev=len(bodies))
+    Membership.objects.create(room=room, user=sender)
+    if member is not None:
+        Membership.objects.create(room=room, user=member)
+    Message.objects.bulk_create(
+        Message(
+            room=room,
+            seq=n,
+            sender=sender,
+            client_msg_id=f"{slug}-{n}",
+            body=body,
+            sent_at=timezone.now(),
+            posted_rev=n,
+            rev=n,
+        )
+        for n, body in enumerate(bodies, start=1)
+    )
