@@ -70,8 +70,7 @@ def ended(
     if verified is not None:
         verified.start()
     fresh: dict[Credential, Stamp] = {}
-    stamped = stamps is not None and stamps.start()
-    if stamps is not None and stamped:
+    if stamps is not None and stamps.start():
         same = stamps.unchanged(given, timezone.now())
         stamps.keep((c, stamps.last[c]) for c in same)
         given = [c for c in given if c not in same]
