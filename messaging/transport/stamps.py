@@ -78,18 +78,19 @@ class Stamps:
         }
         if not stamped:
             return set()
-        users = {str(c.user_id): stamp.user for c, stamp in stamped.items()}
-        sessions = {c.session_key: stamp.row for c, stamp in stamped.items() if c.session_key and stamp.row}
-        tokens = {str(c.token_id): stamp.row for c, stamp in stamped.items() if c.token_id is not None and stamp.row}
-        changed_users = changed(get_user_model(), users)
-        changed_sessions = changed(session_model(), sessions) if sessions else set()
-        changed_tokens = changed(ApiToken, tokens) if tokens else set()
+        # (key, version) pairs: two credentials of one user may have been stamped in different rounds.
+        users = {(str(c.user_id), stamp.user) for c, stamp in stamped.items()}
+        sessions = {(c.session_key, stamp.row) for c, stamp in stamped.items() if c.session_key and stamp.row}
+        tokens = {(str(c.token_id), stamp.row) for c, stamp in stamped.items() if c.token_id is not None and stamp.row}
+        gone = changed(get_user_model(), users)
+        gone |= changed(session_model(), sessions) if sessions else set()
+        gone |= changed(ApiToken, tokens) if tokens else set()
         return {
             c
-            for c in stamped
-            if str(c.user_id) not in changed_users
-            and c.session_key not in changed_sessions
-            and str(c.token_id) not in changed_tokens
+            for c, stamp in stamped.items()
+            if (str(c.user_id), stamp.user) not in gone
+            and (c.session_key, stamp.row) not in gone
+            and (str(c.token_id), stamp.row) not in gone
         }
 
     def read(self, credentials: Collection[Credential]) -> dict[Credential, Stamp]:
@@ -144,16 +145,17 @@ def array(values: Iterable[str]) -> str:
     return "{" + ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
 
 
-def changed(model: Any, stamps: dict[str, str]) -> set[str]:
-    """The primary keys (as text) of `stamps` whose row of `model` is gone or no longer the stamped version."""
+def changed(model: Any, stamps: Collection[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Those of `stamps`, (primary key as text, version), whose row of `model` is gone or another version."""
     connection, table, key, key_type = about(model)
     sql = (
-        f"SELECT k.key FROM unnest(%s::{key_type}[], %s::xid[]) AS k(key, stamp) "
+        f"SELECT k.key, k.stamp::text FROM unnest(%s::{key_type}[], %s::xid[]) AS k(key, stamp) "
         f"LEFT JOIN {table} AS r ON r.{key} = k.key AND r.xmin = k.stamp WHERE r.{key} IS NULL"
     )
+    keys, xmins = zip(*stamps, strict=True)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [array(stamps), array(stamps.values())])
-        return {str(row[0]) for row in cursor.fetchall()}
+        cursor.execute(sql, [array(keys), array(xmins)])
+        return {(str(row[0]), row[1]) for row in cursor.fetchall()}
 
 
 def versions(model: Any, keys: Collection[str], *also: str) -> dict[str, tuple[Any, ...]]:

@@ -410,6 +410,31 @@ def test_a_watch_decides_again_under_new_secret_keys(django_user_model, settings
     assert ended([credential], verified) == {credential}
 
 
+def test_two_sockets_of_a_user_stamped_at_two_versions_of_the_user_are_each_checked_against_their_own(
+    django_user_model,
+):
+    # The old session's socket was last decided before a password change, the new one's after it
+    # (a round may stamp them so: one found unchanged, the other read just after the change).
+    from messaging.transport.stamps import Stamp, session_model, versions
+
+    user = django_user_model.objects.create_user(username="two-devices", password="old")
+    old = Credential(user.pk, session_key=log_in_now(user))
+    before = versions(django_user_model, [str(user.pk)])[str(user.pk)][0]
+    user.set_password("new")
+    user.save()
+    new = Credential(user.pk, session_key=log_in_now(user))
+    after = versions(django_user_model, [str(user.pk)])[str(user.pk)][0]
+    sessions = versions(session_model(), [old.session_key, new.session_key], "expire_date")
+    stamps, verified = Stamps(), Verified()
+    assert stamps.start()
+    stamps.last = {
+        old: Stamp(before, *sessions[old.session_key]),
+        new: Stamp(after, *sessions[new.session_key]),
+    }
+    assert before != after
+    assert ended([old, new], verified, stamps) == {old}
+
+
 def test_the_stamps_array_literal_carries_any_text_as_it_is():
     from django.db import connection
 
