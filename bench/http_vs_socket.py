@@ -61,6 +61,37 @@ def manage(env: dict[str, str], *argv: str) -> str:
     ).stdout
 
 
+# What a bench that measures throughput, not the limits, sets beside `server_env`'s.
+UNLIMITED = {
+    "SIGNIN_RATE": "0",
+    "MESSAGING_RATE_BURST": "1000000",
+    "MESSAGING_RATE_PER_SECOND": "1000000",
+    "MESSAGING_USER_RATE_LIMIT": "1000000",
+    "MESSAGING_ROOMS_CREATED_PER_HOUR": "0",
+    "MESSAGING_ROOMS_CREATED_PER_ADDRESS_PER_HOUR": "0",
+}
+
+
+def server_env(database: str, redis_url: str, **settings: str) -> dict[str, str]:
+    """The environment of a bench's server (DEBUG off, no handshake limit, `settings` beside),
+    on a new database, migrated, and an emptied Redis db."""
+    fresh_database(database)
+    redis.Redis.from_url(redis_url).flushdb()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database,
+        "REDIS_URL": redis_url,
+        "DEBUG": "0",
+        "SECRET_KEY": "bench-secret-not-for-production",
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "LOG_LEVEL": "WARNING",
+        "CONNECT_RATE": "0",
+        **settings,
+    }
+    manage(env, "migrate", "--noinput", "-v0")
+    return env
+
+
 USERS_AND_TOKENS = """
 import json
 from django.contrib.auth import get_user_model
@@ -199,26 +230,7 @@ async def measure(args: argparse.Namespace, port: int, tokens: list[str]) -> dic
 
 def main() -> None:
     args = parse_args()
-    fresh_database(args.database)
-    redis.Redis.from_url(args.redis).flushdb()
-    env = {
-        **os.environ,
-        "DATABASE_URL": args.database,
-        "REDIS_URL": args.redis,
-        "DEBUG": "0",
-        "SECRET_KEY": "bench-secret-not-for-production",
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "LOG_LEVEL": "WARNING",
-        "CONNECT_RATE": "0",
-        "SIGNIN_RATE": "0",
-        # The bench measures throughput, not the limits.
-        "MESSAGING_RATE_BURST": "1000000",
-        "MESSAGING_RATE_PER_SECOND": "1000000",
-        "MESSAGING_USER_RATE_LIMIT": "1000000",
-        "MESSAGING_ROOMS_CREATED_PER_HOUR": "0",
-        "MESSAGING_ROOMS_CREATED_PER_ADDRESS_PER_HOUR": "0",
-    }
-    manage(env, "migrate", "--noinput", "-v0")
+    env = server_env(args.database, args.redis, **UNLIMITED)
     # The last line: `shell` may say first what it imported.
     tokens = json.loads(manage(env, "shell", "-c", USERS_AND_TOKENS.format(users=args.users)).strip().splitlines()[-1])
     server = Server("daphne", env, Path(tempfile.mkdtemp()), app="project.asgi:application").start()

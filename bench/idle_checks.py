@@ -35,7 +35,7 @@ import psycopg
 import redis
 import websockets
 
-from .http_vs_socket import fresh_database, manage
+from .http_vs_socket import manage, server_env
 from .servers import ROOT, UVICORN_ARGS, Server
 
 SESSIONS_AND_TOKENS = """
@@ -195,20 +195,7 @@ async def hold(
 
 def main() -> None:
     args = parse_args()
-    fresh_database(args.database)
-    redis.Redis.from_url(args.redis).flushdb()
-    env = {
-        **os.environ,
-        "DATABASE_URL": args.database,
-        "REDIS_URL": args.redis,
-        "DEBUG": "0",
-        "SECRET_KEY": "bench-secret-not-for-production",
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "LOG_LEVEL": "WARNING",
-        "CONNECT_RATE": "0",
-        "MESSAGING_SESSION_CHECK_INTERVAL": str(args.interval),
-    }
-    manage(env, "migrate", "--noinput", "-v0")
+    env = server_env(args.database, args.redis, MESSAGING_SESSION_CHECK_INTERVAL=str(args.interval))
     script = SESSIONS_AND_TOKENS.format(sockets=args.sockets, tokens=args.tokens)
     # The last line: `shell` may say first what it imported.
     credentials = json.loads(manage(env, "shell", "-c", script).strip().splitlines()[-1])

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import tempfile
 import time
@@ -26,12 +25,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import redis
 import websockets
 from websockets.typing import Origin
 
 from .cpu import process_cpu_seconds
-from .http_vs_socket import USERS_AND_TOKENS, Socket, fresh_database, manage
+from .http_vs_socket import UNLIMITED, USERS_AND_TOKENS, Socket, manage, server_env
 from .servers import ROOT, Server
 
 
@@ -166,25 +164,7 @@ async def measure(args: argparse.Namespace, port: int, pid: int, tokens: list[st
 
 def main() -> None:
     args = parse_args()
-    fresh_database(args.database)
-    redis.Redis.from_url(args.redis).flushdb()
-    env = {
-        **os.environ,
-        "DATABASE_URL": args.database,
-        "REDIS_URL": args.redis,
-        "DEBUG": "0",
-        "SECRET_KEY": "bench-secret-not-for-production",
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "LOG_LEVEL": "WARNING",
-        "CONNECT_RATE": "0",
-        "SIGNIN_RATE": "0",
-        "MESSAGING_RATE_BURST": "1000000",
-        "MESSAGING_RATE_PER_SECOND": "1000000",
-        "MESSAGING_USER_RATE_LIMIT": "1000000",
-        "MESSAGING_ROOMS_CREATED_PER_HOUR": "0",
-        "MESSAGING_ROOMS_CREATED_PER_ADDRESS_PER_HOUR": "0",
-    }
-    manage(env, "migrate", "--noinput", "-v0")
+    env = server_env(args.database, args.redis, **UNLIMITED)
     users = args.listeners + 1
     tokens = json.loads(manage(env, "shell", "-c", USERS_AND_TOKENS.format(users=users)).strip().splitlines()[-1])
     server = Server(args.server, env, Path(tempfile.mkdtemp()), app="project.asgi:application").start()
