@@ -52,6 +52,17 @@ def message_seq(d: dict[str, Any]) -> int:
     return seq
 
 
+def live_message_id(room_id: int, room: str, seq: int) -> int:
+    """The id of message `seq` of room `room_id` (named `room` to the client); `Invalid` if there is none or it is deleted."""
+    found = Message.objects.filter(room_id=room_id, seq=seq).values_list("id", "deleted_at").first()
+    if found is None:
+        raise Invalid(f"no message {seq} in room {room}")
+    message_id, deleted_at = found
+    if deleted_at is not None:
+        raise Invalid(f"message {seq} is deleted")
+    return message_id
+
+
 def validate_message_ref(d: dict[str, Any]) -> MessageRef:
     return MessageRef(room=room_slug(d), seq=message_seq(d))
 

@@ -42,7 +42,7 @@ from ..core.handlers import CommandContext, command
 from ..core.protocol import room_slug
 from ..events.outbox import emit
 from ..models import Message, Room
-from .edits import message_seq
+from .edits import live_message_id, message_seq
 from .models import Reaction, ReactionTally
 from .revs import next_rev
 from .rooms import joined_room_id
@@ -89,12 +89,7 @@ def count_of(message_id: int, emoji: str) -> int:
 def set_reaction(ctx: CommandContext, reaction: SetReaction) -> dict[str, Any]:
     room_id = joined_room_id(ctx.user, reaction.room)
     Room.objects.select_for_update().filter(pk=room_id).values_list("pk", flat=True).get()
-    found = Message.objects.filter(room_id=room_id, seq=reaction.seq).values_list("id", "deleted_at").first()
-    if found is None:
-        raise Invalid(f"no message {reaction.seq} in room {reaction.room}")
-    message_id, deleted_at = found
-    if deleted_at is not None:
-        raise Invalid(f"message {reaction.seq} is deleted")
+    message_id = live_message_id(room_id, reaction.room, reaction.seq)
     ack = {"room": reaction.room, "seq": reaction.seq, "emoji": reaction.emoji, "on": reaction.on}
     mine = Reaction.objects.filter(message_id=message_id, user=ctx.user, emoji=reaction.emoji)
     if mine.exists() == reaction.on:

@@ -32,12 +32,11 @@ from typing import Any, cast
 
 from django.db import connection
 
-from ...chat.edits import MessageRef, validate_message_ref
+from ...chat.edits import MessageRef, live_message_id, validate_message_ref
 from ...chat.hooks import on_join, on_page, on_replay
 from ...chat.revs import next_rev
 from ...chat.rooms import joined_room_id
 from ...conf import get_settings
-from ...core.exceptions import Invalid
 from ...core.handlers import CommandContext, command
 from ...core.protocol import optional_seq
 from ...core.sql import statement
@@ -71,12 +70,7 @@ def increment(message_id: int, room_id: int, rev: int) -> int:
 @command("reaction.add", validate=validate_message_ref)
 def add_reaction(ctx: CommandContext, reaction: MessageRef) -> dict[str, Any]:
     room_id = joined_room_id(ctx.user, reaction.room)
-    found = Message.objects.filter(room_id=room_id, seq=reaction.seq).values_list("id", "deleted_at").first()
-    if found is None:
-        raise Invalid(f"no message {reaction.seq} in room {reaction.room}")
-    message_id, deleted_at = found
-    if deleted_at is not None:
-        raise Invalid(f"message {reaction.seq} is deleted")
+    message_id = live_message_id(room_id, reaction.room, reaction.seq)
     # The room's row lock (the rev) before the count's, as posts and edits take it.
     rev, position = next_rev(room_id)
     count = increment(message_id, room_id, rev)
