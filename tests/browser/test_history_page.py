@@ -8,12 +8,11 @@ of 50 does not fit in one frame, so the server answers with fewer and
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.utils import timezone
 from playwright.sync_api import expect
 
-from messaging.models import Membership, Message, Room
+from messaging.models import Message
 
+from ..support.archives import archive
 from ..support.noisy import noisy_room
 from .conftest import Relay, bubbles, join, poll, sign_in
 
@@ -43,22 +42,7 @@ def test_scroll_back_goes_through_short_pages_to_the_rooms_first_message(server,
 
 
 def plain_room(slug: str, count: int) -> None:
-    sender = get_user_model().objects.create_user(username=f"poster-{slug}", first_name="poster")
-    room = Room.objects.create(slug=slug, last_seq=count, last_rev=count)
-    Membership.objects.create(room=room, user=sender)
-    Message.objects.bulk_create(
-        Message(
-            room=room,
-            seq=n,
-            sender=sender,
-            client_msg_id=f"old-{n}",
-            body=f"old {n}",
-            sent_at=timezone.now(),
-            posted_rev=n,
-            rev=n,
-        )
-        for n in range(1, count + 1)
-    )
+    archive(slug, None, [f"old {n}" for n in range(1, count + 1)])
 
 
 def history_requests(relay: Relay) -> list[dict]:
