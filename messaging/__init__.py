@@ -45,6 +45,7 @@ _PUBLIC = {
     "StreamRoute": "messaging.transport.stream",
     "allow_protocol_close_codes": "messaging.transport.daphne_compat",
     "defer_autobahn_log_formatting": "messaging.transport.daphne_compat",
+    "sweep_only_due_connections": "messaging.transport.daphne_sweeps",
     "limit_posts_per_address": "messaging.transport.addresses",
     "client_of_scope": "messaging.transport.addresses",
     "client_of_request": "messaging.transport.addresses",

@@ -16,6 +16,7 @@ from messaging.conf import get_settings  # noqa: E402
 from messaging.federation import start as start_federation  # noqa: E402
 from messaging.ops.loopwatch import tune_collector  # noqa: E402
 from messaging.transport.daphne_compat import allow_protocol_close_codes, defer_autobahn_log_formatting  # noqa: E402
+from messaging.transport.daphne_sweeps import sweep_only_due_connections  # noqa: E402
 from messaging.transport.gate import SocketGate  # noqa: E402
 from messaging.transport.http.upload_limit import UploadLimit  # noqa: E402
 from messaging.transport.routing import websocket_urlpatterns  # noqa: E402
@@ -25,6 +26,8 @@ from messaging.transport.stream import StreamRoute  # noqa: E402
 allow_protocol_close_codes()
 # Autobahn formats its debug lines' arguments on every frame, logged or not.
 defer_autobahn_log_formatting()
+# Daphne walks every connection each second and every two: only what is due is visited.
+sweep_only_due_connections()
 
 application = ProtocolTypeRouter(
     {

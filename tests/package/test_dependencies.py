@@ -87,6 +87,7 @@ for name in messaging.__all__:
     getattr(messaging, name)
 messaging.allow_protocol_close_codes()
 messaging.defer_autobahn_log_formatting()
+messaging.sweep_only_due_connections()
 application = ProtocolTypeRouter({"http": get_asgi_application(),
                                   "websocket": messaging.SocketGate(URLRouter(messaging.websocket_urlpatterns))})
 resolve("/healthz")

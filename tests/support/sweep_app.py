@@ -1,0 +1,74 @@
+"""An ASGI app for daphne's sweeps under test (tests/e2e/test_daphne_sweeps.py), served by a real daphne.
+
+It applies `sweep_only_due_connections()` as project/asgi.py does, counts
+the WebSocket visits of daphne's timeout pass (`check_timeouts` calls), and
+answers `GET /state` with them, the server's connections and the
+applications daphne cancelled. Each WebSocket path is one way an
+application ends: `/ws/echo` echoes until the client leaves, `/ws/raise`
+raises once accepted, `/ws/linger` ignores its disconnect until cancelled,
+`/ws/never-accept` never answers the handshake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import sys
+
+from messaging.transport.daphne_sweeps import sweep_only_due_connections
+
+sweep_only_due_connections()
+
+counts = {"ws_visits": 0, "cancelled": 0}
+WebSocketProtocol = sys.modules["daphne.ws_protocol"].WebSocketProtocol
+check_timeouts = WebSocketProtocol.check_timeouts
+
+
+def counted_check_timeouts(self):
+    counts["ws_visits"] += 1
+    return check_timeouts(self)
+
+
+WebSocketProtocol.check_timeouts = counted_check_timeouts
+
+
+def daphne_server():
+    Server = sys.modules["daphne.server"].Server
+    return next(thing for thing in gc.get_objects() if isinstance(thing, Server))
+
+
+async def http(scope, receive, send):
+    body = b"ok"
+    if scope["path"] == "/state":
+        body = json.dumps({**counts, "connections": len(daphne_server().connections)}).encode()
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def websocket(scope, receive, send):
+    await receive()  # websocket.connect
+    path = scope["path"]
+    if path == "/ws/never-accept":
+        await asyncio.Event().wait()
+    await send({"type": "websocket.accept"})
+    if path == "/ws/raise":
+        raise RuntimeError("the application fails once accepted")
+    while True:
+        event = await receive()
+        if event["type"] == "websocket.disconnect":
+            break
+        await send({"type": "websocket.send", "text": event.get("text") or ""})
+    if path == "/ws/linger":
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            counts["cancelled"] += 1
+            raise
+
+
+async def application(scope, receive, send):
+    if scope["type"] == "http":
+        await http(scope, receive, send)
+    elif scope["type"] == "websocket":
+        await websocket(scope, receive, send)
