@@ -24,8 +24,7 @@ database threads.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.contrib.auth import get_user_model
 from django.utils import timezone
@@ -42,9 +41,13 @@ from .watch import CredentialWatch
 CHUNK = 2000
 
 
-@dataclass(frozen=True)
-class Credential:
-    """What signed a socket in: its user's pk and either its token's row id or its session's key (or neither)."""
+class Credential(NamedTuple):
+    """What signed a socket in: its user's pk and either its token's row id or its session's key (or neither).
+
+    A tuple, not a frozen dataclass: a round hashes each credential of the
+    process's sockets about eight times (sets, the stamps' dicts), and a
+    tuple hashes in C, four times faster than a dataclass's `__hash__`.
+    """
 
     user_id: Any
     session_key: str | None = None

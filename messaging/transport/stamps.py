@@ -40,6 +40,10 @@ if TYPE_CHECKING:
     from .signins import Credential
 
 
+# Primary keys as text and the row versions they were stamped with, in step.
+Probe = tuple[list[str], list[str]]
+
+
 @dataclass(frozen=True, slots=True)
 class Stamp:
     """The versions a credential was decided on: its user's row's and its session's or token's, and its expiry."""
@@ -78,13 +82,27 @@ class Stamps:
         }
         if not stamped:
             return set()
-        # (key, version) pairs: two credentials of one user may have been stamped in different rounds.
-        users = {(str(c.user_id), stamp.user) for c, stamp in stamped.items()}
-        sessions = {(c.session_key, stamp.row) for c, stamp in stamped.items() if c.session_key and stamp.row}
-        tokens = {(str(c.token_id), stamp.row) for c, stamp in stamped.items() if c.token_id is not None and stamp.row}
+        # Keys and versions as two lists of strings, an entry per credential
+        # (a key may repeat, with the version each credential was stamped
+        # with). Sets of (key, version) tuples, held through the round's
+        # queries, made the collector promote tens of thousands of objects a
+        # round at 10,000 sockets and walk the whole heap every few rounds.
+        users: Probe = ([], [])
+        sessions: Probe = ([], [])
+        tokens: Probe = ([], [])
+        for c, stamp in stamped.items():
+            users[0].append(str(c.user_id))
+            users[1].append(stamp.user)
+            if stamp.row:
+                own = tokens if c.token_id is not None else sessions if c.session_key else None
+                if own is not None:
+                    own[0].append(str(c.token_id) if c.token_id is not None else c.session_key or "")
+                    own[1].append(stamp.row)
         gone = changed(get_user_model(), users)
-        gone |= changed(session_model(), sessions) if sessions else set()
-        gone |= changed(ApiToken, tokens) if tokens else set()
+        gone |= changed(session_model(), sessions)
+        gone |= changed(ApiToken, tokens)
+        if not gone:
+            return set(stamped)
         return {
             c
             for c, stamp in stamped.items()
@@ -145,14 +163,16 @@ def array(values: Iterable[str]) -> str:
     return "{" + ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
 
 
-def changed(model: Any, stamps: Collection[tuple[str, str]]) -> set[tuple[str, str]]:
-    """Those of `stamps`, (primary key as text, version), whose row of `model` is gone or another version."""
+def changed(model: Any, probe: Probe) -> set[tuple[str, str]]:
+    """Those of `probe`'s (primary key as text, version) pairs whose row of `model` is gone or another version."""
+    keys, xmins = probe
+    if not keys:
+        return set()
     connection, table, key, key_type = about(model)
     sql = (
         f"SELECT k.key, k.stamp::text FROM unnest(%s::{key_type}[], %s::xid[]) AS k(key, stamp) "
         f"LEFT JOIN {table} AS r ON r.{key} = k.key AND r.xmin = k.stamp WHERE r.{key} IS NULL"
     )
-    keys, xmins = zip(*stamps, strict=True)
     with connection.cursor() as cursor:
         cursor.execute(sql, [array(keys), array(xmins)])
         return {(str(row[0]), row[1]) for row in cursor.fetchall()}
