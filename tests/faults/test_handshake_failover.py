@@ -18,6 +18,11 @@ from .conftest import database_time, terminate_backends
 
 pytestmark = [pytest.mark.e2e]
 
+# Each connection the server held may be met dead once by a command: one per
+# database thread (the demo's `DB_THREADS` is 4) and per loop connection (at
+# most `max(2, DB_THREADS)`).
+DEAD_CONNECTIONS_AT_MOST = 8
+
 
 async def test_a_handshake_after_the_backends_were_terminated_signs_the_user_in(start_daphne):
     before_the_server = await sync_to_async(database_time)()
@@ -32,14 +37,23 @@ async def test_a_handshake_after_the_backends_were_terminated_signs_the_user_in(
     # Every handshake meets a connection that died: the first used to fail with 500.
     for _ in range(3):
         socket = await SocketClient(server.url, session).connect()
-        joined = await socket.call("room.join", {"room": "lobby"})
-        # The join's own thread may have met a dead connection too: that is
-        # `unavailable`, retried as any client does; the sign-in must not fail.
-        if not joined["ok"]:
-            assert joined["error"]["code"] == "unavailable", joined
-            joined = await socket.call("room.join", {"room": "lobby"})
+        joined = await join_as_a_client_does(socket)
         assert joined["ok"], joined
         assert [m["name"] for m in joined["d"]["members"]] == ["ana"]
         await socket.close()
     # What daphne logs for a handshake the application raised in (the 500).
     assert "Exception inside application" not in server.log()
+
+
+async def join_as_a_client_does(socket: SocketClient) -> dict:
+    """`room.join`, retried while it is `unavailable` with `retry`, as a client does.
+
+    The join runs on whichever database thread or loop connection is free, and
+    each may meet its own dead connection once before it is replaced; the
+    handshake, which this file is about, must not fail at all."""
+    for _ in range(DEAD_CONNECTIONS_AT_MOST):
+        joined = await socket.call("room.join", {"room": "lobby"})
+        if joined["ok"]:
+            return joined
+        assert joined["error"]["code"] == "unavailable" and joined["error"]["retry"], joined
+    return await socket.call("room.join", {"room": "lobby"})
