@@ -93,11 +93,14 @@ class Stamps:
         for c, stamp in stamped.items():
             users[0].append(str(c.user_id))
             users[1].append(stamp.user)
-            if stamp.row:
-                own = tokens if c.token_id is not None else sessions if c.session_key else None
-                if own is not None:
-                    own[0].append(str(c.token_id) if c.token_id is not None else c.session_key or "")
-                    own[1].append(stamp.row)
+            if not stamp.row:
+                continue
+            if c.token_id is not None:
+                tokens[0].append(str(c.token_id))
+                tokens[1].append(stamp.row)
+            elif c.session_key:
+                sessions[0].append(c.session_key)
+                sessions[1].append(stamp.row)
         gone = changed(get_user_model(), users)
         gone |= changed(session_model(), sessions)
         gone |= changed(ApiToken, tokens)
