@@ -126,14 +126,16 @@ def slot(moment: float) -> int:
 
 def next_deadline(server: Any, protocol: Any) -> float | None:
     """When `check_timeouts` next has something to do for a WebSocket connection (daphne's ws_protocol.py)."""
-    deadlines = []
+    # Two optional floats, not a list: this runs on every visit, once per ping of every socket.
+    state: float | None = None
     if protocol.state == protocol.STATE_CONNECTING:
-        deadlines.append(protocol.socket_opened + server.websocket_connect_timeout)
+        state = protocol.socket_opened + server.websocket_connect_timeout
     elif protocol.state == protocol.STATE_OPEN:
-        deadlines.append(protocol.last_ping + server.ping_interval)
-    if server.websocket_timeout >= 0:
-        deadlines.append(protocol.socket_opened + server.websocket_timeout)
-    return min(deadlines, default=None)
+        state = protocol.last_ping + server.ping_interval
+    if server.websocket_timeout < 0:
+        return state
+    closing: float = protocol.socket_opened + server.websocket_timeout
+    return closing if state is None else min(state, closing)
 
 
 def sweeps_of(server: Any) -> Sweeps:
