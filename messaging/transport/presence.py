@@ -68,6 +68,12 @@ return #KEYS
 # Users renewed by one call of the script: Redis runs nothing else meanwhile
 # (5,000 users take it about 3 ms), and a beat sends one call per chunk, all in one pipeline.
 RENEW_CHUNK = 5000
+# Users' opens and closes written by one pipeline. They queue while one is
+# written, so a storm (a restart's reconnects, a mass disconnect) takes one
+# connection of the loop's pool, which the claim store and the rate window
+# share (100 connections), instead of one per user: 16,000 closes at once
+# used to exhaust it ("Too many connections") for presence and claims alike.
+WRITE_CHUNK = 1000
 
 
 def presence_frame(room: str, user_id: Any, online: bool) -> dict[str, Any]:
@@ -106,6 +112,10 @@ class Presence:
         self.renew: str | bool | None = None
         # Per user, the last of their writes and announcements not yet done (`in_turn`).
         self.turns: dict[str, asyncio.Task[Any]] = {}
+        # Opens and closes waiting for the pipeline being written (at most one
+        # per user with a socket here: a user's next waits for their last, `in_turn`).
+        self.pending: list[tuple[str, bool, asyncio.Future[int]]] = []
+        self.writing: asyncio.Task[None] | None = None
         if url:
             # The loop's client the claim store and the rate window share: no pool of its own.
             self.client = runtime().redis_client(url, timeout)
@@ -173,28 +183,62 @@ class Presence:
         return task
 
     async def write(self, key: str, *, add: bool) -> int:
-        """Add (or remove) this process in the user's set; how many other processes hold a socket of theirs."""
+        """Add (or remove) this process in the user's set; how many other processes hold a socket of theirs.
+
+        Queued for the next pipeline (`write_pending`) with the other users' opens and closes."""
         if self.client is None:
             return 0
-        now = time.time()
-        pipe = self.client.pipeline(transaction=False)
-        if add:
-            pipe.zadd(self.user_set(key), {self.process: self.expiry()})
-            pipe.expire(self.user_set(key), int(self.ttl) + 1)
-            pipe.sadd(self.process_set(self.process), key)
-            # Listed from its first user on, so it is reaped if it dies before its first beat.
-            pipe.zadd(self.processes, {self.process: self.expiry()})
-        else:
-            pipe.zrem(self.user_set(key), self.process)
-            pipe.srem(self.process_set(self.process), key)
-        pipe.zcount(self.user_set(key), now, "+inf")
+        written: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.pending.append((key, add, written))
+        if self.writing is None or self.writing.done():
+            self.writing = asyncio.ensure_future(self.write_pending())
+        return await written
+
+    async def write_pending(self) -> None:
+        """Write the queued opens and closes, `WRITE_CHUNK` users a pipeline, one pipeline at a time."""
+        batch: list[tuple[str, bool, asyncio.Future[int]]] = []
         try:
-            replies = await pipe.execute()
-        except REDIS_FAILED as exc:
-            log.warning("presence of user %s not written to Redis: %s", key, exc)
-            return 0
-        holders: int = replies[-1]  # the ZCOUNT's
-        return holders - (1 if add else 0)
+            while self.pending:
+                batch = self.pending[:WRITE_CHUNK]
+                del self.pending[:WRITE_CHUNK]
+                try:
+                    holders = await self.write_batch([(key, add) for key, add, _ in batch])
+                except REDIS_FAILED as exc:
+                    log.warning("presence of %d users not written to Redis: %s", len(batch), exc)
+                    holders = [0] * len(batch)
+                for (_, _, written), others in zip(batch, holders):
+                    if not written.done():  # its waiter was cancelled meanwhile
+                        written.set_result(others)
+        finally:
+            # Closed with the loop: no waiter is left waiting for a write that will not come.
+            for _, _, written in batch + self.pending:
+                written.cancel()
+
+    async def write_batch(self, changes: list[tuple[str, bool]]) -> list[int]:
+        """One pipeline for `changes` (user, added): per user, how many other processes hold a socket of theirs.
+
+        Each user's write is followed by a count of the processes left in
+        their set, so of two processes opening and closing at once the one
+        that acts last sees the other."""
+        assert self.client is not None
+        now, expiry, ttl = time.time(), self.expiry(), int(self.ttl) + 1
+        pipe = self.client.pipeline(transaction=False)
+        if any(add for _, add in changes):
+            # Listed from its first user on, so it is reaped if it dies before its first beat.
+            pipe.zadd(self.processes, {self.process: expiry})
+        counts = []
+        for key, add in changes:
+            if add:
+                pipe.zadd(self.user_set(key), {self.process: expiry})
+                pipe.expire(self.user_set(key), ttl)
+                pipe.sadd(self.process_set(self.process), key)
+            else:
+                pipe.zrem(self.user_set(key), self.process)
+                pipe.srem(self.process_set(self.process), key)
+            counts.append(len(pipe))
+            pipe.zcount(self.user_set(key), now, "+inf")
+        replies = await pipe.execute()
+        return [replies[at] - (1 if add else 0) for at, (_, add) in zip(counts, changes)]
 
     async def send_presence(self, user_id: Any, online: bool, at: datetime) -> None:
         """The user's `presence` frame to the rooms they were a member of `at` the change."""
@@ -227,8 +271,9 @@ class Presence:
         return found | {key for key, count in zip(rest, counts) if count}
 
     def close(self) -> None:
-        if self.beating is not None:
-            self.beating.cancel()
+        for task in (self.beating, self.writing):
+            if task is not None:
+                task.cancel()
 
     def start_beating(self) -> None:
         if self.client is not None and (self.beating is None or self.beating.done()):

@@ -3,11 +3,13 @@ last one's close, `online` in member lists, a dead process's users taken offline
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from channels.db import database_sync_to_async
 
 from messaging.models import Membership, Room
-from messaging.transport.presence import Presence
+from messaging.transport.presence import WRITE_CHUNK, Presence
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -134,3 +136,34 @@ async def test_with_redis_failing_presence_answers_from_the_process(make_user):
     assert await failing.online([ana.pk, bob.pk]) == {str(ana.pk)}, "this process's own sockets answer"
     assert await failing.write(str(bob.pk), add=True) == 0
     failing.close()
+
+
+async def test_a_storm_of_opens_and_closes_is_written_whole(settings, caplog):
+    """2,500 users' first sockets open at once on a process, then close (a
+    restart's reconnects, a mass disconnect): more than the loop's pool of 100
+    Redis connections, more than `WRITE_CHUNK` users a pipeline. Each user's
+    entry is written and then taken out, as another process reads them."""
+    url = settings.MESSAGING["REDIS_URL"]
+    here, elsewhere = (Presence(url, timeout=2, ttl=30, beat=10, rooms=10) for _ in range(2))
+    # Ids no user has: their presence frames go to no room.
+    users = list(range(10**9, 10**9 + 2500))
+    assert len(users) > 2 * WRITE_CHUNK
+    await asyncio.gather(*(here.opened(user) for user in users))
+    assert await elsewhere.online(users) == {str(user) for user in users}
+    await asyncio.gather(*(here.closed(user) for user in users))
+    assert await elsewhere.online(users) == set()
+    assert "not written to Redis" not in caplog.text
+    here.close()
+
+
+async def test_a_user_opening_and_closing_in_one_storm_ends_offline(settings):
+    """A user's close queues behind their open (in turn), even while other
+    users' writes fill the pipelines: the last entry Redis holds is the close."""
+    url = settings.MESSAGING["REDIS_URL"]
+    here, elsewhere = (Presence(url, timeout=2, ttl=30, beat=10, rooms=10) for _ in range(2))
+    others = list(range(10**9, 10**9 + WRITE_CHUNK + 10))
+    flickering = 10**9 + 5000
+    await asyncio.gather(*(here.opened(user) for user in others), here.opened(flickering), here.closed(flickering))
+    assert await elsewhere.online([flickering, *others]) == {str(user) for user in others}
+    await asyncio.gather(*(here.closed(user) for user in others))
+    here.close()
