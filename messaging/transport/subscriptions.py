@@ -102,7 +102,7 @@ class Subscriptions:
         listener = self.listeners.get(place)
         if listener is None:
             return
-        if not self.channels_at(place):
+        if not self.wants_any_at(place):
             del self.listeners[place]
             await listener.stop()
             return
@@ -122,6 +122,12 @@ class Subscriptions:
 
     def channels_at(self, place: Any) -> list[bytes]:
         return [channel for channel, at in self.placed.items() if at == place]
+
+    def wants_any_at(self, place: Any) -> bool:
+        # Stops at the first channel of `place` (with one Redis, the first of
+        # all), where listing them on every `remove` made a mass disconnect
+        # quadratic: each closing socket's user channel scanned every other's.
+        return any(at == place for at in self.placed.values())
 
     def listener_at(self, place: Any) -> Listener:
         listener = self.listeners.get(place)
@@ -223,7 +229,7 @@ class Listener:
 
     async def run(self) -> None:
         while True:
-            if not self.owner.channels_at(self.place):
+            if not self.owner.wants_any_at(self.place):
                 # Nothing is wanted here any more (moved elsewhere, or removed).
                 if self.owner.listeners.get(self.place) is self:
                     del self.owner.listeners[self.place]
