@@ -1,0 +1,188 @@
+"""Daphne's pings go to the socket at once, their pongs are read at once, and
+pings and their timeouts work as they did.
+
+A real daphne process serves tests/support/pings_app.py, with `ping_plainly()`
+applied (messaging/transport/daphne_pings.py), a ping every second and three
+seconds for its pong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+
+import httpx
+import pytest
+import websockets
+
+from tests.support.servers import Daphne
+
+from .test_daphne_sweeps import raw_handshake, ws_url
+
+pytestmark = pytest.mark.e2e
+
+APP = "tests.support.pings_app:application"
+PINGS = ("--ping-interval", "1", "--ping-timeout", "3")
+
+
+@pytest.fixture
+def daphne(tmp_path):
+    servers = []
+
+    def start(*args: str) -> Daphne:
+        server = Daphne({}, log_dir=tmp_path, args=args, app=APP, ready_path="/ready")
+        servers.append(server.start())
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def state(server: Daphne) -> dict:
+    return httpx.get(f"{server.url}/state", timeout=5).json()
+
+
+def test_idle_sockets_are_pinged_and_answered_without_the_reactor_or_the_frame_parser(daphne):
+    server = daphne(*PINGS)
+
+    async def scenario():
+        # websockets answers every ping with its pong by itself.
+        sockets = [
+            await websockets.connect(ws_url(server, "/ws/echo"), ping_interval=None, compression=None)
+            for _ in range(20)
+        ]
+        before = await asyncio.to_thread(state, server)
+        # Past the ping timeout twice over: a pong not taken would have dropped them.
+        await asyncio.sleep(7)
+        after = await asyncio.to_thread(state, server)
+        for n, ws in enumerate(sockets):
+            await ws.send(f"still here {n}")
+            assert await ws.recv() == f"still here {n}"
+            await ws.close()
+        return {key: after[key] - before[key] for key in ("pings", "add_writer", "parsed")}
+
+    seen = asyncio.run(scenario())
+    assert seen["pings"] >= 60  # 20 sockets, about three passes of daphne's ping check each
+    # Twisted's own write registers each ping's frame with the reactor: 63 for
+    # 60 pings, 3 of them the first state request's response and close.
+    assert seen["add_writer"] <= 3
+    # Autobahn's parser reads each pong (twice: the frame, then the empty buffer).
+    assert seen["parsed"] == 0
+
+
+def read_ping(conn: socket.socket) -> bytes:
+    """The payload of the next frame from the server, which must be a ping."""
+    header = conn.recv(2, socket.MSG_WAITALL)
+    assert header[:1] == b"\x89", header
+    return conn.recv(header[1], socket.MSG_WAITALL) if header[1] else b""
+
+
+def pong(payload: bytes) -> bytes:
+    """A client's pong frame: FIN and opcode 10, masked with a random key."""
+    key = os.urandom(4)
+    return bytes([0x8A, 0x80 | len(payload)]) + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+
+
+def split(frame: bytes, at: int) -> list[bytes]:
+    return [frame[:at], frame[at:]]
+
+
+def answer_pings(conn: socket.socket, seconds: float, answer) -> None:
+    """Answer each ping of `seconds` with `answer(payload)` (bytes, or a list of bytes sent one by one)."""
+    conn.settimeout(5)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        answered = answer(read_ping(conn))
+        for part in answered if isinstance(answered, list) else [answered]:
+            conn.sendall(part)
+            time.sleep(0.05)
+
+
+def still_open(conn: socket.socket) -> bool:
+    """Whether the server kept the connection: it answers a text frame with its echo."""
+    key = os.urandom(4)
+    text = b"still here"
+    conn.sendall(bytes([0x81, 0x80 | len(text)]) + key + bytes(b ^ key[i % 4] for i, b in enumerate(text)))
+    try:
+        while True:
+            header = conn.recv(2, socket.MSG_WAITALL)
+            if len(header) < 2:
+                return False
+            payload = conn.recv(header[1], socket.MSG_WAITALL) if header[1] else b""
+            if header[0] == 0x81:
+                return payload == text
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        pytest.param(pong, id="the pong in one read"),
+        pytest.param(lambda payload: split(pong(payload), 5), id="the pong split over two reads"),
+    ],
+)
+def test_a_client_that_answers_its_pings_stays(daphne, answer):
+    server = daphne(*PINGS)
+    conn = raw_handshake(server, "/ws/echo")
+    try:
+        answer_pings(conn, 7, answer)
+        assert still_open(conn)
+    finally:
+        conn.close()
+
+
+def test_a_pong_with_another_payload_does_not_answer_the_ping(daphne):
+    server = daphne(*PINGS)
+    conn = raw_handshake(server, "/ws/echo")
+    started = time.monotonic()
+    try:
+        with pytest.raises((ConnectionResetError, AssertionError, TimeoutError)):
+            answer_pings(conn, 12, lambda payload: pong(bytes(len(payload))))
+    finally:
+        conn.close()
+    assert time.monotonic() - started < 12
+
+
+def test_a_client_that_never_answers_pings_is_pinged_then_dropped(daphne):
+    server = daphne(*PINGS)
+    conn = raw_handshake(server, "/ws/echo")
+    received, started = b"", time.monotonic()
+    try:
+        while chunk := conn.recv(4096):
+            received += chunk
+    except ConnectionResetError:
+        pass  # autobahn aborts the connection on a ping's timeout
+    conn.close()
+    # A ping frame from a server: FIN and opcode 9, unmasked, autobahn's 12-byte payload.
+    assert received[:2] == b"\x89\x0c", received
+    assert time.monotonic() - started < 12
+
+
+def test_a_ping_waits_behind_frames_a_slow_client_has_not_taken(daphne):
+    server = daphne(*PINGS)
+    count, size = 2000, 8192
+
+    async def scenario():
+        async with websockets.connect(
+            ws_url(server, "/ws/burst"), ping_interval=None, compression=None, max_size=None, max_queue=None
+        ) as ws:
+            await ws.send(f"{count} {size}")
+            # Not read for a while: 16 MB fill the kernel's buffers, the rest
+            # waits in Twisted's, and the pings of these seconds behind it.
+            ws.transport.pause_reading()
+            await asyncio.sleep(2.5)
+            ws.transport.resume_reading()
+            frames = [await asyncio.wait_for(ws.recv(), 30) for _ in range(count)]
+            # The pings were answered (or the socket would be gone by now): it still echoes.
+            await asyncio.sleep(4)
+            await ws.send("1 16")
+            return frames, await asyncio.wait_for(ws.recv(), 10)
+
+    frames, after = asyncio.run(scenario())
+    assert [frame[:8] for frame in frames] == [f"{n:08d}" for n in range(count)]
+    assert {len(frame) for frame in frames} == {size}
+    assert after == "00000000xxxxxxxx"
