@@ -13,13 +13,10 @@ import os
 import socket
 import time
 
-import httpx
 import pytest
 import websockets
 
-from tests.support.servers import Daphne
-
-from .test_daphne_sweeps import raw_handshake, ws_url
+from tests.support.daphne_apps import daphnes_serving, raw_handshake, state, ws_url
 
 pytestmark = pytest.mark.e2e
 
@@ -29,24 +26,11 @@ PINGS = ("--ping-interval", "1", "--ping-timeout", "3")
 
 @pytest.fixture
 def daphne(tmp_path):
-    servers = []
-
-    def start(*args: str) -> Daphne:
-        server = Daphne({}, log_dir=tmp_path, args=args, app=APP, ready_path="/ready")
-        servers.append(server.start())
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
-
-
-def state(server: Daphne) -> dict:
-    return httpx.get(f"{server.url}/state", timeout=5).json()
+    yield from daphnes_serving(APP, tmp_path, *PINGS)
 
 
 def test_idle_sockets_are_pinged_and_answered_without_the_reactor_or_the_frame_parser(daphne):
-    server = daphne(*PINGS)
+    server = daphne()
 
     async def scenario():
         # websockets answers every ping with its pong by itself.
@@ -126,7 +110,7 @@ def still_open(conn: socket.socket) -> bool:
     ],
 )
 def test_a_client_that_answers_its_pings_stays(daphne, answer):
-    server = daphne(*PINGS)
+    server = daphne()
     conn = raw_handshake(server, "/ws/echo")
     try:
         answer_pings(conn, 7, answer)
@@ -136,7 +120,7 @@ def test_a_client_that_answers_its_pings_stays(daphne, answer):
 
 
 def test_a_pong_with_another_payload_does_not_answer_the_ping(daphne):
-    server = daphne(*PINGS)
+    server = daphne()
     conn = raw_handshake(server, "/ws/echo")
     started = time.monotonic()
     try:
@@ -147,23 +131,8 @@ def test_a_pong_with_another_payload_does_not_answer_the_ping(daphne):
     assert time.monotonic() - started < 12
 
 
-def test_a_client_that_never_answers_pings_is_pinged_then_dropped(daphne):
-    server = daphne(*PINGS)
-    conn = raw_handshake(server, "/ws/echo")
-    received, started = b"", time.monotonic()
-    try:
-        while chunk := conn.recv(4096):
-            received += chunk
-    except ConnectionResetError:
-        pass  # autobahn aborts the connection on a ping's timeout
-    conn.close()
-    # A ping frame from a server: FIN and opcode 9, unmasked, autobahn's 12-byte payload.
-    assert received[:2] == b"\x89\x0c", received
-    assert time.monotonic() - started < 12
-
-
 def test_a_ping_waits_behind_frames_a_slow_client_has_not_taken(daphne):
-    server = daphne(*PINGS)
+    server = daphne()
     count, size = 2000, 8192
 
     async def scenario():

@@ -8,15 +8,12 @@ short timeouts and a one-second ping interval where a test needs them.
 from __future__ import annotations
 
 import asyncio
-import base64
-import os
-import socket
 import time
 
-import httpx
 import pytest
 import websockets
 
+from tests.support.daphne_apps import daphnes_serving, raw_handshake, state, ws_url
 from tests.support.servers import Daphne, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -27,24 +24,7 @@ TIMEOUTS = ("--application-close-timeout", "2", "--websocket_connect_timeout", "
 
 @pytest.fixture
 def daphne(tmp_path):
-    servers = []
-
-    def start(*args: str) -> Daphne:
-        server = Daphne({}, log_dir=tmp_path, args=(*TIMEOUTS, *args), app=APP, ready_path="/ready")
-        servers.append(server.start())
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
-
-
-def state(server: Daphne) -> dict:
-    return httpx.get(f"{server.url}/state", timeout=5).json()
-
-
-def ws_url(server: Daphne, path: str) -> str:
-    return server.url.replace("http://", "ws://") + path
+    yield from daphnes_serving(APP, tmp_path, *TIMEOUTS)
 
 
 async def open_sockets(server: Daphne, count: int) -> list:
@@ -71,25 +51,6 @@ def test_idle_sockets_are_not_visited_again_before_their_next_ping(daphne):
 
     # Daphne's own pass calls check_timeouts on all 40 each time: 120.
     assert asyncio.run(scenario()) == 0
-
-
-def raw_handshake(server: Daphne, path: str) -> socket.socket:
-    conn = socket.create_connection(("127.0.0.1", server.port), timeout=15)
-    key = base64.b64encode(os.urandom(16)).decode()
-    conn.sendall(
-        (
-            f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nUpgrade: websocket\r\n"
-            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        ).encode()
-    )
-    response = b""
-    while b"\r\n\r\n" not in response:
-        chunk = conn.recv(4096)
-        if not chunk:
-            break
-        response += chunk
-    assert response.startswith(b"HTTP/1.1 101"), response
-    return conn
 
 
 def test_a_client_that_never_answers_pings_is_pinged_then_dropped(daphne):

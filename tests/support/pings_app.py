@@ -11,55 +11,23 @@ with `count` frames of `size` bytes, each starting with its number.
 
 from __future__ import annotations
 
-import gc
-import json
 import sys
 
 from messaging.transport.daphne_pings import ping_plainly
+from tests.support.daphne_apps import answer_http, count_calls
 
 ping_plainly()
 ping_plainly()  # twice is harmless: autobahn's ways are replaced once
 
 counts = {"add_writer": 0, "pings": 0, "parsed": 0}
 WebSocketProtocol = sys.modules["daphne.ws_protocol"].WebSocketProtocol
-send_auto_ping, process_data = WebSocketProtocol._sendAutoPing, WebSocketProtocol.processData
-
-
-def counted_send_auto_ping(self):
-    counts["pings"] += 1
-    return send_auto_ping(self)
-
-
-def counted_process_data(self):
-    counts["parsed"] += 1
-    return process_data(self)
-
-
-WebSocketProtocol._sendAutoPing = counted_send_auto_ping
-WebSocketProtocol.processData = counted_process_data
-reactor = sys.modules["twisted.internet.reactor"]
-add_writer = reactor.addWriter
-
-
-def counted_add_writer(writer):
-    counts["add_writer"] += 1
-    return add_writer(writer)
-
-
-reactor.addWriter = counted_add_writer
-
-
-def daphne_server():
-    Server = sys.modules["daphne.server"].Server
-    return next(thing for thing in gc.get_objects() if isinstance(thing, Server))
+count_calls(WebSocketProtocol, "_sendAutoPing", counts, "pings")
+count_calls(WebSocketProtocol, "processData", counts, "parsed")
+count_calls(sys.modules["twisted.internet.reactor"], "addWriter", counts, "add_writer")
 
 
 async def http(scope, receive, send):
-    body = b"ok"
-    if scope["path"] == "/state":
-        body = json.dumps({**counts, "connections": len(daphne_server().connections)}).encode()
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
-    await send({"type": "http.response.body", "body": body})
+    await answer_http(scope, send, counts)
 
 
 async def websocket(scope, receive, send):

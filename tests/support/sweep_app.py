@@ -12,38 +12,19 @@ raises once accepted, `/ws/linger` ignores its disconnect until cancelled,
 from __future__ import annotations
 
 import asyncio
-import gc
-import json
 import sys
 
 from messaging.transport.daphne_sweeps import sweep_only_due_connections
+from tests.support.daphne_apps import answer_http, count_calls
 
 sweep_only_due_connections()
 
 counts = {"ws_visits": 0, "cancelled": 0}
-WebSocketProtocol = sys.modules["daphne.ws_protocol"].WebSocketProtocol
-check_timeouts = WebSocketProtocol.check_timeouts
-
-
-def counted_check_timeouts(self):
-    counts["ws_visits"] += 1
-    return check_timeouts(self)
-
-
-WebSocketProtocol.check_timeouts = counted_check_timeouts
-
-
-def daphne_server():
-    Server = sys.modules["daphne.server"].Server
-    return next(thing for thing in gc.get_objects() if isinstance(thing, Server))
+count_calls(sys.modules["daphne.ws_protocol"].WebSocketProtocol, "check_timeouts", counts, "ws_visits")
 
 
 async def http(scope, receive, send):
-    body = b"ok"
-    if scope["path"] == "/state":
-        body = json.dumps({**counts, "connections": len(daphne_server().connections)}).encode()
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
-    await send({"type": "http.response.body", "body": body})
+    await answer_http(scope, send, counts)
 
 
 async def websocket(scope, receive, send):
