@@ -71,8 +71,8 @@ RENEW_CHUNK = 5000
 # Users' opens and closes written by one pipeline. They queue while one is
 # written, so a storm (a restart's reconnects, a mass disconnect) takes one
 # connection of the loop's pool, which the claim store and the rate window
-# share (100 connections), instead of one per user: 16,000 closes at once
-# used to exhaust it ("Too many connections") for presence and claims alike.
+# share (100 connections), instead of one per user: 16,000 users opening and
+# closing at once exhausted it ("Too many connections") for all three.
 WRITE_CHUNK = 1000
 
 
