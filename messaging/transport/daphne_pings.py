@@ -39,7 +39,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .daphne_sweeps import CHECKED_DAPHNE
+from .daphne_sweeps import checked_daphne
 from .servers.daphne import plain_tcp, write_now, writes_plainly
 
 # RFC 6455 5.5: a control frame's payload is at most 125 bytes, so its length is one byte.
@@ -61,7 +61,7 @@ def ping_plainly() -> None:
     module = sys.modules.get("daphne.ws_protocol")
     if module is None:  # another server, or daphne not loaded yet
         return
-    if not getattr(sys.modules.get("daphne"), "__version__", "").startswith(CHECKED_DAPHNE):
+    if not checked_daphne():
         return  # a daphne this was not checked on: its pings may not be autobahn's auto-pings
     WebSocketProtocol = module.WebSocketProtocol
     buffered_ping, parsed_read = WebSocketProtocol.sendPing, WebSocketProtocol.dataReceived

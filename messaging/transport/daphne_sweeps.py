@@ -138,6 +138,11 @@ def next_deadline(server: Any, protocol: Any) -> float | None:
     return closing if state is None else min(state, closing)
 
 
+def checked_daphne() -> bool:
+    """Whether the daphne loaded is a version these replacements were checked on."""
+    return str(getattr(sys.modules.get("daphne"), "__version__", "")).startswith(CHECKED_DAPHNE)
+
+
 def sweeps_of(server: Any) -> Sweeps:
     sweeps: Sweeps | None = server.__dict__.get("_due_sweeps")
     if sweeps is None:
@@ -152,7 +157,7 @@ def sweep_only_due_connections() -> None:
     ws_module = sys.modules.get("daphne.ws_protocol")
     if server_module is None or ws_module is None:  # another server, or daphne not loaded yet
         return
-    if not getattr(sys.modules.get("daphne"), "__version__", "").startswith(CHECKED_DAPHNE):
+    if not checked_daphne():
         return  # a daphne this was not checked on: its sweeps may not be what this replaces
     Server = server_module.Server
     if getattr(Server.application_checker, "due_only", False):
