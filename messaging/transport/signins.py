@@ -24,6 +24,7 @@ database threads.
 from __future__ import annotations
 
 from collections.abc import Collection
+from collections.abc import Set as AbstractSet
 from typing import Any, NamedTuple
 
 from django.contrib.auth import get_user_model
@@ -74,14 +75,19 @@ def ended(
         verified.start()
     fresh: dict[Credential, Stamp] = {}
     if stamps is not None and stamps.start():
-        same = stamps.unchanged(given, timezone.now())
-        stamps.keep((c, stamps.last[c]) for c in same)
-        given = [c for c in given if c not in same]
+        asked = credentials if isinstance(credentials, AbstractSet) else set(given)
+        same = stamps.unchanged(asked, timezone.now())
+        if len(same) == len(asked) == len(stamps.last):
+            stamps.keep_last()  # a quiet round: every stamp of the last round holds, and no other is asked for
+        else:
+            stamps.keep((c, stamps.last[c]) for c in same)
+        given = [c for c in given if c not in same] if len(same) < len(asked) else []
         fresh = stamps.read(given) if given else {}
     for start in range(0, len(given), CHUNK):
         found |= _ended(given[start : start + CHUNK], verified)
     if stamps is not None:
-        stamps.keep((c, stamp) for c, stamp in fresh.items() if c not in found)
+        if fresh:
+            stamps.keep((c, stamp) for c, stamp in fresh.items() if c not in found)
         stamps.end()
     if verified is not None:
         verified.end()

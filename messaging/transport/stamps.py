@@ -10,7 +10,11 @@ which rows are no longer the version the last decision was made on: one
 query per table, the rows' keys and `xmin`s sent as two array literals, and
 only the changed or deleted rows' keys come back. Those credentials, the
 new ones and the ones whose expiry has come, are decided again in full; the
-others still sign in.
+others still sign in. A quiet round (the same credentials as the last, none
+changed or expired) sends the last round's probe as it was built and keeps
+the last round's stamps as they are: an idle process's round is its three
+queries and a copy of its credentials' set, with no step per credential in
+Python.
 
 A stamp is read before the rows its decision reads: a row that changes in
 between is decided on its newer version and stamped with the older one, so
@@ -42,6 +46,8 @@ if TYPE_CHECKING:
 
 # Primary keys as text and the row versions they were stamped with, in step.
 Probe = tuple[list[str], list[str]]
+# The same as two PostgreSQL array literals (`array`), as a probe's query sends them.
+Literals = tuple[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +66,13 @@ class Stamps:
         self.last: dict[Credential, Stamp] = {}
         self.this: dict[Credential, Stamp] = {}
         self.settings: tuple[Any, ...] = ()
+        # The probe of `probed` (a round's `last`, by identity), as its three
+        # queries' array literals, and the earliest expiry among its stamps:
+        # a quiet round asks again what the round before it asked, without
+        # a step per credential in Python.
+        self.probed: dict[Credential, Stamp] | None = None
+        self.probe: tuple[Literals, Literals, Literals] = (("", ""), ("", ""), ("", ""))
+        self.expires_first: datetime | None = None
 
     def start(self) -> bool:
         """A round begins: whether stamps hold (else every credential is decided in full, as without them)."""
@@ -73,8 +86,17 @@ class Stamps:
             self.settings, self.last, self.this = now, {}, {}
         return rows_decide()
 
-    def unchanged(self, credentials: Collection[Credential], now: datetime) -> set[Credential]:
+    def unchanged(self, credentials: Collection[Credential], now: datetime) -> Collection[Credential]:
         """Those of `credentials` stamped by the last round whose rows are the same versions and not expired."""
+        if (
+            self.last is self.probed
+            and (self.expires_first is None or self.expires_first > now)
+            and self.last.keys() == credentials
+        ):
+            # The same credentials as the last round, all stamped by it and
+            # none expired: the last round's probe, as it was sent.
+            gone = self.changed(*self.probe)
+            return self.last.keys() if not gone else self.still(self.last, gone)
         stamped = {
             c: stamp
             for c in credentials
@@ -101,11 +123,25 @@ class Stamps:
             elif c.session_key:
                 sessions[0].append(c.session_key)
                 sessions[1].append(stamp.row)
+        probe = (literals(users), literals(sessions), literals(tokens))
+        if stamped.keys() == self.last.keys():
+            # Every credential of the last round is asked about again: the
+            # next round may send this probe as it is, if nothing changes.
+            self.probed, self.probe = self.last, probe
+            self.expires_first = min((s.until for s in stamped.values() if s.until is not None), default=None)
+        gone = self.changed(*probe)
+        return set(stamped) if not gone else self.still(stamped, gone)
+
+    @staticmethod
+    def changed(users: Literals, sessions: Literals, tokens: Literals) -> set[tuple[str, str]]:
         gone = changed(get_user_model(), users)
         gone |= changed(session_model(), sessions)
         gone |= changed(ApiToken, tokens)
-        if not gone:
-            return set(stamped)
+        return gone
+
+    @staticmethod
+    def still(stamped: dict[Credential, Stamp], gone: set[tuple[str, str]]) -> set[Credential]:
+        """Those of `stamped` none of whose rows is among the changed `gone`."""
         return {
             c
             for c, stamp in stamped.items()
@@ -131,7 +167,13 @@ class Stamps:
         return stamps
 
     def keep(self, stamps: Iterable[tuple[Credential, Stamp]]) -> None:
+        if self.this is self.last:
+            self.this = dict(self.last)  # never change the last round's (a probe may be of it)
         self.this.update(stamps)
+
+    def keep_last(self) -> None:
+        """Every stamp of the last round holds for this one (a quiet round): kept as they are, the same dict."""
+        self.this = self.last
 
     def end(self) -> None:
         self.last, self.this = self.this, {}
@@ -166,7 +208,12 @@ def array(values: Iterable[str]) -> str:
     return "{" + ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
 
 
-def changed(model: Any, probe: Probe) -> set[tuple[str, str]]:
+def literals(probe: Probe) -> Literals:
+    keys, xmins = probe
+    return (array(keys), array(xmins)) if keys else ("", "")
+
+
+def changed(model: Any, probe: Literals) -> set[tuple[str, str]]:
     """Those of `probe`'s (primary key as text, version) pairs whose row of `model` is gone or another version."""
     keys, xmins = probe
     if not keys:
@@ -177,7 +224,7 @@ def changed(model: Any, probe: Probe) -> set[tuple[str, str]]:
         f"LEFT JOIN {table} AS r ON r.{key} = k.key AND r.xmin = k.stamp WHERE r.{key} IS NULL"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [array(keys), array(xmins)])
+        cursor.execute(sql, [keys, xmins])
         return {(str(row[0]), row[1]) for row in cursor.fetchall()}
 
 

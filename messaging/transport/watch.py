@@ -51,6 +51,9 @@ class CredentialWatch(Generic[C]):
         self.check = check
         self.interval = interval
         self.sockets: dict[Hashable, tuple[C, Close]] = {}
+        # How many of the sockets each credential signed in, kept as they come
+        # and go: a round copies the keys in C, not a step per socket in Python.
+        self.credentials: dict[C, int] = {}
         self.task: asyncio.Task[Any] | None = None
 
     def __len__(self) -> int:
@@ -58,13 +61,28 @@ class CredentialWatch(Generic[C]):
 
     def add(self, socket: Hashable, credential: C, close: Close) -> None:
         """Watch `socket`, signed in by `credential`; `close()` closes it once the credential ends."""
+        self.forget(socket)
         self.sockets[socket] = (credential, close)
+        self.credentials[credential] = self.credentials.get(credential, 0) + 1
         if self.task is None or self.task.done():
             self.task = asyncio.get_running_loop().create_task(self.run())
 
     def discard(self, socket: Hashable) -> None:
         """Stop watching `socket` (gone, or never added)."""
-        self.sockets.pop(socket, None)
+        self.forget(socket)
+
+    def forget(self, socket: Hashable) -> bool:
+        """Take `socket` out, if it is watched (whether it was)."""
+        watched = self.sockets.pop(socket, None)
+        if watched is None:
+            return False
+        credential = watched[0]
+        left = self.credentials[credential] - 1
+        if left:
+            self.credentials[credential] = left
+        else:
+            del self.credentials[credential]
+        return True
 
     def stop(self) -> None:
         """End the task (the loop is closing); the sockets are left as they are."""
@@ -81,7 +99,7 @@ class CredentialWatch(Generic[C]):
 
     async def check_once(self) -> None:
         """Ask about every watched credential once; close the sockets of those that ended."""
-        watched = {credential for credential, _ in self.sockets.values()}
+        watched = set(self.credentials)
         if not watched:
             return
         try:
@@ -96,7 +114,7 @@ class CredentialWatch(Generic[C]):
             return
         ended = set(ended)
         for socket, (credential, close) in list(self.sockets.items()):
-            if credential not in ended or self.sockets.pop(socket, None) is None:
+            if credential not in ended or not self.forget(socket):
                 continue
             try:
                 await close()

@@ -320,6 +320,91 @@ def test_a_watch_reads_again_only_the_credentials_whose_rows_changed(django_user
     assert ended(credentials[1:4], verified, stamps) == set() and set(stamps.last) == set(credentials[1:4])
 
 
+def test_a_quiet_round_sends_the_last_rounds_probe_and_still_sees_every_change(
+    django_user_model, django_assert_num_queries, monkeypatch
+):
+    from messaging.transport import stamps as stamps_module
+
+    users, listed = many_credentials(django_user_model, 12)
+    credentials = set(listed)
+    verified, stamps = Verified(), Stamps()
+    built = []
+    array = stamps_module.array
+    monkeypatch.setattr(stamps_module, "array", lambda values: built.append(1) or array(values))
+    assert ended(credentials, verified, stamps) == set()  # read and stamped
+    assert ended(credentials, verified, stamps) == set()  # unchanged: the probe built once more
+    kept = stamps.last
+    built.clear()
+    with django_assert_num_queries(3) as captured:
+        assert ended(credentials, verified, stamps) == set()
+    assert built == [], "a quiet round builds no probe: it sends the last one"
+    assert all("unnest" in q["sql"] for q in captured.captured_queries)
+    assert stamps.last is kept, "and keeps the last round's stamps as they are"
+
+    # A change behind a quiet round is seen, and decided in full.
+    token = next(c for c in listed if c.token_id is not None)
+    session = next(c for c in listed if c.session_key is not None)
+    ApiToken.objects.filter(pk=token.token_id).update(revoked_at=timezone.now())
+    import_module(django_settings.SESSION_ENGINE).SessionStore(session.session_key).delete()
+    assert ended(credentials, verified, stamps) == {token, session}
+    assert token not in stamps.last and len(stamps.last) == 10
+    # The sockets of the ended credentials close; the round after is quiet again.
+    credentials -= {token, session}
+    assert ended(credentials, verified, stamps) == set()
+    built.clear()
+    assert ended(credentials, verified, stamps) == set()
+    assert built == []
+
+    # An expiry that comes with no change of a row ends a quiet round's credential.
+    expiring = next(c for c in credentials if c.token_id is not None)
+    ApiToken.objects.filter(pk=expiring.token_id).update(expires_at=timezone.now() + timedelta(seconds=1))
+    assert ended(credentials, verified, stamps) == set()  # read again: its row changed
+    assert ended(credentials, verified, stamps) == set()  # the probe kept, with its expiry
+    time.sleep(1.1)
+    assert ended(credentials, verified, stamps) == {expiring}
+    credentials.discard(expiring)
+
+    # A new socket's credential is read in full beside the stamped ones; one gone is forgotten.
+    newcomer = django_user_model.objects.create_user(username="newcomer")
+    joined = Credential(newcomer.pk, session_key=log_in_now(newcomer))
+    assert ended(credentials | {joined}, verified, stamps) == set()
+    assert joined in stamps.last
+    left = next(iter(credentials))
+    assert ended(credentials - {left}, verified, stamps) == set()
+    assert left not in stamps.last and joined not in stamps.last
+    newcomer.set_password("new")
+    newcomer.save()
+    assert ended(credentials | {joined}, verified, stamps) == {joined}
+
+
+async def test_the_watch_asks_about_each_credential_of_its_sockets_once_while_one_is_open():
+    from messaging.transport.watch import CredentialWatch
+
+    asked: list[set] = []
+
+    async def check(credentials):
+        asked.append(credentials)
+        return set()
+
+    async def close():
+        pass
+
+    watch = CredentialWatch(check, 60)
+    for socket, credential in enumerate(["a", "a", "b", "c"]):
+        watch.add(socket, credential, close)
+    watch.add(3, "b", close)  # added again with another credential: counted once, as the last
+    watch.discard(0)
+    watch.discard(2)
+    watch.discard(7)  # never added
+    await watch.check_once()
+    assert asked == [{"a", "b"}]
+    watch.discard(1)
+    watch.discard(3)
+    await watch.check_once()
+    assert asked == [{"a", "b"}] and watch.credentials == {} and len(watch) == 0
+    watch.stop()
+
+
 @pytest.mark.parametrize(
     "engine", ["django.contrib.sessions.backends.cached_db", "django.contrib.sessions.backends.cache"]
 )
