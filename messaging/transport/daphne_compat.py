@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .daphne_pings import ping_plainly
+from .daphne_reads import read_plainly
 from .daphne_sweeps import sweep_only_due_connections
 
 # RFC 6455 7.4.1 codes a server may put in a close frame; 1000 and 3000-4999
@@ -114,8 +115,8 @@ _adapted = False
 
 
 def adapt_to_daphne() -> None:
-    """The changes, and daphne_sweeps.py's and daphne_pings.py's, once daphne is loaded: from a socket's
-    connect, where it is if it serves."""
+    """The changes, and daphne_sweeps.py's, daphne_pings.py's and daphne_reads.py's, once daphne is loaded:
+    from a socket's connect, where it is if it serves."""
     global _adapted
     if _adapted or "daphne.ws_protocol" not in sys.modules:
         return
@@ -123,4 +124,5 @@ def adapt_to_daphne() -> None:
     defer_autobahn_log_formatting()
     sweep_only_due_connections()
     ping_plainly()
+    read_plainly()
     _adapted = True
