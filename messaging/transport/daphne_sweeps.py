@@ -21,7 +21,12 @@ and changes only whom they visit:
 - the timeout checker calls `check_timeouts` on a WebSocket when its next
   deadline (the handshake's, the ping's, `websocket_timeout`) has come, kept
   in a wheel of two-second slots, and on every other connection (HTTP
-  requests, event streams) each pass, as daphne does.
+  requests, event streams) each pass, as daphne does;
+- the wheel also keeps a pong's deadline where daphne_pings.py made it a
+  `PongDeadline` rather than autobahn's timer (`keeps_pong_deadlines` says
+  which servers it can): a socket whose deadline has passed is dropped as
+  autobahn's timer drops it (`onAutoPingTimeout`), by the first pass after
+  it, so within two seconds of `ping_timeout` and never before.
 
 So an idle socket is visited once per `ping_interval`, to be pinged, not 30
 times. Deadlines are met within the same two seconds as daphne's.
@@ -120,27 +125,65 @@ class Sweeps:
         return visit
 
 
+class PongDeadline:
+    """When the pong of a ping must have come, kept by the wheel rather than by a timer of its own.
+
+    It stands where autobahn keeps its pong's timer (`autoPingTimeoutCall`),
+    so each of autobahn's ways of ending the wait (the pong, a data frame
+    when `autoPingRestartOnAnyTraffic`, the connection lost) ends it by
+    `cancel()`, as they end the timer. The timeout pass drops the socket
+    once a deadline still `due` has passed.
+    """
+
+    __slots__ = ("due",)
+
+    def __init__(self, due: float) -> None:
+        self.due: float | None = due
+
+    def cancel(self) -> None:
+        self.due = None
+
+
 def slot(moment: float) -> int:
     return math.floor(moment / SLOT_SECONDS)
 
 
+def pong_due(protocol: Any) -> float | None:
+    """When the pong a WebSocket waits for must have come by, if the wheel keeps that deadline."""
+    waiting: object = protocol.autoPingTimeoutCall
+    return waiting.due if isinstance(waiting, PongDeadline) else None
+
+
 def next_deadline(server: Any, protocol: Any) -> float | None:
-    """When `check_timeouts` next has something to do for a WebSocket connection (daphne's ws_protocol.py)."""
-    # Two optional floats, not a list: this runs on every visit, once per ping of every socket.
-    state: float | None = None
+    """When the timeout pass next has something to do for a WebSocket connection.
+
+    `check_timeouts` (daphne's ws_protocol.py) for the handshake, the ping and
+    `websocket_timeout`; the drop for a pong that has not come. The pong's
+    deadline holds in any state: one can be waiting still while the socket closes.
+    """
+    # Optional floats, not a list: this runs on every visit, once per ping of every socket.
+    due = pong_due(protocol)
     if protocol.state == protocol.STATE_CONNECTING:
-        state = protocol.socket_opened + server.websocket_connect_timeout
+        due = earliest(due, protocol.socket_opened + server.websocket_connect_timeout)
     elif protocol.state == protocol.STATE_OPEN:
-        state = protocol.last_ping + server.ping_interval
-    if server.websocket_timeout < 0:
-        return state
-    closing: float = protocol.socket_opened + server.websocket_timeout
-    return closing if state is None else min(state, closing)
+        due = earliest(due, protocol.last_ping + server.ping_interval)
+    if server.websocket_timeout >= 0:
+        due = earliest(due, protocol.socket_opened + server.websocket_timeout)
+    return due
+
+
+def earliest(due: float | None, other: float) -> float:
+    return other if due is None or other < due else due
 
 
 def checked_daphne() -> bool:
     """Whether the daphne loaded is a version these replacements were checked on."""
     return str(getattr(sys.modules.get("daphne"), "__version__", "")).startswith(CHECKED_DAPHNE)
+
+
+def keeps_pong_deadlines(server: Any) -> bool:
+    """Whether `server`'s timeout pass is this module's, the one that drops a socket whose `PongDeadline` has passed."""
+    return getattr(type(server).timeout_checker, "keeps_pong_deadlines", False) is True
 
 
 def sweeps_of(server: Any) -> Sweeps:
@@ -207,12 +250,21 @@ def sweep_only_due_connections() -> None:
         for protocol in sweeps.due(now):
             if protocol not in self.connections:
                 continue
-            protocol.check_timeouts()
-            if isinstance(protocol, sweeps.websocket):
+            websocket = isinstance(protocol, sweeps.websocket)
+            pong = pong_due(protocol) if websocket else None
+            if pong is not None and pong <= now:
+                # As autobahn's timer would: dropped, unclean, the wait ended. It
+                # has no deadline left but `websocket_timeout`'s, and its
+                # disconnect, a turn of the reactor later, takes it off the wheel.
+                protocol.onAutoPingTimeout()
+            else:
+                protocol.check_timeouts()
+            if websocket:
                 sweeps.schedule(protocol, next_deadline(self, protocol))
         reactor.callLater(SLOT_SECONDS, self.timeout_checker)
 
     application_checker.due_only = True  # type: ignore[attr-defined]
+    timeout_checker.keeps_pong_deadlines = True  # type: ignore[attr-defined]
     Server.protocol_connected = protocol_connected
     Server.protocol_disconnected = protocol_disconnected
     Server.create_application = create_application

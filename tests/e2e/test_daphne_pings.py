@@ -1,9 +1,10 @@
-"""Daphne's pings go to the socket at once, their pongs are read at once, and
-pings and their timeouts work as they did.
+"""Daphne's pings go to the socket at once, their pongs are read at once and
+waited for on the sweeps' wheel, and pings and their timeouts work as they did.
 
-A real daphne process serves tests/support/pings_app.py, with `ping_plainly()`
-applied (messaging/transport/daphne_pings.py), a ping every second and three
-seconds for its pong.
+A real daphne process serves tests/support/pings_app.py, with
+`sweep_only_due_connections()` and `ping_plainly()` applied
+(messaging/transport/daphne_sweeps.py, daphne_pings.py), a ping every second
+and three seconds for its pong.
 """
 
 from __future__ import annotations
@@ -12,16 +13,21 @@ import asyncio
 import os
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import websockets
 
+from messaging.transport.daphne_sweeps import SLOT_SECONDS
 from tests.support.daphne_apps import daphnes_serving, raw_handshake, state, ws_url
 
 pytestmark = pytest.mark.e2e
 
 APP = "tests.support.pings_app:application"
-PINGS = ("--ping-interval", "1", "--ping-timeout", "3")
+PING_TIMEOUT = 3
+PINGS = ("--ping-interval", "1", "--ping-timeout", str(PING_TIMEOUT))
+# Time for a loaded box: a pass of the sweeps late, a drop's reset on its way.
+SLACK = 3.0
 
 
 @pytest.fixture
@@ -46,7 +52,7 @@ def test_idle_sockets_are_pinged_and_answered_without_the_reactor_or_the_frame_p
             await ws.send(f"still here {n}")
             assert await ws.recv() == f"still here {n}"
             await ws.close()
-        return {key: after[key] - before[key] for key in ("pings", "add_writer", "parsed")}
+        return {key: after[key] - before[key] for key in ("pings", "add_writer", "parsed", "pong_timers")}
 
     seen = asyncio.run(scenario())
     assert seen["pings"] >= 60  # 20 sockets, about three passes of daphne's ping check each
@@ -55,6 +61,8 @@ def test_idle_sockets_are_pinged_and_answered_without_the_reactor_or_the_frame_p
     assert seen["add_writer"] <= 3
     # Autobahn's parser reads each pong (twice: the frame, then the empty buffer).
     assert seen["parsed"] == 0
+    # Autobahn arms a txaio timer for each ping's pong, one a ping.
+    assert seen["pong_timers"] == 0
 
 
 def read_ping(conn: socket.socket) -> bytes:
@@ -117,6 +125,82 @@ def test_a_client_that_answers_its_pings_stays(daphne, answer):
         assert still_open(conn)
     finally:
         conn.close()
+
+
+def dropped_after_first_ping(conn: socket.socket) -> float:
+    """Seconds from the first ping the server sends to its dropping the connection, reading all it sends
+    (and failing if that takes twice the ping timeout and the sweeps' resolution)."""
+    conn.settimeout(5)
+    read_ping(conn)
+    pinged = time.monotonic()
+    try:
+        while conn.recv(4096):
+            assert time.monotonic() - pinged < 2 * (PING_TIMEOUT + SLOT_SECONDS), "pinged on, never dropped"
+    except ConnectionResetError:
+        pass  # autobahn aborts the connection on a ping's timeout
+    return time.monotonic() - pinged
+
+
+def test_a_client_that_never_answers_is_dropped_by_the_sweeps_within_two_seconds_of_its_ping_timeout(daphne):
+    server = daphne()
+    before = state(server)
+    conn = raw_handshake(server, "/ws/echo")
+    try:
+        dropped = dropped_after_first_ping(conn)
+    finally:
+        conn.close()
+    after = state(server)
+    # Later pings do not push the first one's deadline back: dropped at the
+    # first pass of the sweeps after it, never before it (autobahn's timer,
+    # its deadline rounded down to the second, fires as much as one early).
+    assert PING_TIMEOUT - 0.1 <= dropped <= PING_TIMEOUT + SLOT_SECONDS + SLACK
+    assert after["pong_timeouts"] - before["pong_timeouts"] == 1
+    # The deadline was the wheel's: autobahn arms a timer a ping.
+    assert after["pong_timers"] - before["pong_timers"] == 0
+
+
+def test_a_client_that_answers_its_pings_with_data_not_pongs_stays(daphne):
+    # Autobahn takes any data frame for an answer (`autoPingRestartOnAnyTraffic`,
+    # on in daphne's factory). A frame after each ping, not a steady stream:
+    # daphne waits `--ping-interval` from a socket's last message to ping it.
+    server = daphne()
+    before = state(server)
+    conn = raw_handshake(server, "/ws/echo")
+    conn.settimeout(5)
+    pings, deadline = 0, time.monotonic() + 2 * PING_TIMEOUT + SLOT_SECONDS
+    try:
+        while time.monotonic() < deadline:
+            read_ping(conn)
+            pings += 1
+            assert still_open(conn)  # a text frame for an answer, and its echo
+    finally:
+        conn.close()
+    after = state(server)
+    assert pings >= 2
+    assert after["pong_timeouts"] - before["pong_timeouts"] == 0
+    assert after["pong_timers"] - before["pong_timers"] == 0
+
+
+def test_under_daphnes_own_sweeps_autobahn_times_the_pongs(daphne):
+    # Daphne's own timeout pass knows nothing of a deadline the wheel would keep:
+    # a ping's pong is autobahn's to wait for, with its timer, as before.
+    server = daphne(env={"DAPHNES_OWN_SWEEPS": "1"})
+    before = state(server)
+    answering, silent = raw_handshake(server, "/ws/echo"), raw_handshake(server, "/ws/echo")
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            drop = pool.submit(dropped_after_first_ping, silent)
+            answer_pings(answering, PING_TIMEOUT + SLOT_SECONDS + SLACK + 1, pong)
+            dropped = drop.result()
+        assert still_open(answering)
+    finally:
+        answering.close()
+        silent.close()
+    after = state(server)
+    assert dropped <= PING_TIMEOUT + SLOT_SECONDS + SLACK
+    # Each ping's timer, left running when the next is armed, fires: a drop, then drops skipped.
+    assert after["pong_timeouts"] - before["pong_timeouts"] >= 1
+    assert after["pong_timers"] - before["pong_timers"] >= 2
 
 
 def test_a_pong_with_another_payload_does_not_answer_the_ping(daphne):

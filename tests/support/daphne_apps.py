@@ -5,6 +5,7 @@ tests' side (tests/e2e/test_daphne_sweeps.py, test_daphne_pings.py)."""
 from __future__ import annotations
 
 import base64
+import functools
 import gc
 import json
 import os
@@ -25,12 +26,17 @@ def daphne_server() -> Any:
     return next(thing for thing in gc.get_objects() if isinstance(thing, Server))
 
 
-def count_calls(owner: Any, name: str, counts: dict[str, int], key: str) -> None:
-    """Count in `counts[key]` each call of `owner.name` (a class's method, or an object's)."""
+def count_calls(
+    owner: Any, name: str, counts: dict[str, int], key: str, when: Callable[..., bool] | None = None
+) -> None:
+    """Count in `counts[key]` each call of `owner.name` (a class's method, or an object's), or only
+    those whose arguments `when` holds for."""
     original = getattr(owner, name)
 
+    @functools.wraps(original)  # its name kept: a count may ask which method a callback is
     def counted(*args: Any, **kwargs: Any) -> Any:
-        counts[key] += 1
+        if when is None or when(*args, **kwargs):
+            counts[key] += 1
         return original(*args, **kwargs)
 
     setattr(owner, name, counted)
@@ -49,11 +55,12 @@ async def answer_http(scope: dict, send: Callable, counts: dict[str, int]) -> No
 
 
 def daphnes_serving(app: str, tmp_path, *options: str) -> Iterator[Callable[..., Daphne]]:
-    """A fixture's `start(*args)`: one more daphne serving `app` with `options` and `args`, stopped at the end."""
+    """A fixture's `start(*args, env=...)`: one more daphne serving `app` with `options` and `args` (and `env`
+    in its environment), stopped at the end."""
     servers = []
 
-    def start(*args: str) -> Daphne:
-        server = Daphne({}, log_dir=tmp_path, args=(*options, *args), app=app, ready_path="/ready")
+    def start(*args: str, env: dict[str, str] | None = None) -> Daphne:
+        server = Daphne(env or {}, log_dir=tmp_path, args=(*options, *args), app=app, ready_path="/ready")
         servers.append(server.start())
         return server
 

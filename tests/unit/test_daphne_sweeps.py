@@ -1,8 +1,8 @@
-"""The wheel of daphne's sweeps: who is visited when (messaging/transport/daphne_sweeps.py)."""
+"""The wheel of daphne's sweeps: who is visited when, and the deadlines it keeps (messaging/transport/daphne_sweeps.py)."""
 
 from __future__ import annotations
 
-from messaging.transport.daphne_sweeps import SLOT_SECONDS, Sweeps
+from messaging.transport.daphne_sweeps import SLOT_SECONDS, PongDeadline, Sweeps, next_deadline
 
 
 class Socket:
@@ -76,3 +76,60 @@ def test_applied_to_a_running_server_every_connection_is_visited_once_then_when_
     assert sweeps.to_reap(now=50.5) == {socket, request}
     assert sorted(map(id, sweeps.due(52.0))) == sorted(map(id, [socket, request]))
     assert sweeps.due(54.0) == [request]
+
+
+class Daphne:
+    """Stands for daphne's server: the timeouts a socket's deadlines are made of."""
+
+    websocket_connect_timeout, ping_interval, websocket_timeout = 5.0, 20.0, -1.0
+
+
+class Protocol:
+    """Stands for daphne's WebSocket protocol as `next_deadline` reads it (autobahn's states), open."""
+
+    STATE_CLOSED, STATE_CONNECTING, STATE_CLOSING, STATE_OPEN = 0, 1, 2, 3
+
+    def __init__(self, waiting: object = None) -> None:
+        self.state, self.socket_opened, self.last_ping = self.STATE_OPEN, 50.0, 100.0
+        self.autoPingTimeoutCall = waiting
+
+
+def test_a_cancelled_pong_deadline_is_no_longer_due():
+    deadline = PongDeadline(130.0)
+    assert deadline  # autobahn cancels its timer only `if self.autoPingTimeoutCall`
+    assert deadline.due == 130.0
+    deadline.cancel()
+    assert deadline.due is None
+    deadline.cancel()  # autobahn's ways may end a wait twice
+    assert deadline.due is None
+
+
+def test_a_sockets_next_deadline_is_its_pongs_when_that_comes_before_its_next_ping():
+    assert next_deadline(Daphne, Protocol()) == 120.0
+    assert next_deadline(Daphne, Protocol(PongDeadline(110.0))) == 110.0
+    assert next_deadline(Daphne, Protocol(PongDeadline(130.0))) == 120.0
+
+
+def test_a_pong_deadline_ended_or_kept_by_autobahns_timer_is_not_the_wheels():
+    cancelled = PongDeadline(110.0)
+    cancelled.cancel()
+    assert next_deadline(Daphne, Protocol(cancelled)) == 120.0
+
+    class Timer:  # what txaio's batched timer gives autobahn: it fires on its own
+        due = 110.0
+
+    assert next_deadline(Daphne, Protocol(Timer())) == 120.0
+
+
+def test_a_closing_socket_is_still_held_to_its_pong_and_to_websocket_timeout():
+    closing = Protocol(PongDeadline(110.0))
+    closing.state = closing.STATE_CLOSING
+    assert next_deadline(Daphne, closing) == 110.0
+    closing.autoPingTimeoutCall = None
+    assert next_deadline(Daphne, closing) is None
+
+    class DaphneWithTimeout(Daphne):
+        websocket_timeout = 30.0
+
+    assert next_deadline(DaphneWithTimeout, closing) == 80.0
+    assert next_deadline(DaphneWithTimeout, Protocol(PongDeadline(70.0))) == 70.0
