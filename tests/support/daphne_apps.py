@@ -51,6 +51,17 @@ async def answer_http(scope: dict, send: Callable, counts: dict[str, int]) -> No
     await send({"type": "http.response.body", "body": body})
 
 
+async def answer_frames(receive: Callable, send: Callable, answer: Callable[[str], Any]) -> None:
+    """Accept a WebSocket, then `await answer(text)` for each of its text frames until it disconnects."""
+    await receive()  # websocket.connect
+    await send({"type": "websocket.accept"})
+    while True:
+        event = await receive()
+        if event["type"] == "websocket.disconnect":
+            return
+        await answer(event.get("text") or "")
+
+
 # The tests' side.
 
 

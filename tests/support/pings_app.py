@@ -22,7 +22,7 @@ from txaio._common import _BatchedTimer
 
 from messaging.transport.daphne_pings import ping_plainly
 from messaging.transport.daphne_sweeps import sweep_only_due_connections
-from tests.support.daphne_apps import answer_http, count_calls
+from tests.support.daphne_apps import answer_frames, answer_http, count_calls
 
 if not os.environ.get("DAPHNES_OWN_SWEEPS"):
     sweep_only_due_connections()
@@ -49,19 +49,15 @@ async def http(scope, receive, send):
 
 
 async def websocket(scope, receive, send):
-    await receive()  # websocket.connect
-    await send({"type": "websocket.accept"})
-    while True:
-        event = await receive()
-        if event["type"] == "websocket.disconnect":
-            return
-        text = event.get("text") or ""
+    async def answer(text: str) -> None:
         if scope["path"] != "/ws/burst":
             await send({"type": "websocket.send", "text": text})
-            continue
+            return
         count, size = (int(n) for n in text.split())
         for n in range(count):
             await send({"type": "websocket.send", "text": f"{n:08d}".ljust(size, "x")})
+
+    await answer_frames(receive, send, answer)
 
 
 async def application(scope, receive, send):

@@ -17,7 +17,7 @@ import os
 import sys
 
 from messaging.transport.daphne_reads import read_plainly
-from tests.support.daphne_apps import answer_http, count_calls
+from tests.support.daphne_apps import answer_frames, answer_http, count_calls
 
 if not os.environ.get("TWISTEDS_OWN_READS"):
     read_plainly()
@@ -63,13 +63,5 @@ WebSocketProtocol.connectionLost = connectionLost
 async def application(scope, receive, send):
     if scope["type"] == "http":
         await answer_http(scope, send, counts)
-        return
-    if scope["type"] != "websocket":
-        return
-    await receive()  # websocket.connect
-    await send({"type": "websocket.accept"})
-    while True:
-        event = await receive()
-        if event["type"] == "websocket.disconnect":
-            return
-        await send({"type": "websocket.send", "text": event.get("text") or ""})
+    elif scope["type"] == "websocket":
+        await answer_frames(receive, send, lambda text: send({"type": "websocket.send", "text": text}))
