@@ -29,14 +29,15 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from .versions import checked
+
 CHECKED_TWISTED = ("24.", "25.", "26.")
 
 
 def read_plainly() -> None:
     """Make the asyncio reactor hand a TCP connection's reads to it without the legacy log context; once."""
     reactor_module = sys.modules.get("twisted.internet.asyncioreactor")
-    twisted = sys.modules.get("twisted")
-    if reactor_module is None or not str(getattr(twisted, "__version__", "")).startswith(CHECKED_TWISTED):
+    if reactor_module is None or not checked("twisted", CHECKED_TWISTED):
         return  # not the asyncio reactor, or a Twisted whose reader registration this was not checked against
     Reactor = reactor_module.AsyncioSelectorReactor
     registered = Reactor.addReader
@@ -67,9 +68,12 @@ def read_from(reactor: Any, connection: Any) -> None:
     """One read of `connection`, as Twisted's reactor does it, less the legacy log context."""
     try:
         reactor._readOrWrite(connection, True)
-    except Exception:
-        # `callWithLogger`'s catch, which `_readOrWrite` leaves to it. Twisted
-        # is imported here, not with this module, which uvicorn's processes load too.
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        # `callWithLogger`'s catch, which `_readOrWrite` leaves to it: all but
+        # an interrupt, a `SystemExit` included. Twisted is imported here, not
+        # with this module, which uvicorn's processes load too.
         from twisted.logger import Logger
 
         Logger(namespace="twisted.internet.asyncioreactor").failure(
@@ -80,5 +84,7 @@ def read_from(reactor: Any, connection: Any) -> None:
 def logged_as(connection: Any) -> str:
     try:
         return str(connection.logPrefix())
-    except Exception:
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
         return "(buggy logPrefix method)"

@@ -46,6 +46,8 @@ import time
 from collections import deque
 from typing import Any
 
+from .versions import checked
+
 # Daphne's own period for `timeout_checker` (server.py: `callLater(2, ...)`).
 SLOT_SECONDS = 2.0
 CHECKED_DAPHNE = "4."
@@ -178,7 +180,7 @@ def earliest(due: float | None, other: float) -> float:
 
 def checked_daphne() -> bool:
     """Whether the daphne loaded is a version these replacements were checked on."""
-    return str(getattr(sys.modules.get("daphne"), "__version__", "")).startswith(CHECKED_DAPHNE)
+    return checked("daphne", CHECKED_DAPHNE)
 
 
 def keeps_pong_deadlines(server: Any) -> bool:

@@ -43,6 +43,7 @@ from typing import Any
 
 from ...conf import get_settings
 from ..frames import encoded
+from ..versions import checked
 from .asgi import TRANSPORT_BUFFER, OnOverflow, Send, WritingSendBuffer, server_send
 
 log = logging.getLogger(__name__)
@@ -333,8 +334,7 @@ def release_handshake(protocol: Any) -> None:
     headers = getattr(protocol, "http_headers", None)
     if isinstance(headers, dict):
         headers.clear()
-    autobahn = sys.modules.get("autobahn")
-    if not getattr(autobahn, "__version__", "").startswith(CHECKED_AUTOBAHN):
+    if not checked("autobahn", CHECKED_AUTOBAHN):
         for name, empty in (("http_request_data", b""), ("http_response_data", "")):
             if hasattr(protocol, name):
                 setattr(protocol, name, empty)
