@@ -69,20 +69,22 @@ def ended(
     """Those of `credentials` that no longer sign their users in. A watch's rounds pass what the
     last round kept: `verified`, the sessions it found signing in, and `stamps`, the versions of
     the rows its decisions were made on (those whose rows are unchanged are not read again)."""
-    given = list(credentials)
     found: set[Credential] = set()
     if verified is not None:
         verified.start()
     fresh: dict[Credential, Stamp] = {}
     if stamps is not None and stamps.start():
-        asked = credentials if isinstance(credentials, AbstractSet) else set(given)
+        asked = credentials if isinstance(credentials, AbstractSet) else set(credentials)
         same = stamps.unchanged(asked, timezone.now())
         if len(same) == len(asked) == len(stamps.last):
             stamps.keep_last()  # a quiet round: every stamp of the last round holds, and no other is asked for
         else:
             stamps.keep((c, stamps.last[c]) for c in same)
-        given = [c for c in given if c not in same] if len(same) < len(asked) else []
+        # Only the credentials to read are listed: a quiet round lists none.
+        given = [c for c in credentials if c not in same] if len(same) < len(asked) else []
         fresh = stamps.read(given) if given else {}
+    else:
+        given = list(credentials)
     for start in range(0, len(given), CHUNK):
         found |= _ended(given[start : start + CHUNK], verified)
     if stamps is not None:

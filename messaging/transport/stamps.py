@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 Probe = tuple[list[str], list[str]]
 # The same as two PostgreSQL array literals (`array`), as a probe's query sends them.
 Literals = tuple[str, str]
+NO_PROBE: tuple[Literals, Literals, Literals] = (("", ""), ("", ""), ("", ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +72,7 @@ class Stamps:
         # a quiet round asks again what the round before it asked, without
         # a step per credential in Python.
         self.probed: dict[Credential, Stamp] | None = None
-        self.probe: tuple[Literals, Literals, Literals] = (("", ""), ("", ""), ("", ""))
+        self.probe = NO_PROBE
         self.expires_first: datetime | None = None
 
     def start(self) -> bool:
@@ -177,6 +178,9 @@ class Stamps:
 
     def end(self) -> None:
         self.last, self.this = self.this, {}
+        if self.probed is not self.last:
+            # The probe was of stamps no round will start from again.
+            self.probed, self.probe, self.expires_first = None, NO_PROBE, None
 
 
 def rows_decide() -> bool:

@@ -348,6 +348,7 @@ def test_a_quiet_round_sends_the_last_rounds_probe_and_still_sees_every_change(
     import_module(django_settings.SESSION_ENGINE).SessionStore(session.session_key).delete()
     assert ended(credentials, verified, stamps) == {token, session}
     assert token not in stamps.last and len(stamps.last) == 10
+    assert stamps.probed is None and stamps.probe[0] == ("", ""), "a probe of stamps no round starts from is let go"
     # The sockets of the ended credentials close; the round after is quiet again.
     credentials -= {token, session}
     assert ended(credentials, verified, stamps) == set()
