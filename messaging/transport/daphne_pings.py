@@ -56,8 +56,9 @@ import sys
 import time
 from typing import Any
 
-from .daphne_sweeps import PongDeadline, checked_daphne, keeps_pong_deadlines
+from .daphne_sweeps import PongDeadline, keeps_pong_deadlines
 from .servers.daphne import plain_tcp, write_now, writes_plainly
+from .versions import checked_daphne
 
 # RFC 6455 5.5: a control frame's payload is at most 125 bytes, so its length is one byte.
 LARGEST_PING = 125

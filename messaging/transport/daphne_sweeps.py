@@ -29,7 +29,9 @@ and changes only whom they visit:
   it, so within two seconds of `ping_timeout` and never before.
 
 So an idle socket is visited once per `ping_interval`, to be pinged, not 30
-times. Deadlines are met within the same two seconds as daphne's.
+times. Deadlines are met within the same two seconds as daphne's. It also
+gives each connection daphne_queues.py's lighter queue, before it wraps
+`create_application` (the wrapper hears when the application finishes).
 
 Call it from the ASGI module daphne serves, beside
 `allow_protocol_close_codes()` (messaging/transport/daphne_compat.py, whose
@@ -46,11 +48,11 @@ import time
 from collections import deque
 from typing import Any
 
-from .versions import checked
+from .daphne_queues import queue_lightly
+from .versions import checked_daphne
 
 # Daphne's own period for `timeout_checker` (server.py: `callLater(2, ...)`).
 SLOT_SECONDS = 2.0
-CHECKED_DAPHNE = "4."
 
 
 class Sweeps:
@@ -178,11 +180,6 @@ def earliest(due: float | None, other: float) -> float:
     return other if due is None or other < due else due
 
 
-def checked_daphne() -> bool:
-    """Whether the daphne loaded is a version these replacements were checked on."""
-    return checked("daphne", CHECKED_DAPHNE)
-
-
 def keeps_pong_deadlines(server: Any) -> bool:
     """Whether `server`'s timeout pass is this module's, the one that drops a socket whose `PongDeadline` has passed."""
     return getattr(type(server).timeout_checker, "keeps_pong_deadlines", False) is True
@@ -207,6 +204,8 @@ def sweep_only_due_connections() -> None:
     Server = server_module.Server
     if getattr(Server.application_checker, "due_only", False):
         return
+    # The lighter queue first (daphne_queues.py), so that what is wrapped below is it.
+    queue_lightly()
     reactor = server_module.reactor
     every_connection = Server.application_checker
     connected, disconnected, created = (

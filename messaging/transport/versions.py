@@ -15,3 +15,12 @@ import sys
 def checked(module: str, versions: str | tuple[str, ...]) -> bool:
     """Whether `module` is loaded and its `__version__` starts with one of `versions`."""
     return str(getattr(sys.modules.get(module), "__version__", "")).startswith(versions)
+
+
+# Daphne's internals that daphne_sweeps.py, daphne_pings.py and daphne_queues.py replace were read on daphne 4.
+CHECKED_DAPHNE = "4."
+
+
+def checked_daphne() -> bool:
+    """Whether the daphne loaded is a version the replacements of its internals were checked on."""
+    return checked("daphne", CHECKED_DAPHNE)

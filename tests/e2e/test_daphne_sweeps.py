@@ -81,6 +81,22 @@ def test_a_client_that_answers_pings_stays(daphne):
     assert asyncio.run(scenario()) == "after 8 s"
 
 
+def test_a_connections_events_reach_its_application_through_the_lighter_queue_in_order(daphne):
+    server = daphne()
+
+    async def scenario():
+        async with websockets.connect(ws_url(server, "/ws/echo"), ping_interval=None) as ws:
+            await ws.send("queue?")
+            kind = await ws.recv()
+            # Many frames in one burst: several wait in the queue at once.
+            await asyncio.gather(*(ws.send(str(n)) for n in range(500)))
+            return kind, [await ws.recv() for _ in range(500)]
+
+    kind, echoed = asyncio.run(scenario())
+    assert kind == "ApplicationQueue"
+    assert echoed == [str(n) for n in range(500)]
+
+
 def test_a_handshake_never_accepted_is_refused_at_its_deadline(daphne):
     server = daphne()
     started = time.monotonic()

@@ -6,6 +6,8 @@ answers `GET /state` with them, the server's connections and the
 applications daphne cancelled. Each WebSocket path is one way an
 application ends: `/ws/echo` echoes until the client leaves, `/ws/raise`
 raises once accepted, `/ws/linger` ignores its disconnect until cancelled,
+(each echoing socket answers `queue?` with the type of the queue daphne
+hands it its events through),
 `/ws/never-accept` never answers the handshake.
 """
 
@@ -39,7 +41,10 @@ async def websocket(scope, receive, send):
         event = await receive()
         if event["type"] == "websocket.disconnect":
             break
-        await send({"type": "websocket.send", "text": event.get("text") or ""})
+        text = event.get("text") or ""
+        if text == "queue?":  # the queue daphne handed this connection's events through
+            text = type(receive.__self__).__name__
+        await send({"type": "websocket.send", "text": text})
     if path == "/ws/linger":
         try:
             await asyncio.Event().wait()
