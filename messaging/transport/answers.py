@@ -25,6 +25,8 @@ log = logging.getLogger("messaging.transport.consumers")
 class Answers:
     """How `session` answers the commands the pipeline ran for it."""
 
+    __slots__ = ("session", "sender", "rooms", "user")
+
     def __init__(self, session: Session) -> None:
         self.session = session
         self.sender = session.sender

@@ -28,6 +28,8 @@ class LiveRooms:
     (their `typing` and `presence`).
     """
 
+    __slots__ = ("hub", "user", "sender", "own_frames", "rooms", "held", "held_bytes", "live_after", "attached")
+
     def __init__(self, hub: Hub, user: Any, sender: Sender, own_frames: tuple[str, ...]) -> None:
         self.hub = hub
         self.user = user

@@ -17,6 +17,8 @@ log = logging.getLogger("messaging.transport.consumers")
 class Sender:
     """The frames of the session of `user_pk`, on their way to its `buffer`."""
 
+    __slots__ = ("buffer", "user_pk", "send_text")
+
     def __init__(self, buffer: Buffer, user_pk: Any) -> None:
         self.buffer = buffer
         self.user_pk = user_pk

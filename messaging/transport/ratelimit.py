@@ -45,6 +45,8 @@ Clock = Callable[[], float]
 class TokenBucket:
     """`burst` commands at once, then `rate` per second."""
 
+    __slots__ = ("rate", "burst", "clock", "tokens", "at")
+
     def __init__(self, rate: float, burst: int, clock: Clock = time.monotonic) -> None:
         if rate <= 0 or burst < 1:
             raise ValueError("a token bucket needs rate > 0 and burst >= 1")

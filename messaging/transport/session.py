@@ -67,6 +67,29 @@ class Session:
     longer does (None: not watched).
     """
 
+    # Slots, as in each object a session makes for itself (Sender, LiveRooms, TokenBucket, Answers): one of each a socket, for its life, and a dict apiece cost about 1 kB a socket.
+    __slots__ = (
+        "port",
+        "user",
+        "signed_in",
+        "client_address",
+        "credential",
+        "watch",
+        "sender",
+        "rooms",
+        "bucket",
+        "answers",
+        "inbox_limit",
+        "bad_frames",
+        "inbox",
+        "worker",
+        "answering",
+        "closed",
+        "counted",
+        "present",
+        "overflow_close",
+    )
+
     def __init__(
         self,
         port: Port,

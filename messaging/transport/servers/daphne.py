@@ -170,6 +170,7 @@ class DaphneSendBuffer(WritingSendBuffer):
     """
 
     adapter = "daphne"
+    __slots__ = ("protocol", "slot", "writer", "reserve")
 
     def __init__(self, protocol: Any, slot: Any, send: Send, limit: int, on_overflow: OnOverflow) -> None:
         super().__init__(send, limit, on_overflow)

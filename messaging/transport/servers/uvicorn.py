@@ -92,6 +92,7 @@ class UvicornSendBuffer(WritingSendBuffer):
     """One uvicorn connection's frames: written while its transport takes them, queued while it pushes back."""
 
     adapter = "uvicorn"
+    __slots__ = ("protocol", "transport", "conn", "open_state", "plain")
 
     def __init__(self, protocol: Any, send: Send, limit: int, on_overflow: OnOverflow) -> None:
         super().__init__(send, limit, on_overflow)
