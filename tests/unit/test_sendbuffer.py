@@ -233,6 +233,8 @@ async def test_a_connection_lets_go_of_its_handshake_and_still_sends_receives_an
     full = sys.getsizeof(protocol.__dict__)
     release_handshake(protocol)
     assert not any(hasattr(protocol, name) for name in HANDSHAKE_ATTRIBUTES if name not in type(protocol).__dict__)
+    assert not hasattr(protocol, "application_deferred") and not hasattr(protocol, "is_open")
+    assert not protocol.is_closed.called, "the Deferred the close fires stays"
     assert protocol.request.headers == {} and protocol.request.path == "/ws/"
     assert sys.getsizeof(protocol.__dict__) < full * 0.6
     transport.clear()

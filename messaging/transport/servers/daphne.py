@@ -43,7 +43,7 @@ from typing import Any
 
 from ...conf import get_settings
 from ..frames import encoded
-from ..versions import checked
+from ..versions import CHECKED_DAPHNE, checked
 from .asgi import TRANSPORT_BUFFER, OnOverflow, Send, WritingSendBuffer, server_send
 
 log = logging.getLogger(__name__)
@@ -318,6 +318,11 @@ HANDSHAKE_ATTRIBUTES = (
     "protocol_to_accept",
 )
 CHECKED_AUTOBAHN = "26."
+# Deferreds of the handshake, each fired once by its end and read by nothing
+# after: daphne's creation of the application (daphne 4, ws_protocol.py
+# `onConnect`) and autobahn's `is_open`. Each is about 330 bytes with its
+# dict, its callbacks' list and its context. `is_closed` stays: it fires at the close.
+FIRED_BY_THE_HANDSHAKE = (("application_deferred", "daphne", CHECKED_DAPHNE), ("is_open", "autobahn", CHECKED_AUTOBAHN))
 
 
 def release_handshake(protocol: Any) -> None:
@@ -330,7 +335,8 @@ def release_handshake(protocol: Any) -> None:
     the protocol's 99 attributes are 82, and a copy of its `__dict__` fits a
     table half the size (a dict never shrinks as keys go): 1.6 kB, and about
     1.3 kB of the handshake's own, a socket. On an autobahn version this was
-    not checked on, only the headers' and the messages' contents go.
+    not checked on, only the headers' and the messages' contents go. The
+    handshake's Deferreds that have fired go too (`FIRED_BY_THE_HANDSHAKE`).
     """
     headers = getattr(protocol, "http_headers", None)
     if isinstance(headers, dict):
@@ -343,4 +349,9 @@ def release_handshake(protocol: Any) -> None:
     attributes = protocol.__dict__
     for name in HANDSHAKE_ATTRIBUTES:
         attributes.pop(name, None)
+    for name, library, versions in FIRED_BY_THE_HANDSHAKE:
+        deferred = attributes.get(name)
+        # Only once it has fired: a handshake still under way keeps it.
+        if getattr(deferred, "called", False) and checked(library, versions):
+            del attributes[name]
     protocol.__dict__ = dict(attributes)
