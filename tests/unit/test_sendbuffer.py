@@ -28,6 +28,7 @@ from messaging.transport.servers.asgi import TRANSPORT_BUFFER, SendBuffer
 from messaging.transport.servers.daphne import (
     HANDSHAKE_ATTRIBUTES,
     DaphneSendBuffer,
+    SendQueue,
     register_producer,
     release_handshake,
 )
@@ -235,6 +236,12 @@ async def test_a_connection_lets_go_of_its_handshake_and_still_sends_receives_an
     assert not any(hasattr(protocol, name) for name in HANDSHAKE_ATTRIBUTES if name not in type(protocol).__dict__)
     assert not hasattr(protocol, "application_deferred") and not hasattr(protocol, "is_open")
     assert not protocol.is_closed.called, "the Deferred the close fires stays"
+    assert isinstance(protocol.send_queue, SendQueue) and protocol.send_queue.waiting is None
+    transport.clear()
+    protocol.sendData(b"chopped", chopsize=4)  # autobahn's own queued writes: the first at once
+    assert transport.value() == b"chop" and len(protocol.send_queue) == 1
+    protocol._send()
+    assert transport.value() == b"chopped" and protocol.send_queue.waiting is None
     assert protocol.request.headers == {} and protocol.request.path == "/ws/"
     assert sys.getsizeof(protocol.__dict__) < full * 0.6
     transport.clear()
@@ -348,3 +355,15 @@ async def test_under_daphne_a_large_frame_waits_only_while_the_transport_pushes_
     transport.producer.resumeProducing()
     await asyncio.wait_for(waiting, 5)
     assert buffer.send("c" * 1000) and overflows == []
+
+
+def test_a_send_queue_is_a_deque_while_something_waits_and_nothing_while_empty():
+    queue = SendQueue()
+    assert len(queue) == 0 and not queue
+    with pytest.raises(IndexError):
+        queue.popleft()
+    queue.append((b"ab", True))
+    queue.append((b"cd", True))
+    assert len(queue) == 2 and queue
+    assert queue.popleft() == (b"ab", True) and queue.popleft() == (b"cd", True)
+    assert queue.waiting is None and not queue
