@@ -5,10 +5,10 @@ what the protocol puts (`websocket.connect`, each frame received, the
 disconnect) and the application takes as its ASGI `receive`. An
 `asyncio.Queue` carries three deques (its items, its getters, its putters)
 and an `Event` with a fourth, and CPython gives every deque a block of 64
-slots from its first day: about 760 bytes each, 3.4 kB a socket with the
+slots from its first day: about 760 bytes each, 3.7 kB a socket with the
 objects and their dicts, held for the socket's life although an idle
 socket's queue is empty and its one getter waits (docs/PERFORMANCE.md,
-"Memory per socket").
+"Idle sockets").
 
 `ApplicationQueue` does what daphne and an ASGI application ask of that
 queue (`put_nowait`, `get`, `get_nowait`, in the order put, with as many
