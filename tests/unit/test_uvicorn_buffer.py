@@ -5,6 +5,7 @@ tests/hostile/test_uvicorn_adapter.py runs the adapter against real uvicorn proc
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 from uvicorn.config import Config
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
@@ -12,7 +13,8 @@ from uvicorn.server import ServerState
 
 from messaging.transport.frames import frame_bytes
 from messaging.transport.servers import send_buffer
-from messaging.transport.servers.uvicorn import UvicornSendBuffer
+from messaging.transport.servers.queues import ApplicationQueue
+from messaging.transport.servers.uvicorn import UvicornSendBuffer, lighten_queue
 
 from ..support.rawws import client_frame, upgrade_request
 
@@ -74,6 +76,7 @@ async def test_an_open_connection_lets_go_of_its_handshake_and_still_writes_read
     # Gone: the response, and the request's headers (websockets' parser still holds the request).
     assert protocol.response is None
     assert len(protocol.request.headers) == 0
+    assert isinstance(protocol.queue, ApplicationQueue)
     # The application's scope keeps its own copy.
     assert (b"cookie", b"sessionid=abc") in [(name.lower(), value) for name, value in scope["headers"]]
 
@@ -91,3 +94,23 @@ async def test_an_open_connection_lets_go_of_its_handshake_and_still_writes_read
     protocol.connection_lost(None)
     while protocol.tasks:
         await asyncio.sleep(0.01)
+
+
+async def test_what_waits_in_uvicorns_queue_is_kept_in_order_by_the_lighter_one():
+    protocol = SimpleNamespace(queue=asyncio.Queue())
+    for n in range(3):
+        protocol.queue.put_nowait({"type": "websocket.receive", "text": str(n)})
+    lighten_queue(protocol)
+    assert isinstance(protocol.queue, ApplicationQueue)
+    assert [protocol.queue.get_nowait()["text"] for _ in range(3)] == ["0", "1", "2"]
+
+
+async def test_a_queue_a_receive_waits_on_is_left_as_it_is():
+    queue: asyncio.Queue = asyncio.Queue()
+    protocol = SimpleNamespace(queue=queue)
+    waiting = asyncio.ensure_future(queue.get())
+    await asyncio.sleep(0)
+    lighten_queue(protocol)
+    assert protocol.queue is queue
+    queue.put_nowait({"type": "websocket.disconnect"})
+    assert (await waiting)["type"] == "websocket.disconnect"

@@ -37,6 +37,7 @@ from typing import Any
 
 from ..frames import encoded
 from .asgi import OnOverflow, Send, WritingSendBuffer, server_send
+from .queues import ApplicationQueue
 
 SANS_IO = "uvicorn.protocols.websockets.websockets_sansio_impl"
 KNOWN_ATTRIBUTES = (
@@ -78,7 +79,7 @@ def release_handshake(protocol: Any) -> None:
     request too, as a local of the generator it parses frames with. Nothing
     reads them once the connection is open (the ASGI scope has its own copy
     of the headers): the response goes, and the request's headers are
-    emptied, about 5 kB a socket.
+    emptied, about 5 kB a socket. Its queue becomes a lighter one.
     """
     request = getattr(protocol, "request", None)
     headers = getattr(request, "headers", None)
@@ -86,6 +87,24 @@ def release_handshake(protocol: Any) -> None:
         headers.clear()
     if hasattr(protocol, "response"):
         protocol.response = None
+    lighten_queue(protocol)
+
+
+def lighten_queue(protocol: Any) -> None:
+    """Give the connection an `ApplicationQueue` (queues.py) in place of uvicorn's `asyncio.Queue`, what waits in it kept.
+
+    Uvicorn's `receive` reads the protocol's `queue` at each call, so the
+    queue can change under it, but only while no `receive` waits on the old
+    one: the adapter runs in the application's task, past the accept, and a
+    queue with a getter (another task of the application's) is left as it is.
+    """
+    queue = getattr(protocol, "queue", None)
+    if type(queue) is not asyncio.Queue or getattr(queue, "_getters", True):
+        return
+    lighter = ApplicationQueue()
+    while not queue.empty():
+        lighter.put_nowait(queue.get_nowait())
+    protocol.queue = lighter
 
 
 class UvicornSendBuffer(WritingSendBuffer):

@@ -1,4 +1,4 @@
-"""daphne_queues.ApplicationQueue: what daphne and an ASGI application ask of a connection's queue, in three slots."""
+"""servers/queues.ApplicationQueue: what daphne, uvicorn and an ASGI application ask of a connection's queue, in three slots."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from messaging.transport.daphne_queues import ApplicationQueue
+from messaging.transport.servers.queues import ApplicationQueue
 
 
 async def test_items_are_taken_in_the_order_put():
@@ -16,7 +16,7 @@ async def test_items_are_taken_in_the_order_put():
         queue.put_nowait(n)
     assert queue.qsize() == 5
     assert [await queue.get() for _ in range(5)] == [0, 1, 2, 3, 4]
-    assert queue.qsize() == 0
+    assert queue.qsize() == 0 and queue.empty()
     with pytest.raises(asyncio.QueueEmpty):
         queue.get_nowait()
 
