@@ -3,12 +3,14 @@ scroll-back, unread badges and the divider, in Chromium against live daphne."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from playwright.sync_api import expect
 
 from messaging.models import CommandRecord, Membership, Message, MessageVersion
 
-from .conftest import bubbles, join, poll, sign_in, write
+from .conftest import Relay, bubbles, join, poll, sign_in, write
 
 pytestmark = [pytest.mark.e2e]
 
@@ -114,26 +116,33 @@ def test_an_edit_made_while_away_reaches_the_page_when_it_reconnects(server, new
     expect(bubbles(bob, "typo here").locator("[data-testid=edited]")).to_be_visible()
 
 
-def test_scrolling_back_loads_older_pages_without_duplicates_or_jumps(server, new_context):
+def lobby_of_130(page) -> None:
+    """The page's user joins the lobby, which then holds 130 messages of theirs, written in bulk."""
     from django.contrib.auth import get_user_model
+    from django.db import transaction
     from django.utils import timezone
 
-    from messaging.models import Membership, Room
+    from messaging.models import Room
 
-    ana = sign_in(new_context(), server.url, "Ana")
-    join(ana, "lobby")
-    poll(ana, lambda: Membership.objects.filter(room__slug="lobby").exists(), "the page's membership")
+    join(page, "lobby")
+    poll(page, lambda: Membership.objects.filter(room__slug="lobby").exists(), "the page's membership")
     room = Room.objects.get(slug="lobby")
     user = get_user_model().objects.get(memberships__room=room)
     now = timezone.now()
-    Message.objects.bulk_create(
-        Message(
-            room=room, seq=n, sender=user, client_msg_id=f"old-{n}", body=f"old {n}", sent_at=now, posted_rev=n, rev=n
+    with transaction.atomic():
+        Message.objects.bulk_create(
+            Message(
+                room=room, seq=n, sender=user, client_msg_id=f"old-{n}", body=f"old {n}", sent_at=now, posted_rev=n, rev=n
+            )
+            for n in range(1, 131)
         )
-        for n in range(1, 131)
-    )
-    Room.objects.filter(pk=room.pk).update(last_seq=130, last_rev=130)
+        Room.objects.filter(pk=room.pk).update(last_seq=130, last_rev=130)
     assert Membership.objects.filter(room=room).count() == 1
+
+
+def test_scrolling_back_loads_older_pages_without_duplicates_or_jumps(server, new_context):
+    ana = sign_in(new_context(), server.url, "Ana")
+    lobby_of_130(ana)
     ana.reload()
     expect(ana.locator("[data-msg-id]")).to_have_count(50)
     older = ana.locator("[data-testid=load-older]")
@@ -152,6 +161,34 @@ def test_scrolling_back_loads_older_pages_without_duplicates_or_jumps(server, ne
     seqs = [int(s) for s in ana.locator("[data-msg-id]").evaluate_all("ns => ns.map(n => n.dataset.seq)")]
     assert seqs == list(range(1, 131))
     expect(older).to_be_hidden()
+
+
+def test_a_backlog_that_comes_in_slowly_asks_for_no_older_page(server, new_context):
+    """The page scrolls itself to the newest message as each of the backlog's
+    frames goes in. With a frame at a time and the browser's scroll events in
+    between, the list rests a few pixels from its top now and then: that is not
+    the user scrolling up, and brings no older page."""
+    ana = sign_in(new_context(), server.url, "Ana")
+    lobby_of_130(ana)
+    held: list[dict] = []
+    relay = Relay(ana, withhold=lambda frame: held.append(frame) is None)
+    ana.reload()
+    shown = ana.locator("[data-msg-id]")
+    deadline = time.monotonic() + 30
+    while (held or shown.count() < 50) and time.monotonic() < deadline:
+        if held:
+            relay.deliver(held.pop(0))
+        ana.wait_for_timeout(40)
+    # A little longer, for a page the scroll might have asked for.
+    for _ in range(25):
+        if held:
+            relay.deliver(held.pop(0))
+        ana.wait_for_timeout(40)
+    assert shown.count() == 50
+    assert [frame for frame in relay.sent if frame["t"] == "room.history"] == []
+    # Scrolling up is still the user asking.
+    ana.locator("[data-testid=messages]").evaluate("box => { box.scrollTop = 0; }")
+    poll(ana, lambda: any(frame["t"] == "room.history" for frame in relay.sent), "the page's room.history")
 
 
 def test_unread_badges_rise_in_other_rooms_fall_as_read_and_the_divider_marks_the_first(server, new_context):

@@ -5,13 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db import transaction
 from django.utils import timezone
 
 from messaging.models import Membership, Message, Room
 
 
+@transaction.atomic
 def archive(slug: str, member: Any, bodies: list[str]) -> None:
-    """A room of `bodies` (seq and rev 1, 2, ...), posted by a user of its own; `member` (or None) a member of it."""
+    """A room of `bodies` (seq and rev 1, 2, ...), posted by a user of its own; `member` (or None) a member of it.
+
+    In one transaction, as the server writes a post: a page connected meanwhile
+    lists and joins its rooms on its own, and a room whose `last_seq` is
+    already 130 with its messages not yet in would join with an empty backlog.
+    """
     sender = get_user_model().objects.create_user(username=f"poster-{slug}", first_name="poster")
     room = Room.objects.create(slug=slug, last_seq=len(bodies), last_rev=len(bodies))
     Membership.objects.create(room=room, user=sender)

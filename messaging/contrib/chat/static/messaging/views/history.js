@@ -5,12 +5,21 @@
 const NEAR_TOP = 40;
 
 export class HistoryView {
-  /** `wanted()`: the user asks for older messages (the button, or a scroll near the top). */
+  /**
+   * `wanted()`: the user asks for older messages (the button, or a scroll up
+   * to near the top). Only a scroll up asks: the page's own scrolling to the
+   * newest message moves down, and while a backlog comes in it can rest a few
+   * pixels from the top when the browser fires its scroll event.
+   */
   constructor({ container, button, wanted }) {
     Object.assign(this, { container, button });
     button.addEventListener("click", () => wanted());
+    let lastTop = container.scrollTop;
     container.addEventListener("scroll", () => {
-      if (container.scrollTop < NEAR_TOP) wanted();
+      const top = container.scrollTop;
+      const up = top < lastTop;
+      lastTop = top;
+      if (up && top < NEAR_TOP) wanted();
     });
   }
 
