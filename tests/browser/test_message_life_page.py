@@ -132,7 +132,14 @@ def lobby_of_130(page) -> None:
     with transaction.atomic():
         Message.objects.bulk_create(
             Message(
-                room=room, seq=n, sender=user, client_msg_id=f"old-{n}", body=f"old {n}", sent_at=now, posted_rev=n, rev=n
+                room=room,
+                seq=n,
+                sender=user,
+                client_msg_id=f"old-{n}",
+                body=f"old {n}",
+                sent_at=now,
+                posted_rev=n,
+                rev=n,
             )
             for n in range(1, 131)
         )

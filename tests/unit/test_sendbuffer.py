@@ -28,10 +28,10 @@ from messaging.transport.servers.asgi import TRANSPORT_BUFFER, SendBuffer
 from messaging.transport.servers.daphne import (
     HANDSHAKE_ATTRIBUTES,
     DaphneSendBuffer,
-    SendQueue,
     register_producer,
     release_handshake,
 )
+from messaging.transport.servers.queues import SendQueue
 
 from ..support.rawws import client_frame, upgrade_request
 from .test_frames import open_connection

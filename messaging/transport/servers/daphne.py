@@ -38,7 +38,6 @@ from __future__ import annotations
 import functools
 import logging
 import sys
-from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -46,6 +45,7 @@ from ...conf import get_settings
 from ..frames import encoded
 from ..versions import CHECKED_DAPHNE, checked
 from .asgi import TRANSPORT_BUFFER, OnOverflow, Send, WritingSendBuffer, server_send
+from .queues import SendQueue
 
 log = logging.getLogger(__name__)
 
@@ -324,33 +324,6 @@ CHECKED_AUTOBAHN = "26."
 # `onConnect`) and autobahn's `is_open`. Each is about 330 bytes with its
 # dict, its callbacks' list and its context. `is_closed` stays: it fires at the close.
 FIRED_BY_THE_HANDSHAKE = (("application_deferred", "daphne", CHECKED_DAPHNE), ("is_open", "autobahn", CHECKED_AUTOBAHN))
-
-
-class SendQueue:
-    """Autobahn's `send_queue` (its chopped and synchronous writes, which daphne never asks for), as a deque made only
-    while something waits: an empty deque is 0.76 kB, and every connection kept one for its life."""
-
-    __slots__ = ("waiting",)
-
-    def __init__(self) -> None:
-        self.waiting: deque[Any] | None = None
-
-    def __len__(self) -> int:
-        waiting = self.waiting
-        return 0 if waiting is None else len(waiting)
-
-    def append(self, item: Any) -> None:
-        if self.waiting is None:
-            self.waiting = deque()
-        self.waiting.append(item)
-
-    def popleft(self) -> Any:
-        if self.waiting is None:
-            raise IndexError("pop from an empty send queue")
-        item = self.waiting.popleft()
-        if not self.waiting:
-            self.waiting = None
-        return item
 
 
 def release_handshake(protocol: Any) -> None:
