@@ -6,10 +6,10 @@ const NEAR_TOP = 40;
 
 export class HistoryView {
   /**
-   * `wanted()`: the user asks for older messages (the button, or a scroll up
-   * to near the top). Only a scroll up asks: the page's own scrolling to the
-   * newest message moves down, and while a backlog comes in it can rest a few
-   * pixels from the top when the browser fires its scroll event.
+   * `wanted()`: the user asks for older messages (the button, or a scroll
+   * near the top). A scroll down does not ask: the page's own scrolling to
+   * the newest message moves down, and while a backlog comes in it can rest
+   * a few pixels from the top when the browser fires its scroll event.
    */
   constructor({ container, button, wanted }) {
     Object.assign(this, { container, button });
@@ -17,9 +17,9 @@ export class HistoryView {
     let lastTop = container.scrollTop;
     container.addEventListener("scroll", () => {
       const top = container.scrollTop;
-      const up = top < lastTop;
+      const down = top > lastTop;
       lastTop = top;
-      if (up && top < NEAR_TOP) wanted();
+      if (!down && top < NEAR_TOP) wanted();
     });
   }
 
