@@ -16,7 +16,7 @@ import weakref
 
 import pytest
 from daphne.server import Server
-from daphne.ws_protocol import WebSocketFactory
+from daphne.ws_protocol import WebSocketFactory, WebSocketProtocol
 from prometheus_client import REGISTRY
 from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
@@ -25,12 +25,8 @@ from twisted.web.http import HTTPChannel
 from messaging.transport.daphne_compat import allow_protocol_close_codes
 from messaging.transport.frames import frame_bytes
 from messaging.transport.servers.asgi import TRANSPORT_BUFFER, SendBuffer
-from messaging.transport.servers.daphne import (
-    HANDSHAKE_ATTRIBUTES,
-    DaphneSendBuffer,
-    register_producer,
-    release_handshake,
-)
+from messaging.transport.servers.daphne import DaphneSendBuffer, register_producer
+from messaging.transport.servers.daphne_idle import HANDSHAKE_ATTRIBUTES, release_handshake
 from messaging.transport.servers.queues import SendQueue
 
 from ..support.rawws import client_frame, upgrade_request
@@ -209,14 +205,16 @@ class PullsNothing:
     def stopProducing(self) -> None: ...
 
 
-def shaken_hands() -> tuple[Server, object, StringTransport]:
-    """A daphne WebSocket connection through a real handshake and accept, on a transport that keeps what is written."""
+def shaken_hands(**options) -> tuple[Server, object, StringTransport]:
+    """A daphne WebSocket connection through a real handshake and accept, on a transport that keeps what is written.
+
+    `options`: autobahn's protocol options of its factory, besides no handshake timeout and no pings."""
     server = Server(
         application=lambda scope, receive, send: asyncio.sleep(0), endpoints=["tcp:port=0:interface=127.0.0.1"]
     )
     server.connections = {}
     factory = WebSocketFactory(server, server="Daphne")
-    factory.setProtocolOptions(openHandshakeTimeout=0, autoPingInterval=0)
+    factory.setProtocolOptions(**{"openHandshakeTimeout": 0, "autoPingInterval": 0, **options})
     protocol = factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 50000))
     transport = StringTransport()
     protocol.makeConnection(transport)
@@ -244,6 +242,10 @@ async def test_a_connection_lets_go_of_its_handshake_and_still_sends_receives_an
     assert transport.value() == b"chopped" and protocol.send_queue.waiting is None
     assert protocol.request.headers == {} and protocol.request.path == "/ws/"
     assert sys.getsizeof(protocol.__dict__) < full * 0.6
+    # The factory's options and the idle flags are read from the class: a table of 64 slots, not 128.
+    assert len(protocol.__dict__) <= 42, sorted(protocol.__dict__)
+    assert isinstance(protocol, WebSocketProtocol) and type(protocol).__name__ == "WebSocketProtocol"
+    assert protocol.autoPingInterval == 0 and protocol.tcpNoDelay is True and protocol.closedByMe is False
     transport.clear()
     await server.handle_reply(protocol, {"type": "websocket.send", "text": "hi"})
     assert transport.value() == frames("hi")
@@ -254,6 +256,54 @@ async def test_a_connection_lets_go_of_its_handshake_and_still_sends_receives_an
     transport.clear()
     await server.handle_reply(protocol, {"type": "websocket.close", "code": 1008})
     assert transport.value() == b"\x88\x02" + (1008).to_bytes(2, "big")
+
+
+async def test_a_factorys_connections_share_one_class_and_keep_what_is_their_own():
+    allow_protocol_close_codes()
+    server, first, transport = shaken_hands()
+    factory = first.factory
+    await server.handle_reply(first, {"type": "websocket.accept"})
+    release_handshake(first)
+    second = another_connection(server, factory)
+    second.maxFramePayloadSize = 4096  # an option of its own, as autobahn allows
+    # The factory's options changed after its class was made: later connections keep the new value.
+    factory.setProtocolOptions(autoPingInterval=20, autoPingTimeout=10)
+    third = another_connection(server, factory)
+    for protocol in (second, third):
+        await server.handle_reply(protocol, {"type": "websocket.accept"})
+        release_handshake(protocol)
+    assert type(first) is type(second) is type(third) and type(first) is not WebSocketProtocol
+    assert (first.autoPingInterval, third.autoPingInterval, third.autoPingTimeout) == (0, 20, 10)
+    assert "autoPingInterval" in third.__dict__ and "autoPingInterval" not in first.__dict__
+    assert second.__dict__["maxFramePayloadSize"] == 4096 and "maxFramePayloadSize" not in first.__dict__
+    # Another factory, another class; it goes with its factory.
+    _, elsewhere, _ = shaken_hands()
+    await elsewhere.server.handle_reply(elsewhere, {"type": "websocket.accept"})
+    release_handshake(elsewhere)
+    assert type(elsewhere) is not type(first)
+    # A flag set later is the connection's own; the class keeps the idle value.
+    first.wasClean = True
+    assert second.wasClean is False and type(first).wasClean is False
+    # A ping and its pong, as daphne's keepalive does them, then the close.
+    transport.clear()
+    first._sendAutoPing()
+    assert transport.value()[:1] == b"\x89" and first.autoPingPending is not None
+    first.dataReceived(client_frame(0xA, first.autoPingPending))
+    assert first.autoPingPending is None and type(first).autoPingPending is None
+    await server.handle_reply(first, {"type": "websocket.close", "code": 1000})
+    assert first.state == first.STATE_CLOSING and first.closedByMe is True
+    made = weakref.ref(type(elsewhere))
+    del elsewhere
+    gc.collect()
+    assert made() is None
+
+
+def another_connection(server: Server, factory: WebSocketFactory) -> object:
+    protocol = factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 50001))
+    protocol.makeConnection(StringTransport())
+    protocol._raw_query_string = b""
+    protocol.dataReceived(upgrade_request("127.0.0.1", "http://127.0.0.1", "abc"))
+    return protocol
 
 
 class PushingBack:

@@ -43,9 +43,8 @@ from typing import Any
 
 from ...conf import get_settings
 from ..frames import encoded
-from ..versions import CHECKED_DAPHNE, checked
 from .asgi import TRANSPORT_BUFFER, OnOverflow, Send, WritingSendBuffer, server_send
-from .queues import SendQueue
+from .daphne_idle import release_handshake
 
 log = logging.getLogger(__name__)
 
@@ -293,69 +292,3 @@ def daphne_send_buffer(protocol: Any, send: Send, limit: int, on_overflow: OnOve
                 type(protocol.transport).__name__,
             )
     return buffer
-
-
-# What autobahn's server handshake alone reads (processHandshake,
-# succeedHandshake, failHandshake: the request, its headers, what they
-# negotiated, the origin policy copied from the factory), checked on autobahn
-# 26.10, and daphne's `protocol_to_accept`, which nothing reads.
-HANDSHAKE_ATTRIBUTES = (
-    "http_request_data",
-    "http_response_data",
-    "http_status_line",
-    "http_request_uri",
-    "http_request_path",
-    "http_request_params",
-    "http_request_host",
-    "http_headers",
-    "_wskey",
-    "websocket_origin",
-    "websocket_protocols",
-    "websocket_extensions",
-    "versions",
-    "flashSocketPolicy",
-    "allowedOrigins",
-    "allowedOriginsPatterns",
-    "protocol_to_accept",
-)
-CHECKED_AUTOBAHN = "26."
-# Deferreds of the handshake, each fired once by its end and read by nothing
-# after: daphne's creation of the application (daphne 4, ws_protocol.py
-# `onConnect`) and autobahn's `is_open`. Each is about 330 bytes with its
-# dict, its callbacks' list and its context. `is_closed` stays: it fires at the close.
-FIRED_BY_THE_HANDSHAKE = (("application_deferred", "daphne", CHECKED_DAPHNE), ("is_open", "autobahn", CHECKED_AUTOBAHN))
-
-
-def release_handshake(protocol: Any) -> None:
-    """Let go of what daphne's connection keeps of its finished handshake.
-
-    Autobahn keeps the request's bytes, its parsed headers (the same dict as
-    daphne's `request.headers`, of which daphne reads only the path, for its
-    log; the ASGI scope has its own copy of the headers), the response's
-    text and what they negotiated, for the connection's life. Without them
-    the protocol's 99 attributes are 82, and a copy of its `__dict__` fits a
-    table half the size (a dict never shrinks as keys go): 1.6 kB, and about
-    1.3 kB of the handshake's own, a socket. On an autobahn version this was
-    not checked on, only the headers' and the messages' contents go. The
-    handshake's Deferreds that have fired go too (`FIRED_BY_THE_HANDSHAKE`),
-    and an empty `send_queue` becomes a `SendQueue`.
-    """
-    headers = getattr(protocol, "http_headers", None)
-    if isinstance(headers, dict):
-        headers.clear()
-    if not checked("autobahn", CHECKED_AUTOBAHN):
-        for name, empty in (("http_request_data", b""), ("http_response_data", "")):
-            if hasattr(protocol, name):
-                setattr(protocol, name, empty)
-        return
-    attributes = protocol.__dict__
-    for name in HANDSHAKE_ATTRIBUTES:
-        attributes.pop(name, None)
-    if not attributes.get("send_queue"):
-        attributes["send_queue"] = SendQueue()
-    for name, library, versions in FIRED_BY_THE_HANDSHAKE:
-        deferred = attributes.get(name)
-        # Only once it has fired: a handshake still under way keeps it.
-        if getattr(deferred, "called", False) and checked(library, versions):
-            del attributes[name]
-    protocol.__dict__ = dict(attributes)
