@@ -10,6 +10,7 @@ from playwright.sync_api import expect
 
 from messaging.models import CommandRecord, Membership, Message, MessageVersion
 
+from ..support.archives import write_history
 from .conftest import Relay, bubbles, join, poll, sign_in, write
 
 pytestmark = [pytest.mark.e2e]
@@ -119,8 +120,6 @@ def test_an_edit_made_while_away_reaches_the_page_when_it_reconnects(server, new
 def lobby_of_130(page) -> None:
     """The page's user joins the lobby, which then holds 130 messages of theirs, written in bulk."""
     from django.contrib.auth import get_user_model
-    from django.db import transaction
-    from django.utils import timezone
 
     from messaging.models import Room
 
@@ -128,22 +127,7 @@ def lobby_of_130(page) -> None:
     poll(page, lambda: Membership.objects.filter(room__slug="lobby").exists(), "the page's membership")
     room = Room.objects.get(slug="lobby")
     user = get_user_model().objects.get(memberships__room=room)
-    now = timezone.now()
-    with transaction.atomic():
-        Message.objects.bulk_create(
-            Message(
-                room=room,
-                seq=n,
-                sender=user,
-                client_msg_id=f"old-{n}",
-                body=f"old {n}",
-                sent_at=now,
-                posted_rev=n,
-                rev=n,
-            )
-            for n in range(1, 131)
-        )
-        Room.objects.filter(pk=room.pk).update(last_seq=130, last_rev=130)
+    write_history(room, user, [f"old {n}" for n in range(1, 131)], key="old")
     assert Membership.objects.filter(room=room).count() == 1
 
 

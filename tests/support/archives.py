@@ -20,16 +20,23 @@ def archive(slug: str, member: Any, bodies: list[str]) -> None:
     already 130 with its messages not yet in would join with an empty backlog.
     """
     sender = get_user_model().objects.create_user(username=f"poster-{slug}", first_name="poster")
-    room = Room.objects.create(slug=slug, last_seq=len(bodies), last_rev=len(bodies))
+    room = Room.objects.create(slug=slug)
     Membership.objects.create(room=room, user=sender)
     if member is not None:
         Membership.objects.create(room=room, user=member)
+    write_history(room, sender, bodies, key=slug)
+
+
+@transaction.atomic
+def write_history(room: Room, sender: Any, bodies: list[str], *, key: str) -> None:
+    """`bodies` by `sender` as the first messages of the empty `room` (seq and rev 1, 2, ...; command ids
+    `<key>-<seq>`), its `last_seq` and `last_rev` moved with them, in one transaction."""
     Message.objects.bulk_create(
         Message(
             room=room,
             seq=n,
             sender=sender,
-            client_msg_id=f"{slug}-{n}",
+            client_msg_id=f"{key}-{n}",
             body=body,
             sent_at=timezone.now(),
             posted_rev=n,
@@ -37,3 +44,4 @@ def archive(slug: str, member: Any, bodies: list[str]) -> None:
         )
         for n, body in enumerate(bodies, start=1)
     )
+    Room.objects.filter(pk=room.pk).update(last_seq=len(bodies), last_rev=len(bodies))
