@@ -5,6 +5,7 @@ tests/hostile/test_uvicorn_adapter.py runs the adapter against real uvicorn proc
 from __future__ import annotations
 
 import asyncio
+import sys
 from types import SimpleNamespace
 
 from uvicorn.config import Config
@@ -77,6 +78,9 @@ async def test_an_open_connection_lets_go_of_its_handshake_and_still_writes_read
     assert protocol.response is None
     assert len(protocol.request.headers) == 0
     assert isinstance(protocol.queue, ApplicationQueue)
+    # Its dict is no larger than a fresh copy of it (grown on the way, it was twice that).
+    assert sys.getsizeof(protocol.__dict__) == sys.getsizeof(dict(protocol.__dict__))
+    assert protocol.pause_writing == buffer.pause_writing and protocol.resume_writing == buffer.resume_writing
     # The application's scope keeps its own copy.
     assert (b"cookie", b"sessionid=abc") in [(name.lower(), value) for name, value in scope["headers"]]
 

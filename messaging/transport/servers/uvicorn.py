@@ -79,7 +79,9 @@ def release_handshake(protocol: Any) -> None:
     request too, as a local of the generator it parses frames with. Nothing
     reads them once the connection is open (the ASGI scope has its own copy
     of the headers): the response goes, and the request's headers are
-    emptied, about 5 kB a socket. Its queue becomes a lighter one.
+    emptied, about 5 kB a socket. Its queue becomes a lighter one. Its own
+    dict, grown past 42 keys on the way and never shrunk, is copied into
+    one that fits what is left (39 keys on uvicorn 0.54): 0.8 kB, not 1.6.
     """
     request = getattr(protocol, "request", None)
     headers = getattr(request, "headers", None)
@@ -88,6 +90,7 @@ def release_handshake(protocol: Any) -> None:
     if hasattr(protocol, "response"):
         protocol.response = None
     lighten_queue(protocol)
+    protocol.__dict__ = dict(protocol.__dict__)
 
 
 def lighten_queue(protocol: Any) -> None:
