@@ -20,7 +20,7 @@ session's inbox behind it (`INBOX_LIMIT`). It has no `task_done`, `join` or
 
 `SendQueue`: autobahn's queue of chopped and synchronous writes, which
 daphne never asks for, as a deque made only while something waits in it
-(servers/daphne.py's `release_handshake` puts it in place).
+(servers/daphne_idle.py's `release_handshake` puts it in place).
 """
 
 from __future__ import annotations
