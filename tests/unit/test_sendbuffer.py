@@ -26,7 +26,7 @@ from messaging.transport.daphne_compat import allow_protocol_close_codes
 from messaging.transport.frames import frame_bytes
 from messaging.transport.servers.asgi import TRANSPORT_BUFFER, SendBuffer
 from messaging.transport.servers.daphne import DaphneSendBuffer, register_producer
-from messaging.transport.servers.daphne_idle import HANDSHAKE_ATTRIBUTES, release_handshake
+from messaging.transport.servers.daphne_idle import HANDSHAKE_ATTRIBUTES, release_handshake, shared_class
 from messaging.transport.servers.queues import SendQueue
 
 from ..support.rawws import client_frame, upgrade_request
@@ -292,10 +292,18 @@ async def test_a_factorys_connections_share_one_class_and_keep_what_is_their_own
     assert first.autoPingPending is None and type(first).autoPingPending is None
     await server.handle_reply(first, {"type": "websocket.close", "code": 1000})
     assert first.state == first.STATE_CLOSING and first.closedByMe is True
-    made = weakref.ref(type(elsewhere))
-    del elsewhere
+
+
+def test_a_factorys_class_of_connections_goes_with_it():
+    server = Server(application=None, endpoints=["tcp:port=0:interface=127.0.0.1"])
+    factory = WebSocketFactory(server, server="Daphne")
+    protocol = factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 50002))
+    shared = shared_class(protocol)
+    assert shared is not None and shared_class(protocol) is shared and issubclass(shared, WebSocketProtocol)
+    made = weakref.ref(shared)
+    del protocol, factory, server, shared
     gc.collect()
-    assert made() is None
+    assert made() is None, "no cache outside the factory keeps it"
 
 
 def another_connection(server: Server, factory: WebSocketFactory) -> object:
