@@ -108,9 +108,9 @@ def posted(
 
 
 def post_result(room: str, seq: int, at: str) -> dict[str, Any]:
-    """A post's ack data, in the ack's key order; also rebuilt from its record, whose jsonb
-    sorts the keys (at, seq, room): each copy's ack is the original's."""
-    return {"room": room, "seq": seq, "at": at}
+    """A post's ack data, its keys in the order its record keeps them
+    (`in_record_order`): each copy's ack is the original's."""
+    return {"at": at, "seq": seq, "room": room}
 
 
 @functools.cache
@@ -235,8 +235,7 @@ def posts_results(
         if seq is None and result is None:
             results.append(DECLINED)
         elif seq is None:
-            recorded = orjson.loads(result)
-            results.append(Stored(fingerprint, post_result(recorded["room"], recorded["seq"], recorded["at"])))
+            results.append(Stored(fingerprint, orjson.loads(result)))
         else:
             results.append(posted(ctx, post, seq, at, rev, files[n - 1] if files else [], replies))
     return results

@@ -26,7 +26,14 @@ from .exceptions import CommandError, Unavailable
 from .gateway import Gateway
 from .handlers import BatchEntries, BatchForm, Declined, Handler
 from .outcomes import Applied, ClaimBusy, Delivery, Outcome
-from .records import answer_from_record, apply_each, apply_portably, replay_or_refuse, unexpected_as_unavailable
+from .records import (
+    answer_from_record,
+    apply_each,
+    apply_portably,
+    in_record_order,
+    replay_or_refuse,
+    unexpected_as_unavailable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +192,7 @@ async def _apply_batch(
             applied.append((replay_or_refuse(result, fingerprint, source="database"), result))
         else:
             # A batch of claimed deliveries: exactly-once ones, each with its fingerprint.
+            result = in_record_order(result)
             applied.append((Outcome.applied(result, ctx), Stored(cast(str, fingerprint), result)))
     return applied
 

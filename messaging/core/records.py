@@ -7,6 +7,11 @@ fails on that constraint, is rolled back and answered from the record.
 
 Everything here is ORM work on a database thread (`Gateway.run`): a type's
 portable `apply`, for any database, and the record's lookup.
+
+Every copy of a command's ack is the same text: PostgreSQL's jsonb keeps an
+object's keys in its own order (shorter first, then bytewise), so a result is
+put in that order before it is first answered (`in_record_order`), and the
+original, Redis's copy and the record's all read alike.
 """
 
 from __future__ import annotations
@@ -42,6 +47,21 @@ def unexpected_as_unavailable(delivery: Delivery) -> Iterator[None]:
         raise Unavailable() from exc
 
 
+def in_record_order(value: Any) -> Any:
+    """`value` with every object's keys in the order a jsonb record keeps them: by length
+    in UTF-8, then bytewise. Lists keep theirs."""
+    if isinstance(value, dict):
+        return {key: in_record_order(value[key]) for key in sorted(value, key=_record_key)}
+    if isinstance(value, list):
+        return [in_record_order(item) for item in value]
+    return value
+
+
+def _record_key(key: str) -> tuple[int, bytes]:
+    encoded = key.encode()
+    return len(encoded), encoded
+
+
 def apply_portably(delivery: Delivery) -> Outcome:
     """The type's `apply` in a transaction, with the command's record if it is exactly-once.
 
@@ -53,6 +73,7 @@ def apply_portably(delivery: Delivery) -> Outcome:
         with transaction.atomic():
             result = delivery.handler.apply(ctx, delivery.data)
             if delivery.fingerprint is not None:
+                result = in_record_order(result)
                 CommandRecord.objects.create(
                     user=delivery.user,
                     command_id=delivery.command.id,

@@ -35,7 +35,7 @@ from ..core.claims import Stored
 from ..core.exceptions import CommandError, Forbidden, Invalid, Unavailable
 from ..core.gateway import Gateway
 from ..core.outcomes import Delivery, Outcome
-from ..core.records import replay_or_refuse
+from ..core.records import in_record_order, replay_or_refuse
 from ..core.runtime import runtime
 from ..models import CommandRecord, Membership
 from .addresses import home_of, replica_name
@@ -174,7 +174,8 @@ async def answered(delivery: Delivery, ack: Any, home: str, own: str, gateway: G
         return Unavailable()
     if ack.get("ok") is not True or not isinstance(ack.get("d"), dict):
         return refusal(ack)
-    data = await gateway.run(here, ack["d"], home, own)
+    # In its record's order: a retry answered from the record here reads as this answer.
+    data = in_record_order(await gateway.run(here, ack["d"], home, own))
     outcome = Outcome(data=data, dup=bool(ack.get("dup")), source="home" if ack.get("dup") else None)
     kind = delivery.handler.type
     if kind == "room.join":

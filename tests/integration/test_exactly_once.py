@@ -8,12 +8,15 @@ import sys
 import textwrap
 import uuid
 
+import orjson
 import pytest
 from channels.db import database_sync_to_async
 from channels.layers import channel_layers
+from django.db import connection
 
 from messaging.core import handlers
 from messaging.core.claims import claim_key, reset_claim_store
+from messaging.core.records import in_record_order
 from messaging.models import CommandRecord, Room
 
 from .conftest import rows
@@ -151,6 +154,31 @@ async def test_duplicate_after_redis_flush_gets_original_ack_from_database(make_
     assert redis_client.get(claim_key(client.user.pk, "p1")).startswith(b"r:")
     nxt = await client.call("room.post", {"room": "lobby", "body": "next"})
     assert nxt["d"]["seq"] == 2, "the rolled-back duplicate did not use up a seq"
+
+
+@pytest.mark.parametrize(
+    "t, d",
+    [
+        ("room.post", {"room": "lobby", "body": "hi"}),
+        ("message.delete", {"room": "lobby", "seq": 1}),
+        ("reaction.set", {"room": "lobby", "seq": 1, "emoji": "👍", "on": True}),
+    ],
+)
+async def test_a_duplicate_answered_by_the_record_is_the_original_ack_to_the_key(
+    make_user, open_clients, redis_client, t, d
+):
+    # PostgreSQL's jsonb keeps a record's keys in an order of its own; the copy
+    # it answers must still read as the original, key for key.
+    client = await open_clients(await make_user())
+    await client.join("lobby")
+    if t != "room.post":
+        assert (await client.call("room.post", {"room": "lobby", "body": "a message"}))["ok"]
+    first = await client.call(t, d, id="k1")
+    redis_client.flushdb()
+    again = await client.call(t, d, id="k1")
+    assert first["ok"] and again["dup"] is True
+    assert list(again["d"].items()) == list(first["d"].items())
+    assert await database_sync_to_async(CommandRecord.objects.filter(command_id="k1").count)() == 1
 
 
 async def test_duplicate_after_the_window_gets_original_ack(make_user, open_clients, redis_client, settings):
@@ -322,3 +350,20 @@ async def test_seqs_are_gapless_under_concurrency(make_user, open_clients, faili
     stored = await rows(room__slug="busy")
     assert [r["seq"] for r in stored] == seqs
     assert await database_sync_to_async(lambda: Room.objects.get(slug="busy").last_seq)() == len(seqs)
+
+
+def test_a_result_in_record_order_is_as_postgresql_keeps_it():
+    result = {
+        "room": "lobby",
+        "seq": 3,
+        "at": "2026-01-01T00:00:00Z",
+        "deleted_at": None,
+        "with": {"name": "Ana", "id": 7, "online": True, "ö": 1, "zz": 2, "ab": [{"y": 1, "x": 2}]},
+        "version": 2,
+        "ab": 0,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT %s::jsonb::text", [orjson.dumps(result).decode()])
+        [(kept,)] = cursor.fetchall()
+    assert orjson.dumps(in_record_order(result)) == orjson.dumps(orjson.loads(kept))
+    assert orjson.dumps(result) != orjson.dumps(orjson.loads(kept)), "the example must need the order"
