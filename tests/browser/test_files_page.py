@@ -6,7 +6,8 @@ image as an `img`, anything else as a link. Its key is kept with the file
 in the browser, so a reload while its answer was lost sends the same key
 and the server's one upload is posted once. A search (`[data-testid=search-input]`,
 Enter) lists its results, and one opens its room at the message, from
-older pages where it is not loaded.
+older pages where it is not loaded; a search made while the page is offline
+waits for the connection and goes out once it is back.
 """
 
 from __future__ import annotations
@@ -121,3 +122,35 @@ def test_a_search_lists_the_users_messages_and_opens_one_in_its_room(server, new
     expect(found).to_be_visible()
     expect(found).to_have_class(re.compile(r"\bfound\b"))
     expect(found).to_be_in_viewport()
+
+
+def test_a_search_made_offline_goes_out_once_the_page_is_back_and_escape_drops_it(server, new_context):
+    context = new_context()
+    ana = sign_in(context, server.url, "Ana")
+    archive("other", get_user_model().objects.get(first_name="Ana"), ["a needle here", "hay"])
+    conn = ana.locator("[data-testid=conn]")
+    search = ana.locator("[data-testid=search-input]")
+    note = ana.locator("[data-testid=search-note]")
+    results = ana.locator("[data-testid=search-results] [data-testid=search-result]")
+
+    context.set_offline(True)
+    expect(conn).to_have_attribute("data-state", "offline")
+    search.fill("needle")
+    search.press("Enter")
+    expect(note).to_have_text("Waiting for the connection…")
+    context.set_offline(False)
+    expect(results).to_have_count(1)
+    expect(note).to_be_hidden()
+
+    # Cleared while it waits: nothing comes back once the page reconnects.
+    context.set_offline(True)
+    expect(conn).to_have_attribute("data-state", "offline")
+    search.fill("hay")
+    search.press("Enter")
+    expect(note).to_have_text("Waiting for the connection…")
+    search.press("Escape")
+    context.set_offline(False)
+    expect(conn).to_have_attribute("data-state", "open")
+    ana.wait_for_timeout(1000)
+    expect(results).to_have_count(0)
+    expect(note).to_be_hidden()

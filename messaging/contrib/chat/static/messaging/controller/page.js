@@ -146,6 +146,7 @@ export class ChatPage {
         search: (q) => this.search.search(q),
         more: () => this.search.more(),
         open: (d) => this.search.open(d),
+        cancel: () => this.search.cancel(),
       }),
       roomForm: new RoomForm({ join: (slug, options) => this.joinFromForm(slug, options) }),
     };
@@ -176,6 +177,7 @@ export class ChatPage {
 
   opened() {
     this.rooms.opened();
+    this.search.opened();
     // Rooms the user was invited to, or whose direct conversations started, while away.
     this.people.listRooms();
   }

@@ -2,7 +2,8 @@
 // history and members, typing, invitations' answers...), each answered by
 // its ack. They are safe to ask again, so none outlives its connection: when
 // it is lost, or an `error` frame names one (the server could not send its
-// answer), its `lost` callback runs instead of `answered`.
+// answer), its `lost` callback runs instead of `answered` (given that frame's
+// `error` in the second case).
 
 export class Requests {
   /** `send(frame)`: put a frame on the connection, false if it cannot. */
@@ -36,7 +37,7 @@ export class Requests {
     const request = this.waiting.get(frame.error?.id);
     if (!request) return false;
     this.waiting.delete(frame.error.id);
-    request.lost();
+    request.lost(frame.error);
     return true;
   }
 

@@ -1,6 +1,8 @@
 // Search: `room.search` in the user's rooms, page by page (`before`: the
 // `at` of the last result); a result opens its room at the message
-// (controller/messages.js `reveal`).
+// (controller/messages.js `reveal`). A search is safe to ask again: one the
+// connection could not carry or answer waits for it and goes out once it
+// is back (at most one waits: the latest).
 
 export class SearchController {
   /** `page`: controller/page.js ChatPage. */
@@ -9,6 +11,7 @@ export class SearchController {
     this.q = null;
     this.last = null; // the last result shown: where "more" goes on from
     this.asking = null;
+    this.waiting = null; // the `d` of a search waiting for the connection
   }
 
   get view() {
@@ -27,12 +30,32 @@ export class SearchController {
 
   ask(d, fresh) {
     this.view.searching(fresh);
+    this.waiting = null;
     const id = this.page.requests.ask("room.search", d, {
       answered: (ack) => this.answered(id, ack),
-      lost: () => this.asking === id && this.view.failed("the connection was lost"),
+      // An `error` frame naming it: refused on a live connection, said as such.
+      lost: (error) => this.asking === id && (error ? this.view.failed(error.message || error.code) : this.wait(d)),
     });
     this.asking = id;
-    if (id === null) this.view.failed("not connected");
+    if (id === null) this.wait(d);
+  }
+
+  wait(d) {
+    this.asking = null;
+    this.waiting = d;
+    this.view.waiting();
+  }
+
+  /** The connection is back: the search that waited for it goes out. */
+  opened() {
+    if (this.waiting) this.ask(this.waiting, false);
+  }
+
+  /** The search box cleared: nothing is asked or waits any more. */
+  cancel() {
+    this.q = null;
+    this.asking = null;
+    this.waiting = null;
   }
 
   answered(id, ack) {

@@ -8,8 +8,9 @@ import { el } from "./dom.js";
 const WHEN = { dateStyle: "medium", timeStyle: "short" };
 
 export class SearchView {
-  /** `search(q)`: Enter in the box; `more()`: the next page; `open(result)`: a result clicked. */
-  constructor({ search, more, open }) {
+  /** `search(q)`: Enter in the box; `more()`: the next page; `open(result)`: a result clicked;
+   * `cancel()`: the box cleared (Escape). */
+  constructor({ search, more, open, cancel }) {
     this.input = document.querySelector("[data-testid=search-input]");
     this.list = document.querySelector("[data-testid=search-results]");
     this.note = document.querySelector("[data-testid=search-note]");
@@ -21,7 +22,10 @@ export class SearchView {
         const q = this.input.value.trim();
         if (q) search(q);
       }
-      if (event.key === "Escape") this.clear();
+      if (event.key === "Escape") {
+        cancel();
+        this.clear();
+      }
     });
     this.moreButton.addEventListener("click", () => more());
   }
@@ -41,6 +45,13 @@ export class SearchView {
     this.note.hidden = this.list.children.length > 0;
     this.note.textContent = "Nothing found.";
     this.moreButton.hidden = !more;
+  }
+
+  /** The search waits for the connection, and goes out once it is back. */
+  waiting() {
+    this.note.hidden = false;
+    this.note.textContent = "Waiting for the connection…";
+    this.moreButton.hidden = true;
   }
 
   failed(reason) {
