@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..versions import CHECKED_DAPHNE, checked
+from .asgi import refit
 from .queues import SendQueue
 
 # What autobahn's server handshake alone reads (processHandshake,
@@ -151,7 +152,7 @@ def release_handshake(protocol: Any) -> None:
     daphne's `request.headers`, of which daphne reads only the path, for its
     log; the ASGI scope has its own copy of the headers), the response's
     text and what they negotiated, for the connection's life. Without them
-    the protocol's 99 attributes are 82, and a copy of its `__dict__` fits a
+    the protocol's 99 attributes are 82, and a copy of its `__dict__` (`refit`) fits a
     table half the size (a dict never shrinks as keys go): 1.6 kB, and about
     1.3 kB of the handshake's own, a socket. On an autobahn version this was
     not checked on, only the headers' and the messages' contents go. The
@@ -179,4 +180,4 @@ def release_handshake(protocol: Any) -> None:
         if getattr(deferred, "called", False) and checked(library, versions):
             del attributes[name]
     share_what_is_common(protocol, attributes)
-    protocol.__dict__ = dict(attributes)
+    refit(protocol)
