@@ -103,6 +103,11 @@ SEND_BUFFERS = Counter(
     "the server's framing called directly, as for permessage-deflate; asgi).",
     ["adapter", "framing"],
 )
+PING_WHEEL_PINGS = Counter(
+    "messaging_ping_wheel_pings",
+    "Keepalive pings uvicorn's connections were sent from the process's ping wheel: one timer a second for "
+    "all the connections due, in place of a timer each.",
+)
 UNSENDABLE_FRAMES = Counter(
     "messaging_unsendable_frames",
     "Frames the server could not send, each replaced by a small error frame, by reason: too_large (over the "

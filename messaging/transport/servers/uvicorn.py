@@ -38,6 +38,7 @@ from typing import Any
 from ..frames import encoded
 from .asgi import OnOverflow, Send, WritingSendBuffer, refit, server_send
 from .queues import ApplicationQueue
+from .uvicorn_pings import ping_on_a_wheel
 
 SANS_IO = "uvicorn.protocols.websockets.websockets_sansio_impl"
 KNOWN_ATTRIBUTES = (
@@ -129,6 +130,7 @@ class UvicornSendBuffer(WritingSendBuffer):
         protocol.pause_writing = self.pause_writing
         protocol.resume_writing = self.resume_writing
         release_handshake(protocol)
+        ping_on_a_wheel(type(protocol))
 
     @property
     def framing(self) -> str:  # type: ignore[override]

@@ -1,0 +1,96 @@
+"""Under real uvicorn processes, keepalive pings come from the process's ping wheel
+(messaging/transport/servers/uvicorn_pings.py): a client that answers them stays, one that
+does not is dropped once uvicorn's pong timeout has passed, as before.
+
+Uvicorn runs with a ping a second and three seconds for its pong.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from messaging_client import sign_in
+
+from ..support.rawws import RawSocket, client_frame
+from .conftest import scrape
+from .test_uvicorn_adapter import LOOPS, PLAIN
+
+pytestmark = [pytest.mark.e2e]
+
+PING_TIMEOUT = 3
+PINGS = ("--ws-ping-interval", "1", "--ws-ping-timeout", str(PING_TIMEOUT))
+
+
+def answer_pings(sockets: list[RawSocket], seconds: float) -> list[int]:
+    """Answer every ping each socket gets for `seconds`; how many each got."""
+    pinged = [0] * len(sockets)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for n, ws in enumerate(sockets):
+            try:
+                opcode, payload = ws.frame(timeout=0.1)
+            except TimeoutError:
+                continue
+            if opcode == 0x9:
+                pinged[n] += 1
+                ws.sock.sendall(client_frame(0xA, payload))
+    return pinged
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_sockets_that_answer_their_pings_are_pinged_from_the_wheel_and_stay(uvicorn, loop):
+    server = uvicorn((*PLAIN, *PINGS, "--loop", loop))
+    sockets = [RawSocket(server.url, sign_in(server.url, f"pinged{n}")).connect() for n in range(4)]
+    try:
+        # Past the pong timeout twice over: a pong not taken would have dropped them.
+        pinged = answer_pings(sockets, 2 * PING_TIMEOUT + 1)
+        assert min(pinged) >= 3, pinged
+        for ws in sockets:
+            ask(ws)
+    finally:
+        for ws in sockets:
+            ws.close()
+    # A connection's first ping may be uvicorn's own timer (armed by the handshake); every later one is the wheel's.
+    assert scrape(server, "messaging_ping_wheel_pings_total") >= sum(pinged) - len(sockets)
+
+
+def ask(ws: RawSocket) -> None:
+    """A command's ack, the pings before it answered: the socket is open and served."""
+    id = ws.send_command("rooms.list", {})
+    while True:
+        opcode, payload = ws.frame()
+        if opcode == 0x9:
+            ws.sock.sendall(client_frame(0xA, payload))
+        elif opcode == 0x1 and id.encode() in payload:
+            return
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_socket_that_never_answers_is_dropped_after_its_pong_timeout(uvicorn, loop):
+    server = uvicorn((*PLAIN, *PINGS, "--loop", loop))
+    # A socket first, so the wheel is in place before the silent one opens.
+    answering = RawSocket(server.url, sign_in(server.url, "answering")).connect()
+    assert max(answer_pings([answering], 2.5)) >= 1
+    answering.close()
+    silent = RawSocket(server.url, sign_in(server.url, "silent")).connect()
+    try:
+        while silent.frame()[0] != 0x9:
+            pass
+        pinged = time.monotonic()
+        _, code = silent.read_until_closed(timeout=4 * PING_TIMEOUT)
+        dropped = time.monotonic() - pinged
+    finally:
+        silent.close()
+    assert code == 1011, code
+    # Never before the timeout (the pong's deadline is uvicorn's own timer), and not long after.
+    assert PING_TIMEOUT - 0.1 <= dropped <= 3 * PING_TIMEOUT, dropped
+    # The silent socket's ping, scheduled once the wheel was in place, was the wheel's.
+    assert scrape(server, "messaging_ping_wheel_pings_total") >= 1
+    # The server serves on.
+    again = RawSocket(server.url, sign_in(server.url, "answering")).connect()
+    try:
+        ask(again)
+    finally:
+        again.close()
