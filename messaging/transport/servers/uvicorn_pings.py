@@ -43,7 +43,7 @@ SLOT_SECONDS = 1
 class PingWheel:
     """One loop's connections due a ping, by the whole second of the loop's clock they are due at."""
 
-    __slots__ = ("slots", "__weakref__")
+    __slots__ = ("slots",)
 
     def __init__(self) -> None:
         # A dict per slot: connections in the order they were scheduled, taken out in O(1).
