@@ -174,8 +174,10 @@ async def answered(delivery: Delivery, ack: Any, home: str, own: str, gateway: G
         return Unavailable()
     if ack.get("ok") is not True or not isinstance(ack.get("d"), dict):
         return refusal(ack)
-    # In its record's order: a retry answered from the record here reads as this answer.
-    data = in_record_order(await gateway.run(here, ack["d"], home, own))
+    data = await gateway.run(here, ack["d"], home, own)
+    if delivery.handler.exactly_once:
+        # In its record's order: a retry answered from the record here reads as this answer.
+        data = in_record_order(data)
     outcome = Outcome(data=data, dup=bool(ack.get("dup")), source="home" if ack.get("dup") else None)
     kind = delivery.handler.type
     if kind == "room.join":
