@@ -46,6 +46,7 @@ _PUBLIC = {
     "allow_protocol_close_codes": "messaging.transport.daphne_compat",
     "defer_autobahn_log_formatting": "messaging.transport.daphne_compat",
     "sweep_only_due_connections": "messaging.transport.daphne_sweeps",
+    "ring_uvicorn_pings_on_a_wheel": "messaging.transport.servers.uvicorn_pings",
     "limit_posts_per_address": "messaging.transport.addresses",
     "client_of_scope": "messaging.transport.addresses",
     "client_of_request": "messaging.transport.addresses",

@@ -20,6 +20,7 @@ from messaging.transport.daphne_sweeps import sweep_only_due_connections  # noqa
 from messaging.transport.gate import SocketGate  # noqa: E402
 from messaging.transport.http.upload_limit import UploadLimit  # noqa: E402
 from messaging.transport.routing import websocket_urlpatterns  # noqa: E402
+from messaging.transport.servers.uvicorn_pings import ring_uvicorn_pings_on_a_wheel  # noqa: E402
 from messaging.transport.stream import StreamRoute  # noqa: E402
 
 # Without this, daphne turns the protocol's 1003, 1008 and 1009 closes into 1011.
@@ -28,6 +29,8 @@ allow_protocol_close_codes()
 defer_autobahn_log_formatting()
 # Daphne walks every connection each second and every two: only what is due is visited.
 sweep_only_due_connections()
+# Uvicorn arms a timer a socket for its pings: one timer a second rings all those due, the first pings included.
+ring_uvicorn_pings_on_a_wheel()
 
 application = ProtocolTypeRouter(
     {

@@ -88,6 +88,7 @@ for name in messaging.__all__:
 messaging.allow_protocol_close_codes()
 messaging.defer_autobahn_log_formatting()
 messaging.sweep_only_due_connections()
+messaging.ring_uvicorn_pings_on_a_wheel()
 application = ProtocolTypeRouter({"http": get_asgi_application(),
                                   "websocket": messaging.SocketGate(URLRouter(messaging.websocket_urlpatterns))})
 resolve("/healthz")

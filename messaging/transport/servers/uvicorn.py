@@ -38,9 +38,8 @@ from typing import Any
 from ..frames import encoded
 from .asgi import OnOverflow, Send, WritingSendBuffer, refit, server_send
 from .queues import ApplicationQueue
-from .uvicorn_pings import ping_on_a_wheel
+from .uvicorn_pings import SANS_IO, ping_on_a_wheel
 
-SANS_IO = "uvicorn.protocols.websockets.websockets_sansio_impl"
 KNOWN_ATTRIBUTES = (
     "conn",
     "transport",

@@ -16,17 +16,23 @@ at a close or a lost connection) takes it out as it cancelled the timer.
 The pong's deadline stays uvicorn's own timer: armed by the ping and
 cancelled by its pong, it fires only on a connection that did not answer.
 
-The uvicorn adapter (servers/uvicorn.py) applies it to the protocol's class
-the first time it adapts a connection, on the uvicorn it was checked on
-(`CHECKED_UVICORN`); a connection's first ping, scheduled by its handshake
-before the adapter ran, may still be uvicorn's own timer.
+`ring_uvicorn_pings_on_a_wheel()`, called as the ASGI module is imported
+(project/asgi.py), applies it to uvicorn's Sans-I/O protocol before any
+connection opens, so every ping
+is the wheel's, the first included (armed by the handshake). The uvicorn
+adapter (servers/uvicorn.py) applies it too, as it adapts a connection, for a
+host project that does not call it: there a connection's first ping,
+scheduled before the adapter ran, is uvicorn's own timer. Only on the uvicorn
+it was checked on (`CHECKED_UVICORN`); under another server, nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import math
+import sys
 import weakref
 from typing import Any
 
@@ -37,6 +43,8 @@ log = logging.getLogger(__name__)
 
 # Uvicorn's `schedule_ping`, `send_keepalive_ping` and `stop_keepalive` as this module reads them.
 CHECKED_UVICORN = "0.54."
+# The module of uvicorn's Sans-I/O WebSocket protocol (`--ws websockets-sansio`, or `auto` with websockets).
+SANS_IO = "uvicorn.protocols.websockets.websockets_sansio_impl"
 SLOT_SECONDS = 1
 
 
@@ -115,3 +123,20 @@ def ping_on_a_wheel(protocol_class: type) -> None:
 
     on_a_wheel.on_a_wheel = True  # type: ignore[attr-defined]
     protocol_class.schedule_ping = on_a_wheel  # type: ignore[attr-defined]
+
+
+def ring_uvicorn_pings_on_a_wheel() -> None:
+    """Under uvicorn, every connection's pings on its loop's wheel; under another server, nothing.
+
+    Uvicorn's `run()` imports the app before its protocol classes (a worker of
+    `--workers`, or of gunicorn, the other way round): so the Sans-I/O
+    protocol's module is imported here, once uvicorn is, to be the class uvicorn
+    then finds loaded, with its pings on the wheel before any handshake.
+    """
+    if "uvicorn.config" not in sys.modules:
+        return
+    try:
+        module = importlib.import_module(SANS_IO)
+    except ImportError:  # no websockets: uvicorn serves WebSockets with wsproto, or not at all
+        return
+    ping_on_a_wheel(module.WebSocketsSansIOProtocol)
