@@ -43,6 +43,7 @@ All options live in one dict, `settings.MESSAGING`; each has a typed default:
 | `TRUSTED_PROXIES` | `()` | the reverse proxies in front of the servers: addresses or CIDR blocks, as a list or one comma-separated string. A connection from one of them is taken to come from the address its `X-Forwarded-For` names (read from the right, past the trusted ones); from anyone else, from its peer address. A malformed entry stops the start with `ImproperlyConfigured` (check `messaging.E001`) |
 | `ROOMS_PER_SOCKET` | 200 | rooms one socket may have joined at once; a join of one more is `invalid` and changes nothing; 0 turns it off. Also the most rooms of one event stream (`GET /api/stream?rooms=`; more: 400) |
 | `STREAM_PING_INTERVAL` | 15.0 | seconds between the `: ping` comments an idle event stream (`GET /api/stream`) sends, so that proxies keep it open |
+| `SHARED_HEADER_PAIRS` | 1000 | most request header pairs a process keeps one copy of for all its WebSockets and event streams (`host`, `origin`, `user-agent` and others every connection has in common; never a cookie or a credential: messaging/transport/header_pairs.py); past it the oldest leaves; 0 turns it off |
 | `EDIT_HISTORY_RETENTION` | 0 | seconds the body an edit replaced is kept in the message's version history (the admin shows it); 0 keeps none. A delete clears them at once; `prune_edit_history` clears older ones |
 | `MODERATION_RETENTION` | 31536000 | seconds (365 days) `prune_moderation_actions` keeps the moderation audit's rows (`ModerationAction`: removals, invitations, deletes by a moderator) |
 | `ROOMS_LIST_LIMIT` | 500 | most rooms one `rooms.list` answer lists (the most recently active; `more` says whether there are others) |
@@ -166,6 +167,7 @@ class MessagingSettings:
     TRUSTED_PROXIES: tuple[str, ...] = ()
     ROOMS_PER_SOCKET: int = 200
     STREAM_PING_INTERVAL: float = 15.0
+    SHARED_HEADER_PAIRS: int = 1000
     LOOP_DATABASE: bool = True
     EARLY_STATEMENT: bool = True
     EDIT_HISTORY_RETENTION: int = 0
@@ -290,6 +292,7 @@ class MessagingSettings:
             "EDIT_HISTORY_RETENTION",
             "REINVITE_AFTER",
             "INVITES_PER_HOUR",
+            "SHARED_HEADER_PAIRS",
         ):
             if getattr(self, name) < 0:
                 raise ImproperlyConfigured(f"MESSAGING[{name!r}] must be 0 (off) or positive")

@@ -36,6 +36,7 @@ from django.http.cookie import parse_cookie
 from ..ops import metrics
 from .auth import signed_in_user
 from .handshakes import handshake_over_limit
+from .header_pairs import share_header_pairs
 from .origins import OriginValidator, SameOriginValidator
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -75,6 +76,8 @@ class SocketGate:
 
     async def signed_in(self, scope: dict[str, Any]) -> dict[str, Any]:
         """A copy of `scope` with the cookies, the session and the signed-in user, as channels' stack adds them."""
+        # The connection keeps its headers as long as it lives: its common ones become the process's one copy.
+        share_header_pairs(scope.get("headers"))
         cookies = cookies_of(scope)
         given = dict(scope, cookies=cookies, session=self.store(cookies.get(settings.SESSION_COOKIE_NAME)))
         given["user"] = await database_sync_to_async(signed_in_user)(given)

@@ -113,3 +113,20 @@ def test_cookies_are_read_from_the_first_cookie_header():
 async def test_the_gate_guards_websockets_only():
     with pytest.raises(ValueError):
         await SocketGate(None)({"type": "http"}, None, None)
+
+
+async def test_two_sockets_share_their_common_header_pairs_and_keep_their_cookies(make_user):
+    keys = [await database_sync_to_async(signed_in_session)(await make_user(f"pairs{n}")) for n in range(2)]
+    agent = (b"user-agent", b"Mozilla/5.0 (X11; Linux x86_64) Gecko/20100101 Firefox/133.0")
+    # Each connection's own bytes objects, as a server builds them.
+    headers = [[(n, v) for n, v in (*PAGE, agent, session_cookie(key))] for key in keys]
+    headers = [[(bytes(bytearray(n)), bytes(bytearray(v))) for n, v in pairs] for pairs in headers]
+    comms = [WebsocketCommunicator(application, "/ws/", headers=pairs) for pairs in headers]
+    for comm in comms:
+        assert (await comm.connect(timeout=10))[0]
+        assert await joined(comm)
+    first, second = headers
+    assert all(mine is theirs for mine, theirs in zip(first[:3], second[:3], strict=True))
+    assert first[3] is not second[3] and first[3][1] != second[3][1]
+    for comm in comms:
+        await comm.disconnect()
