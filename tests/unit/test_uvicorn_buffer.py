@@ -14,8 +14,8 @@ from uvicorn.server import ServerState
 
 from messaging.transport.frames import frame_bytes
 from messaging.transport.servers import send_buffer
-from messaging.transport.servers.queues import ApplicationQueue
-from messaging.transport.servers.uvicorn import UvicornSendBuffer, lighten_queue
+from messaging.transport.servers.queues import ApplicationQueue, Flag
+from messaging.transport.servers.uvicorn import UvicornSendBuffer, lighten_queue, lighten_writable
 
 from ..support.rawws import client_frame, upgrade_request
 
@@ -78,6 +78,7 @@ async def test_an_open_connection_lets_go_of_its_handshake_and_still_writes_read
     assert protocol.response is None
     assert len(protocol.request.headers) == 0
     assert isinstance(protocol.queue, ApplicationQueue)
+    assert isinstance(protocol.writable, Flag) and protocol.writable.is_set()
     # Its dict is no larger than a fresh copy of it (grown on the way, it was twice that).
     assert sys.getsizeof(protocol.__dict__) == sys.getsizeof(dict(protocol.__dict__))
     assert protocol.pause_writing == buffer.pause_writing and protocol.resume_writing == buffer.resume_writing
@@ -118,3 +119,22 @@ async def test_a_queue_a_receive_waits_on_is_left_as_it_is():
     assert protocol.queue is queue
     queue.put_nowait({"type": "websocket.disconnect"})
     assert (await waiting)["type"] == "websocket.disconnect"
+
+
+async def test_a_writable_event_is_replaced_only_while_set_and_uvicorns_pushback_still_pauses_and_resumes():
+    waited = asyncio.Event()
+    waited.clear()
+    protocol = SimpleNamespace(writable=waited)
+    lighten_writable(protocol)
+    assert protocol.writable is waited  # clear: a send may be waiting on it
+    waited.set()
+    lighten_writable(protocol)
+    flag = protocol.writable
+    assert isinstance(flag, Flag) and flag.is_set()
+    # What uvicorn's pause_writing and resume_writing do, and its send's wait between them.
+    flag.clear()
+    send = asyncio.ensure_future(flag.wait())
+    await asyncio.sleep(0.01)
+    assert not send.done()
+    flag.set()
+    assert await asyncio.wait_for(send, 1) is True

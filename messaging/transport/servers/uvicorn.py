@@ -37,7 +37,7 @@ from typing import Any
 
 from ..frames import encoded
 from .asgi import OnOverflow, Send, WritingSendBuffer, refit, server_send
-from .queues import ApplicationQueue
+from .queues import ApplicationQueue, Flag
 from .uvicorn_pings import SANS_IO, ping_on_a_wheel
 
 KNOWN_ATTRIBUTES = (
@@ -79,8 +79,9 @@ def release_handshake(protocol: Any) -> None:
     request too, as a local of the generator it parses frames with. Nothing
     reads them once the connection is open (the ASGI scope has its own copy
     of the headers): the response goes, and the request's headers are
-    emptied, about 5 kB a socket. Its queue becomes a lighter one, and its
-    dict one that fits the 39 keys left on uvicorn 0.54 (`refit`).
+    emptied, about 5 kB a socket. Its queue becomes a lighter one, its
+    `writable` event a `Flag`, and its dict one that fits the 39 keys left on
+    uvicorn 0.54 (`refit`).
     """
     request = getattr(protocol, "request", None)
     headers = getattr(request, "headers", None)
@@ -89,6 +90,7 @@ def release_handshake(protocol: Any) -> None:
     if hasattr(protocol, "response"):
         protocol.response = None
     lighten_queue(protocol)
+    lighten_writable(protocol)
     refit(protocol)
 
 
@@ -107,6 +109,18 @@ def lighten_queue(protocol: Any) -> None:
     while not queue.empty():
         lighter.put_nowait(queue.get_nowait())
     protocol.queue = lighter
+
+
+def lighten_writable(protocol: Any) -> None:
+    """Give the connection a `Flag` (queues.py) in place of uvicorn's `writable` event, while it is set.
+
+    Uvicorn's `send` awaits `writable` only while the transport pushes back
+    (the event clear); a set event has no waiter to carry over, so it is
+    replaced only then, and stays an `Event` on a uvicorn that has none.
+    """
+    writable = getattr(protocol, "writable", None)
+    if type(writable) is asyncio.Event and writable.is_set() and not getattr(writable, "_waiters", True):
+        protocol.writable = Flag(True)
 
 
 class UvicornSendBuffer(WritingSendBuffer):
