@@ -129,6 +129,21 @@ class Sweeps:
         return visit
 
 
+class Reaped:
+    """The done callback of a connection's application: the next application pass reaps the connection.
+
+    One a socket, for its life: two slots (56 bytes) where a closure took about 290."""
+
+    __slots__ = ("sweeps", "protocol")
+
+    def __init__(self, sweeps: Sweeps, protocol: Any) -> None:
+        self.sweeps = sweeps
+        self.protocol = protocol
+
+    def __call__(self, _application: Any) -> None:
+        self.sweeps.finished(self.protocol)
+
+
 class PongDeadline:
     """When the pong of a ping must have come, kept by the wheel rather than by a timer of its own.
 
@@ -226,8 +241,7 @@ def sweep_only_due_connections() -> None:
         queue = created(self, protocol, scope)
         instance = self.connections[protocol].get("application_instance")
         if instance is not None:
-            finished = sweeps_of(self).finished
-            instance.add_done_callback(lambda _: finished(protocol))
+            instance.add_done_callback(Reaped(sweeps_of(self), protocol))
         return queue
 
     def application_checker(self: Any) -> None:

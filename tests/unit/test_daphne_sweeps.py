@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from messaging.transport.daphne_sweeps import SLOT_SECONDS, PongDeadline, Sweeps, next_deadline
+import asyncio
+
+from messaging.transport.daphne_sweeps import SLOT_SECONDS, PongDeadline, Reaped, Sweeps, next_deadline
 
 
 class Socket:
@@ -68,6 +70,16 @@ def test_a_finished_application_is_reaped_by_the_next_pass_only():
     sweeps.finished(socket)
     assert sweeps.to_reap(now=1.0) == {socket}
     assert sweeps.to_reap(now=2.0) == set()
+
+
+async def test_an_application_that_ends_has_its_connection_reaped_by_the_next_pass():
+    sweeps, socket = Sweeps(Socket, {}, now=0.0), Socket()
+    application = asyncio.ensure_future(asyncio.sleep(0))
+    application.add_done_callback(Reaped(sweeps, socket))
+    assert sweeps.to_reap(now=1.0) == set()
+    await application
+    await asyncio.sleep(0)  # done callbacks run a turn later
+    assert sweeps.to_reap(now=2.0) == {socket}
 
 
 def test_applied_to_a_running_server_every_connection_is_visited_once_then_when_due():
