@@ -18,12 +18,12 @@ cancelled by its pong, it fires only on a connection that did not answer.
 
 `ring_uvicorn_pings_on_a_wheel()`, called as the ASGI module is imported
 (project/asgi.py), applies it to uvicorn's Sans-I/O protocol before any
-connection opens, so every ping
-is the wheel's, the first included (armed by the handshake). The uvicorn
-adapter (servers/uvicorn.py) applies it too, as it adapts a connection, for a
-host project that does not call it: there a connection's first ping,
-scheduled before the adapter ran, is uvicorn's own timer. Only on the uvicorn
-it was checked on (`CHECKED_UVICORN`); under another server, nothing.
+connection opens, so every ping is the wheel's, the first (armed by the
+handshake) included. The uvicorn adapter (servers/uvicorn.py) applies it
+too, as it adapts a connection, for a host project that does not call it:
+there a connection's first ping, scheduled before the adapter ran, is
+uvicorn's own timer. Only on the uvicorn it was checked on
+(`CHECKED_UVICORN`); under another server, nothing.
 """
 
 from __future__ import annotations
