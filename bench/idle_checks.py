@@ -13,7 +13,8 @@ does without them), per `SESSION_CHECK_INTERVAL` (docs/PERFORMANCE.md,
 "Idle sockets"); and the Redis commands the bench's
 db received (`INFO commandstats`, the presence heartbeats), and the server's
 resident memory before the first socket and with all of them open, per
-socket (docs/PERFORMANCE.md, "Idle sockets"). `--server uvicorn` runs
+socket (docs/PERFORMANCE.md, "Idle sockets"); and the CPU every PostgreSQL
+process of the box spent in the same window. `--server uvicorn` runs
 uvicorn as a deployment does instead of daphne.
 
 Traffic goes to 127.0.0.1 only; every run is bounded in count.
@@ -36,6 +37,7 @@ import redis
 import websockets
 
 from .http_vs_socket import manage, server_env
+from .measure import service_cpu, services_spent
 from .servers import ROOT, UVICORN_ARGS, Server
 
 SESSIONS_AND_TOKENS = """
@@ -167,9 +169,11 @@ async def hold(
     # (an idle backend reports within 10 s).
     await asyncio.sleep(max(2 * interval, SETTLE))
     with RedisCommands(redis_url) as commands:
+        services = service_cpu()
         cpu, transactions, started = cpu_seconds(pid), await asyncio.to_thread(committed, database), time.monotonic()
         await asyncio.sleep(seconds)
         cpu, elapsed = cpu_seconds(pid) - cpu, time.monotonic() - started
+        services = services_spent(services, service_cpu())
     rss_after = rss_bytes(pid)
     # The statistics a backend reports reach pg_stat_database within a second or so.
     await asyncio.sleep(1.5)
@@ -190,6 +194,9 @@ async def hold(
         "rss_mb": round(rss_after / 2**20, 1),
         "kb_per_socket": round((rss_after - rss_before) / len(sockets) / 1024, 2),
         "cpu_share_per_10k": round(cpu / elapsed * 10000 / len(sockets), 4),
+        # Every PostgreSQL process of the box: run nothing else beside the bench. (Redis's own CPU
+        # is not reported: the bench's `MONITOR`, which counts its commands, costs Redis more than they do.)
+        "postgresql_cpu_share": round(services["postgresql"] / elapsed, 4),
     }
 
 

@@ -24,6 +24,7 @@ any other database error `django.db.DatabaseError`, wherever it ran.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -210,8 +211,8 @@ def fetch_on_this_thread(sql: str, params: dict[str, Any]) -> list[tuple[Any, ..
             return rows
 
 
-def server_bound_cursor() -> Any:
-    """A cursor of Django's connection that binds parameters on the server.
+def server_bound_cursor(db: Any = connection, *, prepared: bool = True) -> Any:
+    """A cursor of Django's connection `db` (the default database's) that binds parameters on the server.
 
     psycopg prepares such a statement once it has run `prepare_threshold`
     times on the connection (`DATABASES[...]["OPTIONS"]`; Django's default,
@@ -221,19 +222,41 @@ def server_bound_cursor() -> Any:
     bind on the client, and their statements are never prepared. While
     queries are logged (DEBUG, a test capturing them) it is Django's own
     cursor, so the log shows the statement with its parameters in place.
+
+    A statement whose parameters are large belongs here too, `prepared`
+    False. psycopg keeps the text of each connection's last 100 distinct
+    statements (`prepared_max`), to count their runs, client-bound ones
+    included; bound on the client, a statement's text holds its parameters,
+    so a query that sent a value per socket was kept whole by every
+    connection that ran it. Not prepared, because PostgreSQL's generic plan
+    cannot see how many values an array parameter holds: for 10,000 it chose
+    10,000 index lookups (11 ms) where each run's own plan hashes (6 ms).
     """
+    cursors = server_binding_cursors()
+    if cursors is None or db.vendor != "postgresql" or db.queries_logged:
+        return db.cursor()
+    db.ensure_connection()
+    db.validate_thread_sharing()
+    with db.wrap_database_errors:
+        # Django's wrapper all the same: its errors are django.db's.
+        return db.make_cursor(cursors[0 if prepared else 1](db.connection))
+
+
+@functools.cache
+def server_binding_cursors() -> tuple[Any, Any] | None:
+    """Django's cursor class that binds on the server, and one whose statements are never prepared; None without
+    psycopg 3."""
     try:
         from django.db.backends.postgresql.base import ServerBindingCursor
     except ImportError:  # psycopg2, or another database: no server-side binding
-        return connection.cursor()
-    if connection.vendor != "postgresql" or connection.queries_logged:
-        return connection.cursor()
-    connection.ensure_connection()
-    connection.validate_thread_sharing()
-    with connection.wrap_database_errors:
-        # Django's wrapper all the same: its errors are django.db's.
-        # django-stubs type the cursor class without psycopg's arguments, and `make_cursor` for Django's own cursors only.
-        return connection.make_cursor(ServerBindingCursor(connection.connection))  # type: ignore[call-arg, arg-type]
+        return None
+
+    class NeverPrepared(ServerBindingCursor):
+        def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: Any = None) -> Any:
+            # django-stubs know the class without psycopg's methods.
+            return super().execute(query, params, prepare=False, binary=binary)  # type: ignore[misc]
+
+    return ServerBindingCursor, NeverPrepared
 
 
 class Gateway:

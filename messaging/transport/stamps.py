@@ -37,6 +37,7 @@ from django.contrib.auth import get_user_model, load_backend
 from django.contrib.auth.backends import ModelBackend
 from django.db import connections, router
 
+from ..core.gateway import server_bound_cursor
 from ..models import ApiToken
 from .sessions import plain_hash, sessions_are_rows
 
@@ -227,7 +228,7 @@ def changed(model: Any, probe: Literals) -> set[tuple[str, str]]:
         f"SELECT k.key, k.stamp::text FROM unnest(%s::{key_type}[], %s::xid[]) AS k(key, stamp) "
         f"LEFT JOIN {table} AS r ON r.{key} = k.key AND r.xmin = k.stamp WHERE r.{key} IS NULL"
     )
-    with connection.cursor() as cursor:
+    with server_bound_cursor(connection, prepared=False) as cursor:
         cursor.execute(sql, [keys, xmins])
         return {(str(row[0]), row[1]) for row in cursor.fetchall()}
 
@@ -237,7 +238,7 @@ def versions(model: Any, keys: Collection[str], *also: str) -> dict[str, tuple[A
     connection, table, key, key_type = about(model)
     columns = "".join(f", {connection.ops.quote_name(model._meta.get_field(name).column)}" for name in also)
     sql = f"SELECT {key}, xmin::text{columns} FROM {table} WHERE {key} = ANY(%s::{key_type}[])"
-    with connection.cursor() as cursor:
+    with server_bound_cursor(connection, prepared=False) as cursor:
         cursor.execute(sql, [array(keys)])
         return {str(row[0]): tuple(row[1:]) for row in cursor.fetchall()}
 

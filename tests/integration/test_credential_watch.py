@@ -20,7 +20,7 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
 from django.test import Client as HttpClient
 from django.utils import timezone
 
@@ -318,6 +318,24 @@ def test_a_watch_reads_again_only_the_credentials_whose_rows_changed(django_user
     # A round forgets what it was not asked about.
     assert token == credentials[0]
     assert ended(credentials[1:4], verified, stamps) == set() and set(stamps.last) == set(credentials[1:4])
+
+
+def test_a_rounds_statements_are_kept_by_psycopg_without_their_credentials_and_never_prepared(django_user_model):
+    # psycopg keeps the text of each connection's recent statements, to count
+    # their runs. Bound on the client, a probe's text held every key and
+    # version it sends: a copy per database thread, for as long as the process ran.
+    _, credentials = many_credentials(django_user_model, 100)
+    verified, stamps = Verified(), Stamps()
+    # Read and stamped, then probed: past the project's `prepare_threshold` (5) in quiet rounds.
+    for _ in range(8):
+        assert ended(credentials, verified, stamps) == set()
+    assert not connection.queries_logged, "bound on the server only where queries are not logged"
+    kept = connection.connection._prepared
+    counted = [query for query, _types in kept._counts if b"xmin" in query]
+    assert len(counted) == 6, "the rounds' statements ran on this connection: three probes, three reads of versions"
+    assert max(map(len, counted)) < 500, "and their texts hold no credential"
+    # A generic plan cannot see how many keys a probe holds (it looked them up one by one).
+    assert not [query for query, _types in kept._names if b"xmin" in query], "never prepared"
 
 
 def test_a_quiet_round_sends_the_last_rounds_probe_and_still_sees_every_change(
