@@ -103,10 +103,12 @@ SEND_BUFFERS = Counter(
     "the server's framing called directly, as for permessage-deflate; asgi).",
     ["adapter", "framing"],
 )
-PING_WHEEL_PINGS = Counter(
-    "messaging_ping_wheel_pings",
-    "Keepalive pings uvicorn's connections were sent from the process's ping wheel: one timer a second for "
-    "all the connections due, in place of a timer each.",
+KEEPALIVE_PINGS = Counter(
+    "messaging_keepalive_pings",
+    "Keepalive pings the process sent its WebSocket connections, by server: daphne (every ping of its sweeps), "
+    "uvicorn (those its ping wheel rang, one timer a second for all the connections due). On a server version "
+    "the app's replacements were not checked on, the server pings on its own, uncounted.",
+    ["server"],
 )
 UNSENDABLE_FRAMES = Counter(
     "messaging_unsendable_frames",

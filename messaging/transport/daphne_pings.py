@@ -42,7 +42,8 @@ Autobahn still chooses the payload and the ways a pong's wait ends. A
 connection whose frames autobahn writes or reads otherwise (TLS, masking,
 frame or octet logging, its own queue of chopped data, `autoPingInterval`)
 keeps autobahn's own ways, and a daphne whose timeout pass is not the
-wheel's keeps autobahn's `_sendAutoPing` and its timers. The consumer
+wheel's keeps autobahn's `_sendAutoPing` and its timers. Each ping counts in
+`messaging_keepalive_pings_total{server="daphne"}`. The consumer
 applies it as its first socket opens (`adapt_to_daphne`): pings only go to
 open sockets. Under another server, or a daphne this was not checked on, it
 does nothing.
@@ -56,6 +57,7 @@ import sys
 import time
 from typing import Any
 
+from ..ops import metrics
 from .daphne_sweeps import PongDeadline, keeps_pong_deadlines
 from .servers.daphne import plain_tcp, write_now, writes_plainly
 from .versions import checked_daphne
@@ -71,6 +73,7 @@ PONG_OVERHEAD = 2 + 4
 # An automatic ping's payload begins as autobahn's does: the time it was sent
 # (nanoseconds) and its number; random bytes fill it to `autoPingSize`.
 PING_STAMP = struct.Struct(">QL")
+PINGS_COUNTED = metrics.KEEPALIVE_PINGS.labels("daphne")
 
 
 def ping_frame(payload: bytes) -> bytes:
@@ -96,6 +99,7 @@ def ping_plainly() -> None:
             send_auto_ping(self)
         else:
             timed_auto_ping(self)
+        PINGS_COUNTED.inc()
 
     def sendPing(self: Any, payload: bytes | None = None) -> None:
         payload = payload or b""

@@ -66,7 +66,7 @@ def kernel_send_buffer() -> int:
         return int(tcp_wmem.read().split()[2])
 
 
-def scrape(server: Daphne, name: str, **labels: str) -> float:
+def scrape(server: Daphne, name: str, /, **labels: str) -> float:
     """The value of one sample of the server's /metrics (0 when it has none yet)."""
     status, _, body = server.request("GET", "/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
     assert status == 200, status

@@ -53,7 +53,7 @@ def test_sockets_that_answer_their_pings_are_pinged_from_the_wheel_and_stay(uvic
         for ws in sockets:
             ws.close()
     # Every ping is the wheel's, each connection's first (armed by its handshake) included.
-    assert scrape(server, "messaging_ping_wheel_pings_total") >= sum(pinged)
+    assert scrape(server, "messaging_keepalive_pings_total", server="uvicorn") >= sum(pinged)
 
 
 @pytest.mark.parametrize("loop", LOOPS)
@@ -65,7 +65,7 @@ def test_the_first_ping_of_a_fresh_servers_first_socket_is_the_wheels(uvicorn, l
         while ws.frame()[0] != 0x9:
             pass
         # Unanswered, that ping is the only one: the next is scheduled by its pong.
-        assert scrape(server, "messaging_ping_wheel_pings_total") == 1
+        assert scrape(server, "messaging_keepalive_pings_total", server="uvicorn") == 1
     finally:
         ws.close()
 
@@ -97,7 +97,7 @@ def test_a_socket_that_never_answers_is_dropped_after_its_pong_timeout(uvicorn, 
     # Never before the timeout (the pong's deadline is uvicorn's own timer), and not long after.
     assert PING_TIMEOUT - 0.1 <= dropped <= 3 * PING_TIMEOUT, dropped
     # The silent socket's ping was the wheel's.
-    assert scrape(server, "messaging_ping_wheel_pings_total") == 1
+    assert scrape(server, "messaging_keepalive_pings_total", server="uvicorn") == 1
     # The server serves on.
     again = RawSocket(server.url, sign_in(server.url, "answering")).connect()
     try:

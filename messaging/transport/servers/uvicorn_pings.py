@@ -46,6 +46,7 @@ CHECKED_UVICORN = "0.54."
 # The module of uvicorn's Sans-I/O WebSocket protocol (`--ws websockets-sansio`, or `auto` with websockets).
 SANS_IO = "uvicorn.protocols.websockets.websockets_sansio_impl"
 SLOT_SECONDS = 1
+PINGS_COUNTED = metrics.KEEPALIVE_PINGS.labels("uvicorn")
 
 
 class PingWheel:
@@ -76,7 +77,7 @@ class PingWheel:
                 protocol.send_keepalive_ping()
             except Exception:
                 log.exception("a keepalive ping failed")
-        metrics.PING_WHEEL_PINGS.inc(len(due))
+        PINGS_COUNTED.inc(len(due))
 
 
 class WheelEntry:
