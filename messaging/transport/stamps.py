@@ -8,7 +8,10 @@ instance per user, a row per session). PostgreSQL gives every version of a
 row its own `xmin`, the transaction that wrote it, so a round asks only
 which rows are no longer the version the last decision was made on: one
 query per table, the rows' keys and `xmin`s sent as two array literals, and
-only the changed or deleted rows' keys come back. Those credentials, the
+only the changed or deleted rows' keys come back. The literals are
+parameters bound on the server, never prepared (`server_bound_cursor`):
+no connection keeps a statement's text with every key in it, and each run
+is planned for its own number of keys. Those credentials, the
 new ones and the ones whose expiry has come, are decided again in full; the
 others still sign in. A quiet round (the same credentials as the last, none
 changed or expired) sends the last round's probe as it was built and keeps
