@@ -36,6 +36,8 @@ _PUBLIC = {
     "on_page": "messaging.chat.hooks",
     "on_replay": "messaging.chat.hooks",
     "websocket_urlpatterns": "messaging.transport.routing",
+    "ProtocolRouter": "messaging.transport.routing",
+    "PathRouter": "messaging.transport.routing",
     "AuthMiddlewareStack": "messaging.transport.auth",
     "HandshakeThrottle": "messaging.transport.handshakes",
     "OriginValidator": "messaging.transport.origins",

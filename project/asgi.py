@@ -10,8 +10,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 # Django must be set up before anything imports models (the consumer does).
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-
 from messaging.conf import get_settings  # noqa: E402
 from messaging.federation import start as start_federation  # noqa: E402
 from messaging.ops.loopwatch import tune_collector  # noqa: E402
@@ -19,7 +17,7 @@ from messaging.transport.daphne_compat import allow_protocol_close_codes, defer_
 from messaging.transport.daphne_sweeps import sweep_only_due_connections  # noqa: E402
 from messaging.transport.gate import SocketGate  # noqa: E402
 from messaging.transport.http.upload_limit import UploadLimit  # noqa: E402
-from messaging.transport.routing import websocket_urlpatterns  # noqa: E402
+from messaging.transport.routing import PathRouter, ProtocolRouter, websocket_urlpatterns  # noqa: E402
 from messaging.transport.servers.uvicorn_pings import ring_uvicorn_pings_on_a_wheel  # noqa: E402
 from messaging.transport.stream import StreamRoute  # noqa: E402
 
@@ -32,7 +30,9 @@ sweep_only_due_connections()
 # Uvicorn arms a timer a socket for its pings: one timer a second rings all those due, the first pings included.
 ring_uvicorn_pings_on_a_wheel()
 
-application = ProtocolTypeRouter(
+# Channels' routers, handing each connection over rather than awaiting it
+# for its whole life (messaging/transport/routing.py).
+application = ProtocolRouter(
     {
         # An upload over MAX_UPLOAD_BYTES is refused before Django reads its body.
         # GET /api/stream: server-sent events, served beside Django (messaging/transport/stream.py).
@@ -40,7 +40,7 @@ application = ProtocolTypeRouter(
         # Handshakes per client address (CONNECT_RATE), the origin by scheme, host and port
         # (CSRF_TRUSTED_ORIGINS, else the handshake's own), then the session's or API token's
         # user: one layer, messaging/transport/gate.py.
-        "websocket": SocketGate(URLRouter(websocket_urlpatterns)),
+        "websocket": SocketGate(PathRouter(websocket_urlpatterns)),
     }
 )
 

@@ -65,7 +65,12 @@ class SocketGate:
             raise ValueError("SocketGate guards WebSocket connections only")
         if await self.refused(scope):
             return await WebsocketDenier()(scope, receive, send)
-        return await self.inner(await self.signed_in(scope), receive, send)
+        socket = self.inner(await self.signed_in(scope), receive, send)
+        # The socket lives on the gate's copy from here: this frame, waiting
+        # out the socket's life, lets the server's scope go (with `PathRouter`
+        # under a `ProtocolRouter`, nothing else holds it).
+        del scope
+        return await socket
 
     async def refused(self, scope: dict[str, Any]) -> bool:
         """Whether the handshake goes no further: over its address's rate, or from another origin."""

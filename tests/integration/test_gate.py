@@ -97,10 +97,29 @@ async def test_the_socket_keeps_one_copy_of_the_scope_and_no_decoded_session(mak
     scopes = {
         id(coro.cr_frame.f_locals["scope"]) for coro in chain[: consumer + 1] if "scope" in coro.cr_frame.f_locals
     }
-    # The handshake's own scope, the gate's copy and the router's: no copy per middleware.
-    assert len(scopes) == 3
+    # The gate's copy and the router's: no copy per middleware, and the gate let the handshake's own go.
+    assert len(scopes) == 2
     session = chain[consumer].cr_frame.f_locals["self"].scope["session"]
     assert session.session_key == key and not hasattr(session, "_session_cache")
+    await comm.disconnect()
+
+
+async def test_the_deployed_stack_keeps_the_gate_and_the_consumer_and_one_scope(make_user):
+    user = await make_user("lean")
+    key = await database_sync_to_async(signed_in_session)(user)
+    comm = WebsocketCommunicator(application, "/ws/", headers=[*PAGE, session_cookie(key)])
+    assert (await comm.connect(timeout=10))[0]
+    assert await joined(comm)
+    chain = awaited_chain(comm)
+    # `ProtocolRouter` and `PathRouter` hand the connection over: no router's
+    # frame and no `as_asgi()` wrapper waits out the socket's life.
+    assert [coro.cr_code.co_qualname for coro in chain[:2]] == ["SocketGate.__call__", "ChatConsumer.__call__"]
+    gate, consumer = (coro.cr_frame.f_locals for coro in chain[:2])
+    # The gate let the server's scope go; the socket lives on the router's copy alone.
+    assert "scope" not in gate
+    assert consumer["scope"] is consumer["self"].scope
+    assert consumer["scope"]["url_route"] == {"args": (), "kwargs": {}}
+    assert consumer["scope"]["user"].pk == user.pk
     await comm.disconnect()
 
 
