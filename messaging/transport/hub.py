@@ -61,8 +61,9 @@ class Hub:
 
     def __init__(self, *, membership_interval: float = 0.0) -> None:
         self.members: dict[str, set[Member]] = {}
-        # Per user (`user_key`), this process's sockets of that user.
-        self.users: dict[str, set[Member]] = {}
+        # Per user (`user_key`), this process's sockets of that user: a tuple,
+        # as most users have one socket and a set of one is 216 bytes.
+        self.users: dict[str, tuple[Member, ...]] = {}
         self.outbox: deque[tuple[str, int | None, str]] = deque()
         # Frames for one user: (user key, room or None, text).
         self.user_outbox: deque[tuple[str, str | None, str]] = deque()
@@ -103,14 +104,19 @@ class Hub:
 
     async def attach(self, user_id: Any, member: Member) -> None:
         """From return on, `member` gets every frame published to the user `user_id`."""
-        self.users.setdefault(user_key(user_id), set()).add(member)
+        key = user_key(user_id)
+        sockets = self.users.get(key, ())
+        if member not in sockets:
+            self.users[key] = (*sockets, member)
 
     async def detach(self, user_id: Any, member: Member) -> None:
         key = user_key(user_id)
         sockets = self.users.get(key)
         if sockets is not None:
-            sockets.discard(member)
-            if not sockets:
+            left = tuple(socket for socket in sockets if socket is not member)
+            if left:
+                self.users[key] = left
+            else:
                 del self.users[key]
 
     def publish(self, room: str, seq: int | None, text: str) -> None:
@@ -156,7 +162,7 @@ class Hub:
         return True
 
     async def deliver_to_user(self, key: str, room: str | None, text: str) -> None:
-        for member in list(self.users.get(key, ())):
+        for member in self.users.get(key, ()):  # a tuple, replaced (not changed) as sockets come and go
             try:
                 await member.personal(room, text)
             except Exception:

@@ -78,11 +78,16 @@ class RedisHub(Hub):
 
     async def attach(self, user_id: Any, member: Member) -> None:
         key = user_key(user_id)
-        await self.add_subscribed(self.users, key, self.user_channel(key), member)
+        async with self.lock:
+            first = key not in self.users
+            await super().attach(user_id, member)
+            if first:
+                await self.subscribe(self.user_channel(key))
 
     async def add_subscribed(self, sockets: dict[str, set[Member]], key: str, channel: bytes, member: Member) -> None:
-        """`member` among the `sockets` of `key` (a room, a user), subscribed to
-        `channel` first if it is the first there.
+        """`member` among the `sockets` of the room `key`, subscribed to
+        `channel` first if it is the first there (`attach` does the same for
+        a user's sockets, kept in a tuple).
 
         Subscribed before the caller reads a room's backlog (or joins a room,
         for a user's frames), and confirmed by Redis, so a frame published
@@ -95,8 +100,12 @@ class RedisHub(Hub):
                 sockets[key].add(member)
                 return
             sockets[key] = {member}
-            if not await self.subscriptions.add(channel):
-                log.warning("live frames of %s wait for Redis: subscribed once it answers", channel.decode())
+            await self.subscribe(channel)
+
+    async def subscribe(self, channel: bytes) -> None:
+        """Subscribe to `channel`, under the lock; while Redis does not answer, it stays wanted."""
+        if not await self.subscriptions.add(channel):
+            log.warning("live frames of %s wait for Redis: subscribed once it answers", channel.decode())
 
     async def detach(self, user_id: Any, member: Member) -> None:
         key = user_key(user_id)

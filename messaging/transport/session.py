@@ -136,7 +136,9 @@ class Session:
             await self.close(CLOSE_UNAUTHENTICATED)
             return
         if self.watch is not None:
-            self.watch.add(self, self.credential, functools.partial(self.close, CLOSE_UNAUTHENTICATED))
+            # A bound method, not a `partial` of `close` (which also keeps a bound method and its
+            # arguments' tuple): the watch holds it for the socket's life.
+            self.watch.add(self, self.credential, self.credential_ended)
         await self.rooms.attach()
         self.present = True
         get_presence().opened(self.user.pk)
@@ -289,6 +291,10 @@ class Session:
         await self.sender.send_frame(bad_frame(message))
         if self.bad_frames >= get_settings().BAD_FRAME_LIMIT:
             await self.close(CLOSE_POLICY)
+
+    async def credential_ended(self) -> None:
+        """The watch found this session's credential ended: closed with 4401."""
+        await self.close(CLOSE_UNAUTHENTICATED)
 
     async def close(self, code: int | None, reason: str | None = None) -> None:
         """Close the connection with `code`, after the frames sent before it; frames queued behind it are not answered."""

@@ -131,6 +131,33 @@ async def test_after_detach_no_frame_of_the_user_reaches_the_member(hubs):
     assert phone.frames == []
 
 
+async def test_a_member_attached_twice_gets_each_frame_once_and_a_detach_mid_delivery_spares_the_rest(hubs):
+    hub = hubs()
+    laptop = Recorder()
+
+    class Phone(Recorder):
+        async def personal(self, room: str | None, text: str) -> None:
+            await super().personal(room, text)
+            await hub.detach(7, laptop)  # a sign-out here closes the user's other socket
+
+    phone = Phone()
+    await hub.attach(7, phone)
+    await hub.attach(7, phone)  # again: still one socket of the user
+    await hub.attach(7, laptop)
+    hub.publish_to_user(7, None, "first")
+    hub.publish_to_user(7, None, "second")
+    assert await phone.wait_for(2) == [("personal", None, "first"), ("personal", None, "second")]
+    # The delivery under way when the laptop left still reached it; the next did not.
+    assert laptop.frames == [("personal", None, "first")]
+    await hub.detach(7, phone)
+    await hub.detach(7, phone)  # gone already: nothing to do
+    hub.publish_to_user(7, None, "nobody")
+    await hub.attach(8, laptop)
+    hub.publish_to_user(8, None, "for 8")
+    assert await laptop.wait_for(2) == [("personal", None, "first"), ("personal", None, "for 8")]
+    assert len(phone.frames) == 2
+
+
 async def test_a_failing_member_keeps_no_frame_from_the_others(hubs):
     hub = hubs()
     broken, ana = Recorder(broken=True), Recorder()
