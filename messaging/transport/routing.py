@@ -5,7 +5,7 @@ it for the connection's whole life: its coroutine, its frame and the scope
 it holds stay as long as the socket does. Channels' `ProtocolTypeRouter`,
 `URLRouter` and `as_asgi()`'s per-socket wrapper are three such layers:
 three coroutines, and the server's scope and the router's copy kept beside
-the consumer's, about 1.5 kB a socket that only waits (docs/PERFORMANCE.md,
+the consumer's: 1.7-2.0 kB of a socket that only waits (docs/PERFORMANCE.md,
 "Idle sockets"). `ProtocolRouter` and `PathRouter` choose the same
 application by the same rules, then return its coroutine for the caller to
 await: they keep nothing once the connection has begun, and a route to a
@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
 from asgiref.sync import markcoroutinefunction
+from channels.consumer import AsyncConsumer
 from channels.routing import ProtocolTypeRouter, URLRouter
 from django.urls import Resolver404, path
 
@@ -37,11 +38,18 @@ async def refusal(error: Exception) -> NoReturn:
     raise error
 
 
+# The code of the per-socket function `as_asgi()` returns: the one callback
+# whose whole work, making the consumer and awaiting it, `started` does itself.
+# A function that only wraps one (`functools.wraps` copies `consumer_class`
+# onto it too) is called as it is.
+AS_ASGI_CODE = AsyncConsumer.as_asgi().__code__
+
+
 def started(application: Any, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
     """`application`'s coroutine for this connection; a consumer's `as_asgi()` is the consumer's own `__call__`."""
-    consumer = getattr(application, "consumer_class", None)
-    if consumer is not None:
-        return consumer(**application.consumer_initkwargs)(scope, receive, send)  # type: ignore[no-any-return]
+    if getattr(application, "__code__", None) is AS_ASGI_CODE:
+        consumer = application.consumer_class(**application.consumer_initkwargs)
+        return consumer(scope, receive, send)  # type: ignore[no-any-return]
     return application(scope, receive, send)  # type: ignore[no-any-return]
 
 

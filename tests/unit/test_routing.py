@@ -4,6 +4,7 @@ chosen application's coroutine handed back rather than awaited, so nothing of th
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 import pytest
@@ -100,6 +101,22 @@ async def test_a_route_to_a_consumers_as_asgi_starts_the_consumer_itself():
     (consumer,) = Recorded.made
     assert consumer.scope == {**scope, "path_remaining": "", "url_route": {"args": (), "kwargs": {}}}
     assert "path_remaining" not in scope  # the caller's scope is left as it was
+
+
+async def test_a_function_wrapping_an_as_asgi_app_is_called_not_bypassed():
+    Recorded.made.clear()
+    inner = Recorded.as_asgi(label="wrapped")
+    calls = []
+
+    @functools.wraps(inner)  # copies `consumer_class` and `consumer_initkwargs` onto the wrapper
+    async def logged(scope, receive, send):
+        calls.append(scope["path"])
+        return await inner(scope, receive, send)
+
+    assert logged.consumer_class is Recorded
+    started = PathRouter([path("ws/", logged)])({"type": "websocket", "path": "/ws/"}, None, None)
+    assert started.cr_code is logged.__code__
+    assert await started == "wrapped" and calls == ["/ws/"]
 
 
 async def test_the_protocol_router_hands_over_by_type_and_refuses_an_unknown_one_when_awaited():
