@@ -20,11 +20,11 @@ import uuid
 from urllib.parse import urlsplit
 
 
-def upgrade_request(host: str, origin: str, session: str) -> bytes:
-    """A client's WebSocket handshake for `/ws/`, signed in by the session cookie."""
+def upgrade_request(host: str, origin: str, session: str, path: str = "/ws/") -> bytes:
+    """A client's WebSocket handshake for `path`, signed in by the session cookie."""
     key = base64.b64encode(os.urandom(16)).decode()
     return (
-        f"GET /ws/ HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"GET {path} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: {origin}\r\n"
         f"Cookie: sessionid={session}\r\n\r\n"
     ).encode()
@@ -44,9 +44,10 @@ def client_frame(opcode: int, payload: bytes) -> bytes:
 
 
 class RawSocket:
-    def __init__(self, base_url: str, session: str, *, receive_buffer: int | None = None) -> None:
+    def __init__(self, base_url: str, session: str, *, receive_buffer: int | None = None, path: str = "/ws/") -> None:
         self.base_url = base_url
         self.session = session
+        self.path = path
         self.receive_buffer = receive_buffer
         self.sock: socket.socket | None = None
         self.unread = b""
@@ -58,7 +59,7 @@ class RawSocket:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
         sock.settimeout(10)
         sock.connect((url.hostname, url.port))
-        sock.sendall(upgrade_request(url.netloc, self.base_url, self.session))
+        sock.sendall(upgrade_request(url.netloc, self.base_url, self.session, self.path))
         response = b""
         while b"\r\n\r\n" not in response:
             chunk = sock.recv(1)
