@@ -33,7 +33,7 @@ from .report import cpu_per_ack, markdown, plot
 from .seed import seed_rooms
 from .servers import ROOT, Server
 from .signins import bulk_sessions
-from .targets import targets
+from .targets import curve_targets, targets
 
 SECRET = "bench-secret-not-for-production"
 
@@ -133,7 +133,7 @@ def main() -> None:
         profile(start, sessions, reference, out, wall=args.profile_wall)
         return
     if args.idle_only:
-        idle = idle_memory(start, sessions[0], args.idle)
+        idle = idle_check(args, start, base, out)
         (out / "idle.json").write_text(json.dumps(idle, indent=2))
         print(json.dumps(idle, indent=2))
         return
@@ -248,7 +248,7 @@ def main() -> None:
         for config, runs in points.items()
     }
 
-    idle = idle_memory(start, sessions[0], args.idle) if args.idle and not args.peak_only else None
+    idle = idle_check(args, start, base, out) if args.idle and not args.peak_only else None
     events = None
     if not (args.no_events or args.peak_only or args.rate):
         from .events import events_bench
@@ -306,6 +306,7 @@ def sockets_only(args: argparse.Namespace, start, base: dict[str, str], out: Pat
         window=args.idle_window,
     )
     curve = sockets_curve(start, options, base, args.server, out)
+    curve["targets"] = curve_targets(curve)
     (out / "sockets.json").write_text(json.dumps(curve, indent=2))
     text = curve_markdown(curve)
     (out / "sockets.md").write_text(text)
@@ -316,6 +317,14 @@ def sockets_only(args: argparse.Namespace, start, base: dict[str, str], out: Pat
         f"wrote {out / 'sockets.json'}, {out / 'sockets.md'}"
         + (f" and {out / 'sockets.png'}" if curve["steps"] else "")
     )
+
+
+def idle_check(args: argparse.Namespace, start, base: dict[str, str], out: Path) -> dict:
+    """--idle idle sockets of as many users, each signed in with a session of its own, so that what a
+    user costs (the hub's entry, the presence beat, the credential checks) is counted once per socket:
+    their memory, and the server's CPU over --idle-window after --settle."""
+    sessions = bulk_sessions(base, args.idle, "idle-", out)
+    return idle_memory(start, sessions, args.idle, settle=args.settle, window=args.idle_window)
 
 
 def big_rooms(args: argparse.Namespace, start, base: dict[str, str], out: Path) -> list[dict]:

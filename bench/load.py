@@ -339,15 +339,16 @@ def _receipts(socket: Socket, count: int) -> list[tuple[str, dict]]:
     return [(uuid.uuid4().hex, {"room": socket.room, "delivered": i + 1, "read": i + 1}) for i in range(count)]
 
 
-async def hold_idle(target: Target, session: str, count: int, connect_concurrency: int = 10) -> list:
-    """Open `count` idle sockets (signed in, nothing sent) and return them, still open."""
+async def hold_idle(target: Target, sessions: list[str], count: int, connect_concurrency: int = 10) -> list:
+    """Open `count` idle sockets (signed in, nothing sent), the n-th with the n-th of `sessions` (round
+    again if there are fewer), and return them, still open."""
     gate = asyncio.Semaphore(connect_concurrency)
 
     async def open_one(n: int):
         async with gate:
             return await websockets.connect(
                 target.socket_url(n, "idle"),
-                additional_headers={"Cookie": f"sessionid={session}", "Origin": target.origin(n)},
+                additional_headers={"Cookie": f"sessionid={sessions[n % len(sessions)]}", "Origin": target.origin(n)},
                 open_timeout=60,
                 compression=None,
                 ping_interval=None,

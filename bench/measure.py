@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from messaging.ops.metrics import BATCH_PHASE_NAMES
 
-from .cpu import cpu_per_ack_us
+from .cpu import cores, cpu_per_ack_us, process_cpu_seconds
 from .load import Load, Target, drive, hold_idle
 from .servers import Server
 
@@ -185,21 +185,46 @@ def median_of(runs: list[dict]) -> dict:
     return {k: statistics.median(r[k] for r in runs if r.get(k) is not None) for k in keys}
 
 
-def idle_memory(start, session: str, count: int) -> dict:
+def idle_memory(start, sessions: list[str], count: int, settle: float = 0.0, window: float = 0.0) -> dict:
+    """`count` idle signed-in sockets on one full-path server, one per session of `sessions`: the
+    server's memory before the first and with all of them open, and, after `settle` seconds, its CPU
+    over `window` seconds (0: not measured) while they do nothing, beside how many were still open."""
     servers = start("full")
+    pid = servers[0].pid
     try:
-        before = psutil.Process(servers[0].pid).memory_info().rss
+        before = psutil.Process(pid).memory_info().rss
 
-        async def hold() -> float:
-            sockets = await hold_idle(Target("full", [servers[0].url]), session, count)
-            await asyncio.sleep(2)
-            rss = psutil.Process(servers[0].pid).memory_info().rss
+        async def hold() -> dict:
+            sockets = await hold_idle(Target("full", [servers[0].url]), sessions, count)
+            await asyncio.sleep(max(settle, 2.0))
+            held = {"rss": psutil.Process(pid).memory_info().rss}
+            if window > 0:
+                started, cpu = time.perf_counter(), process_cpu_seconds(pid)
+                await asyncio.sleep(window)
+                held["cpu_cores"] = cores(process_cpu_seconds(pid) - cpu, time.perf_counter() - started)
+                held["window_seconds"] = round(time.perf_counter() - started, 1)
+            held["open_at_end"] = sum(ws.close_code is None for ws in sockets)
             await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
-            return rss
+            return held
 
         sys.stderr.write(f"opening {count} idle sockets...\n")
-        after = asyncio.run(hold())
+        held = asyncio.run(hold())
     finally:
         for s in servers:
             s.stop()
-    return {"sockets": count, "rss_before_mb": round(before / 2**20, 1), "rss_mb": round(after / 2**20, 1)}
+    after = held["rss"]
+    found = {
+        "sockets": count,
+        "rss_before_mb": round(before / 2**20, 1),
+        "rss_mb": round(after / 2**20, 1),
+        # kB of 1,024 bytes, as every per-socket figure of the bench.
+        "kb_per_socket": round((after - before) / count / 1024, 2),
+        "open_at_end": held["open_at_end"],
+    }
+    if "cpu_cores" in held and held["cpu_cores"] is not None:
+        found.update(
+            window_seconds=held["window_seconds"],
+            server_cpu_cores=round(held["cpu_cores"], 4),
+            server_cpu_cores_per_10k=round(held["cpu_cores"] * 10_000 / count, 4),
+        )
+    return found

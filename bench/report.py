@@ -163,6 +163,32 @@ def big_room_table(bigs: list[dict]) -> str:
 CPU_PAIRS = [("{server}", "full", "echo"), ("{server}, two processes", "full, two processes", "echo, two processes")]
 
 
+def idle_text(idle: dict) -> str:
+    """The idle check in a sentence: memory, then CPU where it was measured."""
+    text = (
+        f"{idle['sockets']:,} idle signed-in sockets: the process grew from "
+        f"{idle['rss_before_mb']:.0f} MB to {idle['rss_mb']:.0f} MB"
+    )
+    if idle.get("kb_per_socket") is not None:
+        text += f", {idle['kb_per_socket']:.2f} kB a socket"
+    if idle.get("server_cpu_cores") is not None:
+        text += (
+            f"; over {idle['window_seconds']:.0f} s it spent {idle['server_cpu_cores']:.4f} of a core "
+            f"({idle['server_cpu_cores_per_10k']:.4f} per 10,000 sockets)"
+        )
+    if idle.get("open_at_end") is not None:
+        text += f"; {idle['open_at_end']:,} still open at the end"
+    return text + "."
+
+
+def target_table(found: dict) -> str:
+    """Targets as a table: each one's measured value and whether it was met."""
+    return table(
+        ["target", "measured", "met"],
+        [[name, "-" if t["value"] is None else f"{t['value']}", verdict(t)] for name, t in found.items()],
+    )
+
+
 def cpu_per_ack(median: dict, server: str) -> list[dict]:
     """Server CPU per ack, the full path's against echo's on the run's server (one
     process, and two where measured), beside their acks/s and each ratio full/echo."""
@@ -245,10 +271,7 @@ def markdown(report: dict) -> str:
         )
     if report["idle"]:
         idle = report["idle"]
-        parts.append(
-            f"{idle['sockets']:,} idle signed-in sockets: the process grew from "
-            f"{idle['rss_before_mb']:.0f} MB to {idle['rss_mb']:.0f} MB."
-        )
+        parts.append(idle_text(idle))
     if report.get("cpu_per_ack"):
         parts.append(
             table(
@@ -260,15 +283,7 @@ def markdown(report: dict) -> str:
     if bigs:
         parts.append(big_room_table(bigs))
     if report["targets"]:
-        parts.append(
-            table(
-                ["target", "measured", "met"],
-                [
-                    [name, "-" if t["value"] is None else f"{t['value']}", verdict(t)]
-                    for name, t in report["targets"].items()
-                ],
-            )
-        )
+        parts.append(target_table(report["targets"]))
     if report.get("search"):
         parts.append(search_table(report["search"]))
     return "\n\n".join(parts) + "\n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .report import cell, table
+from .report import cell, table, target_table
 
 # (heading, key, digits)
 COLUMNS = [
@@ -83,6 +83,8 @@ def markdown(curve: dict) -> str:
                 "even idle.",
             ]
             break
+    if curve.get("targets"):
+        lines += ["", target_table(curve["targets"])]
     stopped = curve["stopped"]
     if stopped:
         lines += [
