@@ -86,7 +86,7 @@ def targets(peak: dict, curves: dict, idle: dict | None, big: dict | None = None
     met = verdicts(measured)
     # Not targets: the same ratio for the stack alone, what the box allows, and
     # for the duplicates Redis answers, where the database takes no share.
-    # Issue 26 retired the 1.5x target for two processes on these 2 cores (docs/PERFORMANCE.md).
+    # The 1.5x target for two processes is retired on these 2 cores (docs/PERFORMANCE.md).
     met["two processes / one"] = {"value": ratio("full, two processes", "full"), "met": None}
     met["echo: two processes / one"] = {"value": ratio("echo, two processes", "echo"), "met": None}
     met["duplicates only: two processes / one"] = {
