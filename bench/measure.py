@@ -20,6 +20,7 @@ from .cpu import cores, cpu_per_ack_us, process_cpu_seconds
 from .load import Load, Target, drive, hold_idle
 from .servers import Server
 
+MB = 2**20
 # The servers' `/metrics`, read around each full-path load for its batches.
 METRICS_TOKEN = "bench-metrics"
 
@@ -185,10 +186,42 @@ def median_of(runs: list[dict]) -> dict:
     return {k: statistics.median(r[k] for r in runs if r.get(k) is not None) for k in keys}
 
 
+def rss_mb(pids: list[int]) -> float:
+    return sum(psutil.Process(pid).memory_info().rss for pid in pids) / MB
+
+
+def reading(servers: list[int], generators: list[int]) -> tuple:
+    return (
+        time.perf_counter(),
+        sum(map(process_cpu_seconds, servers)),
+        sum(map(process_cpu_seconds, generators)),
+        service_cpu(),
+    )
+
+
+async def measure_window(servers: list[int], generators: list[int], seconds: float) -> dict:
+    """Over `seconds` of holding still: every process's CPU as a share of a core; then their memory."""
+    t0, server0, gen0, services0 = reading(servers, generators)
+    await asyncio.sleep(seconds)
+    t1, server1, gen1, services1 = reading(servers, generators)
+    wall = t1 - t0
+    spent = services_spent(services0, services1)
+    return {
+        "window_seconds": round(wall, 1),
+        "server_rss_mb": round(rss_mb(servers), 1),
+        "server_cpu_cores": round(cores(server1 - server0, wall), 4),
+        "generators_rss_mb": round(rss_mb(generators), 1) if generators else 0.0,
+        "generators_cpu_cores": round(cores(gen1 - gen0, wall), 4) if generators else 0.0,
+        "postgresql_cpu_cores": round(cores(spent["postgresql"], wall), 3),
+        "redis_cpu_cores": round(cores(spent["redis"], wall), 3),
+    }
+
+
 def idle_memory(start, sessions: list[str], count: int, settle: float = 0.0, window: float = 0.0) -> dict:
     """`count` idle signed-in sockets on one full-path server, one per session of `sessions`: the
     server's memory before the first and with all of them open, and, after `settle` seconds, its CPU
-    over `window` seconds (0: not measured) while they do nothing, beside how many were still open."""
+    over `window` seconds (0: not measured) while they do nothing, and the box's PostgreSQL's and Redis's
+    (`measure_window`, as the sockets curve measures a step), beside how many were still open."""
     servers = start("full")
     pid = servers[0].pid
     try:
@@ -199,10 +232,7 @@ def idle_memory(start, sessions: list[str], count: int, settle: float = 0.0, win
             await asyncio.sleep(max(settle, 2.0))
             held = {"rss": psutil.Process(pid).memory_info().rss}
             if window > 0:
-                started, cpu = time.perf_counter(), process_cpu_seconds(pid)
-                await asyncio.sleep(window)
-                held["cpu_cores"] = cores(process_cpu_seconds(pid) - cpu, time.perf_counter() - started)
-                held["window_seconds"] = round(time.perf_counter() - started, 1)
+                held["window"] = await measure_window([pid], [], window)
             held["open_at_end"] = sum(ws.close_code is None for ws in sockets)
             await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
             return held
@@ -215,16 +245,19 @@ def idle_memory(start, sessions: list[str], count: int, settle: float = 0.0, win
     after = held["rss"]
     found = {
         "sockets": count,
-        "rss_before_mb": round(before / 2**20, 1),
-        "rss_mb": round(after / 2**20, 1),
+        "rss_before_mb": round(before / MB, 1),
+        "rss_mb": round(after / MB, 1),
         # kB of 1,024 bytes, as every per-socket figure of the bench.
         "kb_per_socket": round((after - before) / count / 1024, 2),
         "open_at_end": held["open_at_end"],
     }
-    if "cpu_cores" in held and held["cpu_cores"] is not None:
+    window_found = held.get("window")
+    if window_found and window_found["server_cpu_cores"] is not None:
         found.update(
-            window_seconds=held["window_seconds"],
-            server_cpu_cores=round(held["cpu_cores"], 4),
-            server_cpu_cores_per_10k=round(held["cpu_cores"] * 10_000 / count, 4),
+            window_seconds=window_found["window_seconds"],
+            server_cpu_cores=window_found["server_cpu_cores"],
+            server_cpu_cores_per_10k=round(window_found["server_cpu_cores"] * 10_000 / count, 4),
+            postgresql_cpu_cores=window_found["postgresql_cpu_cores"],
+            redis_cpu_cores=window_found["redis_cpu_cores"],
         )
     return found

@@ -176,6 +176,8 @@ def idle_text(idle: dict) -> str:
             f"; over {idle['window_seconds']:.0f} s it spent {idle['server_cpu_cores']:.4f} of a core "
             f"({idle['server_cpu_cores_per_10k']:.4f} per 10,000 sockets)"
         )
+        if idle.get("postgresql_cpu_cores") is not None:
+            text += f", PostgreSQL {idle['postgresql_cpu_cores']:.3f} and Redis {idle['redis_cpu_cores']:.3f}"
     if idle.get("open_at_end") is not None:
         text += f"; {idle['open_at_end']:,} still open at the end"
     return text + "."

@@ -28,15 +28,13 @@ from pathlib import Path
 
 import psutil
 
-from .cpu import cores, process_cpu_seconds
 from .curve import extrapolate, extrapolated_step, step_costs
 from .limits import system_limits
-from .measure import Progress, service_cpu, services_spent
+from .measure import MB, Progress, measure_window, rss_mb
 from .servers import ROOT
 from .signins import bulk_sessions
 from .spread import Layout, layout, misfits
 
-MB = 2**20
 # Memory left to the rest of the box when a step is predicted to need the rest.
 MEMORY_MARGIN_MB = 2048
 PREFIX = "crowd-"
@@ -108,37 +106,6 @@ class Generator:
             except (TimeoutError, RuntimeError, ConnectionError):
                 self.process.kill()
                 await self.process.wait()
-
-
-def rss_mb(pids: list[int]) -> float:
-    return sum(psutil.Process(pid).memory_info().rss for pid in pids) / MB
-
-
-def reading(servers: list[int], generators: list[int]) -> tuple:
-    return (
-        time.perf_counter(),
-        sum(map(process_cpu_seconds, servers)),
-        sum(map(process_cpu_seconds, generators)),
-        service_cpu(),
-    )
-
-
-async def measure_window(servers: list[int], generators: list[int], seconds: float) -> dict:
-    """Over `seconds` of holding still: every process's CPU as a share of a core; then their memory."""
-    t0, server0, gen0, services0 = reading(servers, generators)
-    await asyncio.sleep(seconds)
-    t1, server1, gen1, services1 = reading(servers, generators)
-    wall = t1 - t0
-    spent = services_spent(services0, services1)
-    return {
-        "window_seconds": round(wall, 1),
-        "server_rss_mb": round(rss_mb(servers), 1),
-        "server_cpu_cores": round(cores(server1 - server0, wall), 4),
-        "generators_rss_mb": round(rss_mb(generators), 1) if generators else 0.0,
-        "generators_cpu_cores": round(cores(gen1 - gen0, wall), 4) if generators else 0.0,
-        "postgresql_cpu_cores": round(cores(spent["postgresql"], wall), 3),
-        "redis_cpu_cores": round(cores(spent["redis"], wall), 3),
-    }
 
 
 def memory_misfit(n: int, measured: list[dict], baseline: dict) -> list[str]:

@@ -26,6 +26,8 @@ def idle(sockets: int, kb: float, cores_per_10k: float) -> dict:
         "window_seconds": 60.0,
         "server_cpu_cores": cores_per_10k * sockets / 10_000,
         "server_cpu_cores_per_10k": cores_per_10k,
+        "postgresql_cpu_cores": 0.004,
+        "redis_cpu_cores": 0.002,
     }
 
 
@@ -102,6 +104,7 @@ def test_a_curve_that_stopped_short_measures_nothing_at_a_hundred_thousand():
 def test_the_reports_say_what_was_measured_and_what_was_not():
     text = idle_text(idle(10_000, kb=14.41, cores_per_10k=0.0153))
     assert "14.41 kB a socket" in text and "0.0153 per 10,000 sockets" in text and "10,000 still open" in text
+    assert "PostgreSQL 0.004 and Redis 0.002" in text
     assert "of a core" not in idle_text({"sockets": 10, "rss_before_mb": 90.0, "rss_mb": 91.0})
     curve = {
         "server": "daphne",
