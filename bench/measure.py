@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from messaging.ops.metrics import BATCH_PHASE_NAMES
 
 from .cpu import cores, cpu_per_ack_us, process_cpu_seconds
+from .curve import per_10k
 from .load import Load, Target, drive, hold_idle
 from .servers import Server
 
@@ -256,7 +257,7 @@ def idle_memory(start, sessions: list[str], count: int, settle: float = 0.0, win
         found.update(
             window_seconds=window_found["window_seconds"],
             server_cpu_cores=window_found["server_cpu_cores"],
-            server_cpu_cores_per_10k=round(window_found["server_cpu_cores"] * 10_000 / count, 4),
+            server_cpu_cores_per_10k=round(per_10k(window_found["server_cpu_cores"], count), 4),
             postgresql_cpu_cores=window_found["postgresql_cpu_cores"],
             redis_cpu_cores=window_found["redis_cpu_cores"],
         )
