@@ -23,7 +23,18 @@ import redis
 from messaging_client import sign_in
 
 from . import bigroom
-from .configs import IDS_LEVER, RANDOM_IDS, default_configs, kind_of, levers_of, server_env, server_of
+from .configs import (
+    APP,
+    APPS,
+    FLOOR,
+    IDS_LEVER,
+    RANDOM_IDS,
+    default_configs,
+    kind_of,
+    levers_of,
+    server_env,
+    server_of,
+)
 from .limits import raise_fd_limit
 from .load import Load
 from .measure import METRICS_TOKEN, Progress, idle_memory, median_of, quiesce, run_load
@@ -117,7 +128,10 @@ def main() -> None:
         server = server_of(config, args.server)
         # --server-args are the options of --server's server.
         own_args = server_args if server == args.server else None
-        return [Server(server, server_env(config, base, levers), out, args=own_args).start() for _ in range(count)]
+        app = APPS.get(kind_of(config), APP)
+        return [
+            Server(server, server_env(config, base, levers), out, app=app, args=own_args).start() for _ in range(count)
+        ]
 
     if args.sockets:
         sockets_only(args, start, base, out)
@@ -322,9 +336,13 @@ def sockets_only(args: argparse.Namespace, start, base: dict[str, str], out: Pat
 def idle_check(args: argparse.Namespace, start, base: dict[str, str], out: Path) -> dict:
     """--idle idle sockets of as many users, each signed in with a session of its own, so that what a
     user costs (the hub's entry, the presence beat, the credential checks) is counted once per socket:
-    their memory, and the server's CPU over --idle-window after --settle."""
+    their memory, and the server's CPU over --idle-window after --settle; with --idle-floor, beside it
+    the memory of as many on the server alone (`floor`)."""
     sessions = bulk_sessions(base, args.idle, "idle-", out)
-    return idle_memory(start, sessions, args.idle, settle=args.settle, window=args.idle_window)
+    found = idle_memory(start, sessions, args.idle, settle=args.settle, window=args.idle_window)
+    if args.idle_floor:
+        found["floor"] = idle_memory(start, sessions, args.idle, settle=args.settle, kind=FLOOR)
+    return found
 
 
 def big_rooms(args: argparse.Namespace, start, base: dict[str, str], out: Path) -> list[dict]:

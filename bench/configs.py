@@ -3,10 +3,16 @@
 A config is "full", "echo" or "tutorial", optionally with levers:
 "full+CHANNEL_LAYER=pubsub" (the server's environment), "full+IDS=random"
 (the load generator's command ids), "echo+SERVER=daphne" (the server of
-this config, whatever --server says).
+this config, whatever --server says). The idle check's "floor" is the
+server alone, with an app that only accepts sockets (bench/floor.py).
 """
 
 from __future__ import annotations
+
+# Not a config of the load rounds: the idle check's server alone, serving bench/floor.py instead of bench.asgi.
+FLOOR = "floor"
+APPS = {FLOOR: "bench.floor:application"}
+APP = "bench.asgi:application"
 
 
 def kind_of(config: str) -> str:

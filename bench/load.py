@@ -46,14 +46,14 @@ FANOUT = (b'{"t":"msg",', b'{"t":"status",', b'{"t": "msg",', b'{"t": "status",'
 
 @dataclass
 class Target:
-    """One endpoint: `kind` is "full", "echo" or "tutorial"; `urls` the servers, used round-robin."""
+    """One endpoint: `kind` is "full", "echo", "tutorial" or "floor" (bench/floor.py); `urls` the servers, used round-robin."""
 
     kind: str
     urls: list[str]
 
     def socket_url(self, n: int, room: str) -> str:
         base = self.urls[n % len(self.urls)].replace("http", "ws", 1)
-        path = {"full": "/ws/", "echo": "/echo/", "tutorial": f"/tutorial/{room}/"}[self.kind]
+        path = {"full": "/ws/", "echo": "/echo/", "tutorial": f"/tutorial/{room}/", "floor": "/ws/"}[self.kind]
         return base + path
 
     def origin(self, n: int) -> str:

@@ -218,18 +218,21 @@ async def measure_window(servers: list[int], generators: list[int], seconds: flo
     }
 
 
-def idle_memory(start, sessions: list[str], count: int, settle: float = 0.0, window: float = 0.0) -> dict:
-    """`count` idle signed-in sockets on one full-path server, one per session of `sessions`: the
-    server's memory before the first and with all of them open, and, after `settle` seconds, its CPU
-    over `window` seconds (0: not measured) while they do nothing, and the box's PostgreSQL's and Redis's
-    (`measure_window`, as the sockets curve measures a step), beside how many were still open."""
-    servers = start("full")
+def idle_memory(
+    start, sessions: list[str], count: int, settle: float = 0.0, window: float = 0.0, kind: str = "full"
+) -> dict:
+    """`count` idle signed-in sockets on one server of `kind` ("full"; "floor", the server alone), one per
+    session of `sessions`: the server's memory before the first and with all of them open, and, after
+    `settle` seconds, its CPU over `window` seconds (0: not measured) while they do nothing, and the box's
+    PostgreSQL's and Redis's (`measure_window`, as the sockets curve measures a step), beside how many
+    were still open."""
+    servers = start(kind)
     pid = servers[0].pid
     try:
         before = psutil.Process(pid).memory_info().rss
 
         async def hold() -> dict:
-            sockets = await hold_idle(Target("full", [servers[0].url]), sessions, count)
+            sockets = await hold_idle(Target(kind, [servers[0].url]), sessions, count)
             await asyncio.sleep(max(settle, 2.0))
             held = {"rss": psutil.Process(pid).memory_info().rss}
             if window > 0:

@@ -62,6 +62,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--idle", type=int, default=10000, help="idle sockets for the memory check (0: skip)")
     p.add_argument(
+        "--idle-floor",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the idle check also holds as many sockets on the server alone (bench/floor.py: "
+        "an app that only accepts them), for what of the full path's memory the server keeps",
+    )
+    p.add_argument(
         "--configs",
         default=None,
         help='comma-separated; a lever rides on a config as "full+KEY=VALUE+KEY=VALUE" '

@@ -180,6 +180,13 @@ def idle_text(idle: dict) -> str:
             text += f", PostgreSQL {idle['postgresql_cpu_cores']:.3f} and Redis {idle['redis_cpu_cores']:.3f}"
     if idle.get("open_at_end") is not None:
         text += f"; {idle['open_at_end']:,} still open at the end"
+    floor = idle.get("floor")
+    if floor:
+        # The same sockets on the server alone (bench/floor.py): what of the kB above the server keeps.
+        text += (
+            f". The server alone, an app that only accepts them, grew from {floor['rss_before_mb']:.0f} MB to "
+            f"{floor['rss_mb']:.0f} MB with {floor['sockets']:,}: {floor['kb_per_socket']:.2f} kB a socket"
+        )
     return text + "."
 
 

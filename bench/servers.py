@@ -7,6 +7,8 @@ from pathlib import Path
 
 from messaging.testing.servers import ServerProcess
 
+from .configs import APP
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Uvicorn as a deployment runs it (docs/OPERATIONS.md): uvloop, websockets' Sans-I/O implementation, and no
@@ -27,7 +29,7 @@ class Server(ServerProcess):
         kind: str,
         env: dict[str, str],
         log_dir: Path,
-        app: str = "bench.asgi:application",
+        app: str = APP,
         args: tuple[str, ...] | None = None,
     ) -> None:
         own = args if args is not None else UVICORN_ARGS if kind == "uvicorn" else ()

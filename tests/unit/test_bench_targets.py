@@ -134,3 +134,13 @@ def test_the_reports_say_what_was_measured_and_what_was_not():
     }
     curve["targets"] = curve_targets(curve)
     assert f"| {CROWD} | - | not measured |" in curve_markdown(curve)
+
+
+def test_the_idle_report_reads_the_full_path_beside_the_server_alone():
+    floor = {"sockets": 10_000, "rss_before_mb": 52.3, "rss_mb": 263.5, "kb_per_socket": 21.63, "open_at_end": 10_000}
+    text = idle_text({**idle(10_000, kb=14.45, cores_per_10k=0.0168), "floor": floor})
+    assert "14.45 kB a socket" in text
+    assert "The server alone, an app that only accepts them, grew from 52 MB to 264 MB with 10,000: 21.63 kB" in text
+    assert "server alone" not in idle_text(idle(10_000, kb=14.45, cores_per_10k=0.0168))
+    # The targets are the full path's: the floor's figures do not stand in for them.
+    assert targets({}, {}, {**idle(10_000, kb=14.45, cores_per_10k=0.0168), "floor": floor})[IDLE_KB]["value"] == 14.45
