@@ -337,11 +337,13 @@ def idle_check(args: argparse.Namespace, start, base: dict[str, str], out: Path)
     """--idle idle sockets of as many users, each signed in with a session of its own, so that what a
     user costs (the hub's entry, the presence beat, the credential checks) is counted once per socket:
     their memory, and the server's CPU over --idle-window after --settle; with --idle-floor, beside it
-    the memory of as many on the server alone (`floor`)."""
+    the same of as many on the server alone (`floor`)."""
     sessions = bulk_sessions(base, args.idle, "idle-", out)
     found = idle_memory(start, sessions, args.idle, settle=args.settle, window=args.idle_window)
     if args.idle_floor:
-        found["floor"] = idle_memory(start, sessions, args.idle, settle=args.settle, kind=FLOOR)
+        found["floor"] = idle_memory(
+            start, sessions, args.idle, settle=args.settle, window=args.idle_window, kind=FLOOR
+        )
     return found
 
 

@@ -66,7 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="the idle check also holds as many sockets on the server alone (bench/floor.py: "
-        "an app that only accepts them), for what of the full path's memory the server keeps",
+        "an app that only accepts them), for what of the full path's memory and CPU the server keeps",
     )
     p.add_argument(
         "--configs",

@@ -187,6 +187,8 @@ def idle_text(idle: dict) -> str:
             f". The server alone, an app that only accepts them, grew from {floor['rss_before_mb']:.0f} MB to "
             f"{floor['rss_mb']:.0f} MB with {floor['sockets']:,}: {floor['kb_per_socket']:.2f} kB a socket"
         )
+        if floor.get("server_cpu_cores") is not None:
+            text += f", {floor['server_cpu_cores_per_10k']:.4f} of a core per 10,000"
     return text + "."
 
 

@@ -141,6 +141,11 @@ def test_the_idle_report_reads_the_full_path_beside_the_server_alone():
     text = idle_text({**idle(10_000, kb=14.45, cores_per_10k=0.0168), "floor": floor})
     assert "14.45 kB a socket" in text
     assert "The server alone, an app that only accepts them, grew from 52 MB to 264 MB with 10,000: 21.63 kB" in text
+    assert "of a core per 10,000." not in text
+    with_cpu = {**floor, "server_cpu_cores": 0.0512, "server_cpu_cores_per_10k": 0.0512}
+    assert "21.63 kB a socket, 0.0512 of a core per 10,000." in idle_text(
+        {**idle(10_000, 14.45, 0.0168), "floor": with_cpu}
+    )
     assert "server alone" not in idle_text(idle(10_000, kb=14.45, cores_per_10k=0.0168))
     # The targets are the full path's: the floor's figures do not stand in for them.
     assert targets({}, {}, {**idle(10_000, kb=14.45, cores_per_10k=0.0168), "floor": floor})[IDLE_KB]["value"] == 14.45
